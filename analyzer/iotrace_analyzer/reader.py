@@ -1,0 +1,422 @@
+"""Finding trace files and reading their text back, damage-tolerant, with bounded memory.
+
+A trace (docs/trace-format.md) is `.pfw.zst` (independent zstd frames of whole lines),
+`.pfw.gz` (one gzip member with full flushes; DFTracer may write several members) or plain
+`.pfw`. The compression is recognised by its magic bytes, not by the file name.
+
+Reading goes frame by frame (zstd) or in small compressed blocks (gzip, plain), so raw text
+is never held whole. Damage is read around and recorded as `Damage` records:
+
+* zstd: a frame cut short yields its complete lines; a frame that fails to decode is
+  skipped; bytes that are not a frame are skipped up to the next frame magic.
+* gzip: a cut-off member yields up to its last complete line; corrupt deflate data is
+  skipped up to the next full-flush marker (00 00 ff ff) from which inflating works again.
+
+Only `zstandard` and the standard library are imported here: `iotrace export` uses this
+module too and must not pay for pyarrow/dask.
+"""
+
+from __future__ import annotations
+
+import glob
+import mmap
+import os
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import zstandard
+
+TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz")
+ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+GZIP_MAGIC = b"\x1f\x8b"
+FULL_FLUSH = b"\x00\x00\xff\xff"  # the empty stored block a deflate full flush ends with
+
+PLAIN_BLOCK = 4 << 20  # bytes of plain text read at a time
+GZIP_BLOCK = 64 << 10  # compressed bytes fed to zlib at a time
+
+
+class TraceInputError(ValueError):
+    """The paths given name no trace file (missing, empty folder, glob without match)."""
+
+
+@dataclass(frozen=True)
+class Damage:
+    """One problem met while reading `path`; `offset` is a byte offset in the file as stored."""
+
+    path: str
+    offset: int
+    kind: str  # truncated-frame, corrupt-frame, not-a-frame, truncated-gzip, corrupt-gzip, empty-file
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """A byte range [start, end) of one trace file that can be decoded on its own."""
+
+    path: str
+    start: int
+    end: int
+    codec: str  # "zstd", "gzip" or "plain"
+    index: int = 0  # position of the chunk in its file
+    size: int = 0  # bytes of the whole file
+
+
+# --------------------------------------------------------------------------- discovery
+
+
+def _is_trace_name(name: str) -> bool:
+    return name.endswith(TRACE_SUFFIXES)
+
+
+def _walk(folder: str) -> list[str]:
+    found = []
+    for root, dirs, files in os.walk(folder):
+        dirs.sort()
+        found += [os.path.join(root, f) for f in sorted(files) if _is_trace_name(f)]
+    return found
+
+
+def find_traces(paths: list[str]) -> list[str]:
+    """Expand folders (recursively), globs and file names into a sorted list of trace files.
+
+    A file named explicitly is taken whatever its name; folders and globs contribute the
+    files ending in .pfw, .pfw.zst or .pfw.gz. Raises TraceInputError on a missing path, a
+    glob without match, or when nothing at all is found.
+    """
+    if not paths:
+        raise TraceInputError("no trace path given")
+    found: list[str] = []
+    for p in paths:
+        if not p:
+            raise TraceInputError("empty trace path given")
+        if os.path.isdir(p):
+            found += _walk(p)
+        elif os.path.isfile(p):
+            found.append(p)
+        else:
+            matches = sorted(glob.glob(p, recursive=True))
+            if not matches:
+                raise TraceInputError(f"no such file or folder: {p}")
+            for m in matches:
+                if os.path.isdir(m):
+                    found += _walk(m)
+                elif _is_trace_name(m):
+                    found.append(m)
+    if not found:
+        raise TraceInputError(
+            "no trace files (*.pfw, *.pfw.zst, *.pfw.gz) found in: " + ", ".join(paths)
+        )
+    seen: set[str] = set()
+    unique = []
+    for f in found:
+        key = os.path.realpath(f)
+        if key not in seen:
+            seen.add(key)
+            unique.append(f)
+    return unique
+
+
+# --------------------------------------------------------------------------- codec + zstd frames
+
+
+def detect_codec(path: str) -> str:
+    with open(path, "rb") as f:
+        head = f.read(4)
+    if head == ZSTD_MAGIC or _is_skippable(head):
+        return "zstd"
+    if head[:2] == GZIP_MAGIC:
+        return "gzip"
+    if not head:
+        return "plain"
+    if path.endswith(".zst"):
+        return "zstd"  # damaged start: the frame walker will resync at the next magic
+    if path.endswith(".gz"):
+        return "gzip"
+    return "plain"
+
+
+def _is_skippable(head: bytes) -> bool:
+    return len(head) == 4 and head[0] & 0xF0 == 0x50 and head[1:] == b"\x2a\x4d\x18"
+
+
+def _frame_end(buf, pos: int, limit: int) -> tuple[int, str]:
+    """End of the zstd frame starting at `pos`, from its header and block headers alone.
+
+    Returns (end, status): status "ok", "truncated" (end is `limit`) or "bad" (not a frame).
+    """
+    head = bytes(buf[pos : pos + 4])
+    if _is_skippable(head):
+        if pos + 8 > limit:
+            return limit, "truncated"
+        (n,) = struct.unpack_from("<I", buf, pos + 4)
+        end = pos + 8 + n
+        return (end, "ok") if end <= limit else (limit, "truncated")
+    if head != ZSTD_MAGIC:
+        return pos, "bad"
+    if pos + 5 > limit:
+        return limit, "truncated"
+    fhd = buf[pos + 4]
+    if fhd & 0x08:  # reserved bit
+        return pos, "bad"
+    single = (fhd >> 5) & 1
+    fcs_flag = fhd >> 6
+    header = 1 + (0 if single else 1) + (0, 1, 2, 4)[fhd & 3]
+    header += (1 if single else 0, 2, 4, 8)[fcs_flag]
+    p = pos + 4 + header
+    while True:
+        if p + 3 > limit:
+            return limit, "truncated"
+        b0, b1, b2 = buf[p], buf[p + 1], buf[p + 2]
+        h = b0 | (b1 << 8) | (b2 << 16)
+        last, btype, bsize = h & 1, (h >> 1) & 3, h >> 3
+        if btype == 3:
+            return pos, "bad"
+        p += 3 + (1 if btype == 1 else bsize)
+        if last:
+            break
+    if fhd & 0x04:  # content checksum
+        p += 4
+    return (p, "ok") if p <= limit else (limit, "truncated")
+
+
+def zstd_frames(buf, start: int = 0, end: int | None = None, on_bad=None) -> Iterator[tuple[int, int, str]]:
+    """Yield (start, end, status) of the frames in buf[start:end]; status "ok" or "truncated".
+
+    Bytes that are not a frame are skipped to the next frame magic; `on_bad(offset, next)`
+    is called for each such stretch.
+    """
+    limit = len(buf) if end is None else end
+    pos = start
+    while pos < limit:
+        fend, status = _frame_end(buf, pos, len(buf))
+        if status == "bad":
+            nxt = buf.find(ZSTD_MAGIC, pos + 1, limit)
+            nxt = limit if nxt < 0 else nxt
+            if on_bad:
+                on_bad(pos, nxt)
+            pos = nxt
+            continue
+        yield pos, fend, status
+        pos = fend
+
+
+def _open_map(path: str):
+    """mmap of the file, or b"" for an empty file (mmap refuses size 0)."""
+    with open(path, "rb") as f:
+        if os.fstat(f.fileno()).st_size == 0:
+            return b""
+        return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+
+
+# --------------------------------------------------------------------------- chunk planning
+
+
+def plan_chunks(path: str, target: int = 8 << 20) -> list[Chunk]:
+    """Split a file into chunks of about `target` stored bytes that decode independently.
+
+    zstd files are split at frame boundaries, plain files at line boundaries. A gzip member
+    is one stream and is read as one chunk.
+    """
+    size = os.path.getsize(path)
+    codec = detect_codec(path)
+    if size <= target or codec == "gzip":
+        return [Chunk(path, 0, size, codec, 0, size)]
+    cuts = [0]
+    buf = _open_map(path)
+    try:
+        if codec == "zstd":
+            for fstart, _fend, _status in zstd_frames(buf):
+                if fstart - cuts[-1] >= target:
+                    cuts.append(fstart)
+        else:
+            pos = target
+            while pos < size:
+                nl = buf.find(b"\n", pos)
+                if nl < 0 or nl + 1 >= size:
+                    break
+                cuts.append(nl + 1)
+                pos = nl + 1 + target
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+    cuts.append(size)
+    return [Chunk(path, a, b, codec, i, size) for i, (a, b) in enumerate(zip(cuts, cuts[1:]))]
+
+
+# --------------------------------------------------------------------------- decoding
+
+
+def _note(damage: list | None, *args) -> None:
+    if damage is not None:
+        damage.append(Damage(*args))
+
+
+def _whole_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:
+    """Join the carried partial line with new text; split off the new partial line."""
+    data = tail + data if tail else data
+    cut = data.rfind(b"\n") + 1
+    return data[:cut], data[cut:]
+
+
+def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
+    dctx = zstandard.ZstdDecompressor()
+    tail = b""
+    pos = start
+    while pos < end:
+        fend, status = _frame_end(buf, pos, end)
+        if status == "bad":
+            nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
+            nxt = end if nxt < 0 else nxt
+            _note(damage, path, pos, "not-a-frame", f"{nxt - pos} bytes skipped to the next frame")
+            pos, tail = nxt, b""
+            continue
+        try:
+            out = dctx.decompressobj().decompress(buf[pos:fend])
+        except zstandard.ZstdError as e:
+            # A damaged block header can make the frame look longer than it is: resync at
+            # the next magic after this frame's start rather than at its computed end.
+            _note(damage, path, pos, "corrupt-frame", str(e))
+            nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
+            pos, tail = (end if nxt < 0 else nxt), b""
+            continue
+        if status == "truncated":
+            _note(damage, path, pos, "truncated-frame",
+                  f"frame cut at byte {fend}; {len(out)} bytes decoded from it")
+            text, _lost = _whole_lines(tail, out)
+            if text:
+                yield text
+            nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
+            pos, tail = (end if nxt < 0 else nxt), b""
+            continue
+        text, tail = _whole_lines(tail, out)
+        if text:
+            yield text
+        pos = fend
+    if tail:
+        yield tail + b"\n"  # a clean stream whose last line lacks its newline
+
+
+def _plain_blocks(path, start, end) -> Iterator[bytes]:
+    with open(path, "rb") as f:
+        f.seek(start)
+        left = end - start
+        tail = b""
+        while left > 0:
+            data = f.read(min(PLAIN_BLOCK, left))
+            if not data:
+                break
+            left -= len(data)
+            text, tail = _whole_lines(tail, data)
+            if text:
+                yield text
+        if tail:
+            yield tail + b"\n"
+
+
+def _gzip_resync(buf, pos: int) -> int:
+    """Offset after the next full-flush marker from which inflating works, or -1."""
+    while True:
+        m = buf.find(FULL_FLUSH, pos)
+        if m < 0:
+            return -1
+        cand = m + len(FULL_FLUSH)
+        try:
+            probe = zlib.decompressobj(-15).decompress(buf[cand : cand + 65536], 4096)
+        except zlib.error:
+            pos = m + 1
+            continue
+        if probe[:1] in (b"{", b"\n", b"[") or (not probe and cand >= len(buf) - 8):
+            return cand
+        pos = m + 1
+
+
+def _gzip_blocks(path, buf, damage) -> Iterator[bytes]:
+    size = len(buf)
+    pos = 0
+    tail = b""
+    dobj = zlib.decompressobj(31)
+    raw = False  # after a resync we inflate raw deflate data (no gzip header)
+    while pos < size:
+        data = buf[pos : pos + GZIP_BLOCK]
+        try:
+            out = dobj.decompress(data)
+        except zlib.error as e:
+            _note(damage, path, pos, "corrupt-gzip", str(e))
+            nxt = _gzip_resync(buf, pos + 1)
+            tail = b""
+            if nxt < 0:
+                return
+            pos, dobj, raw = nxt, zlib.decompressobj(-15), True
+            continue
+        text, tail = _whole_lines(tail, out)
+        if text:
+            yield text
+        if dobj.eof:
+            used = len(data) - len(dobj.unused_data)
+            pos += used
+            rest = buf[pos : pos + 2]
+            if raw:
+                pos += 8  # gzip trailer (CRC32, ISIZE) after the last raw deflate block
+                rest = buf[pos : pos + 2]
+            if rest == GZIP_MAGIC:  # another member (DFTracer writes several)
+                dobj, raw = zlib.decompressobj(31), False
+                continue
+            if pos < size and buf[pos:size].strip(b"\0"):
+                _note(damage, path, pos, "corrupt-gzip", f"{size - pos} bytes after the gzip stream")
+            break
+        pos += len(data)
+    else:
+        if not dobj.eof and size:
+            _note(damage, path, size, "truncated-gzip",
+                  "stream cut off; read up to the last complete line")
+            tail = b""
+    if tail:
+        yield tail + b"\n"
+
+
+def iter_blocks(path: str, damage: list | None = None, chunk: Chunk | None = None) -> Iterator[bytes]:
+    """Yield the decompressed text of a file (or of one chunk of it) as blocks of whole lines.
+
+    Every block ends with a newline. Memory stays at about one zstd frame or a few MB.
+    """
+    if chunk is None:
+        size = os.path.getsize(path)
+        chunk = Chunk(path, 0, size, detect_codec(path), 0, size)
+    if chunk.size == 0:
+        _note(damage, path, 0, "empty-file", "the file is empty")
+        return
+    if chunk.codec == "plain":
+        yield from _plain_blocks(path, chunk.start, chunk.end)
+        return
+    buf = _open_map(path)
+    try:
+        if chunk.codec == "zstd":
+            yield from _zstd_blocks(path, buf, chunk.start, chunk.end, damage)
+        else:
+            yield from _gzip_blocks(path, buf, damage)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+
+def read_chunk(chunk: Chunk, damage: list | None = None) -> bytes:
+    """The whole decompressed text of one chunk (whole lines, newline-terminated)."""
+    return b"".join(iter_blocks(chunk.path, damage, chunk))
+
+
+def iter_lines(path: str, damage: list | None = None) -> Iterator[bytes]:
+    """Yield each event line of a trace without the `[` line, blank lines, and the trailing
+    `,` or `]` of each line. Reads frame by frame with bounded memory; damage is appended
+    to `damage` (if given) as Damage records and read around."""
+    for block in iter_blocks(path, damage):
+        for line in block.split(b"\n"):
+            line = line.strip()
+            if line.endswith((b",", b"]")):
+                line = line[:-1].rstrip()
+            if not line or line == b"[":
+                continue
+            if line.startswith(b"["):  # "[{...}" when the first event shares the line
+                line = line[1:]
+            yield line

@@ -1,0 +1,148 @@
+"""The job's process tree: who is whose child, how each process is labelled and
+sorted, and which flows (fork/spawn arrows) join them.
+
+Built from the `iotrace_process` event that opens every per-process trace, so
+it is known before a single event is exported.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+# Rank variables in order of preference (trace-format.md, `ranks`).
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+# Linux pids stay below 2**22 (pid_max); with several hosts, the host's index
+# goes above that so that equal pids on two hosts stay two processes.
+PID_BITS = 22
+_PID_IN_NAME = re.compile(r"-(\d+)(?:-\d+)?\.pfw(?:\.\w+)?$")
+
+
+@dataclass
+class TraceFile:
+    """One per-process trace file, as seen from its first line."""
+
+    path: str
+    index: int  # position among the inputs; numbers sequences and tracks
+    info: dict  # args of `iotrace_process` ({} when the line is missing)
+    pid: int
+    host: str
+
+
+@dataclass
+class Proc:
+    """One process of the job (the files of one pid on one host: exec keeps the pid)."""
+
+    host: str
+    pid: int
+    files: list[TraceFile]
+    vpid: int = 0  # the pid shown in Perfetto
+    label: str = ""
+    sort_index: int = 0
+    parent: Proc | None = None
+    children: list[Proc] = field(default_factory=list)
+    flow_id: int = 0  # the arrow from the parent to this process (0: none)
+
+    @property
+    def info(self) -> dict:
+        return self.files[0].info
+
+    @property
+    def role(self) -> str:
+        return self.info.get("role") or "main"
+
+    @property
+    def rank(self) -> int | None:
+        ranks = self.info.get("ranks") or {}
+        for var in RANK_VARIABLES:
+            if var in ranks:
+                try:
+                    return int(ranks[var])
+                except (TypeError, ValueError):
+                    continue
+        return None
+
+    @property
+    def start_us(self) -> float | None:
+        """Process start on the trace clock (µs): the monotonic clock at its first line."""
+        mono = self.info.get("mono_ns")
+        return mono / 1000 if isinstance(mono, (int, float)) else None
+
+    @property
+    def exe(self) -> str:
+        exe = self.info.get("exe") or ""
+        return exe.rsplit("/", 1)[-1] or f"pid {self.pid}"
+
+
+def trace_file(path: str, index: int, first_event: dict | None) -> TraceFile:
+    """Describe a file from its first event (normally `iotrace_process`)."""
+    first = first_event or {}
+    info = first.get("args", {}) if first.get("name") == "iotrace_process" else {}
+    pid = info.get("pid", first.get("pid"))
+    if pid is None:
+        match = _PID_IN_NAME.search(path)
+        pid = int(match.group(1)) if match else 0
+    return TraceFile(path, index, info, int(pid), str(info.get("hostname", "")))
+
+
+def build_processes(files: list[TraceFile]) -> list[Proc]:
+    """Group files into processes, link parents, then label, number and sort them."""
+    procs: dict[tuple[str, int], Proc] = {}
+    for f in sorted(files, key=lambda f: (f.info.get("mono_ns", 0), f.index)):
+        key = (f.host, f.pid)
+        if key in procs:
+            procs[key].files.append(f)  # an exec'd image of the same process
+        else:
+            procs[key] = Proc(f.host, f.pid, [f])
+
+    hosts = sorted({p.host for p in procs.values()})
+    for p in procs.values():
+        p.vpid = p.pid if len(hosts) == 1 else (hosts.index(p.host) + 1) << PID_BITS | p.pid
+        parent = procs.get((p.host, p.info.get("parent_pid")))
+        if parent is not None and parent is not p:
+            p.parent = parent
+            parent.children.append(p)
+
+    ordered = sorted(procs.values(), key=_sort_key)
+    for number, p in enumerate(ordered, 1):
+        p.sort_index = number
+        if p.parent is not None:
+            p.flow_id = number
+    for p in ordered:
+        p.label = _label(p)
+    return ordered
+
+
+def vtid(proc: Proc, tid: int) -> int:
+    """The tid shown in Perfetto: moved by the host like the pid."""
+    return (proc.vpid - proc.pid) + tid
+
+
+def _sort_key(p: Proc) -> tuple:
+    """Rank, then the parent chain, then the pid: a child sorts right under its parent."""
+    chain = []
+    node: Proc | None = p
+    while node is not None:
+        chain.append(node)
+        node = node.parent
+    root = chain[-1]
+    rank = root.rank if root.rank is not None else 1 << 31
+    return (rank, root.host) + tuple(n.pid for n in reversed(chain))
+
+
+def _label(p: Proc) -> str:
+    if p.parent is None:
+        if p.rank is not None:
+            return f"rank {p.rank}"
+        return p.exe if p.role in ("main", "exec") else f"{p.exe} ({p.role})"
+    return f"{p.parent.label} · {p.role} {_child_number(p)}"
+
+
+def _child_number(p: Proc) -> int:
+    """Number of `p` among its parent's children of the same role: the `worker_id`
+    the Python layer recorded if any, else the position in pid order."""
+    worker_id = p.info.get("worker_id")
+    if isinstance(worker_id, int):
+        return worker_id
+    siblings = sorted(c.pid for c in p.parent.children if c.role == p.role)
+    return siblings.index(p.pid)

@@ -1,0 +1,110 @@
+// The C API of iotrace.h, on the same core as the interposer.
+#include <string.h>
+
+#include "buffer.h"
+#include "clock.h"
+#include "config.h"
+#include "intern.h"
+#include "iotrace.h"
+#include "lifecycle.h"
+#include "record.h"
+#include "writer.h"
+
+#define IOT_API extern "C" __attribute__((visibility("default")))
+
+using namespace iot;
+
+namespace {
+// One record with a payload of `args_len` bytes after the fixed part.
+template <class Rec>
+Rec* reserve_rec(uint32_t args_len, uint32_t* size, ThreadState** ts) {
+  *size = rec_align(uint32_t(sizeof(Rec)) + args_len);
+  return reinterpret_cast<Rec*>(reserve(*size, ts));
+}
+
+void mark(char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args,
+          uint32_t len) {
+  if (!g_recording.load(std::memory_order_relaxed) || !name) return;
+  if (!args) len = 0;
+  uint32_t size;
+  ThreadState* ts;
+  MarkRec* r = reserve_rec<MarkRec>(len, &size, &ts);
+  if (!r) return;
+  r->h = RecHeader{size, R_MARK, 0};
+  r->args_len = len;
+  r->ph = ph;
+  r->ts = ts_ns;
+  r->name = const_cast<Str*>(name);
+  r->cat = const_cast<Str*>(cat);
+  if (len) memcpy(r + 1, args, len);
+  commit(ts, size);
+}
+}  // namespace
+
+IOT_API int iotrace_init(const char* out_dir, const char* name) {
+  // Overrides must be in place before the core reads its configuration once.
+  if (out_dir && *out_dir) setenv("IOTRACE_DIR", out_dir, 1);
+  if (name && *name) setenv("IOTRACE_NAME", name, 1);
+  return core_start() ? 0 : -1;
+}
+
+IOT_API int iotrace_active(void) { return g_recording.load(std::memory_order_relaxed); }
+IOT_API int iotrace_interposing(void) { return g_interposing; }
+IOT_API int64_t iotrace_now_ns(void) { return now_ns(); }
+
+IOT_API iotrace_str_t iotrace_intern(const char* s, uint32_t len) { return intern_name(s, len); }
+
+IOT_API void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns,
+                              int64_t dur_ns, const char* args, uint32_t len) {
+  if (!g_recording.load(std::memory_order_relaxed) || !name || !cat) return;
+  if (!args) len = 0;
+  uint32_t size;
+  ThreadState* ts;
+  SpanRec* r = reserve_rec<SpanRec>(len, &size, &ts);
+  if (!r) return;
+  r->h = RecHeader{size, R_SPAN, 0};
+  r->args_len = len;
+  r->start = start_ns;
+  r->dur = dur_ns;
+  r->name = const_cast<Str*>(name);
+  r->cat = const_cast<Str*>(cat);
+  if (len) memcpy(r + 1, args, len);
+  commit(ts, size);
+}
+
+IOT_API void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
+                             const char* args, uint32_t len) {
+  mark('i', name, cat, ts_ns, args, len);
+}
+
+IOT_API void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args, uint32_t len) {
+  mark('C', name, nullptr, ts_ns, args, len);
+}
+
+IOT_API void iotrace_thread_name(const char* name, uint32_t len) {
+  if (!g_recording.load(std::memory_order_relaxed)) return;
+  Out o;
+  o.put("\"name\":");
+  o.json_str(name, len);
+  static Str* key = intern_name("thread_name", 11);
+  mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
+  free(o.p);
+}
+
+IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid) {
+  set_process_info(role, parent_pid);
+}
+
+IOT_API void iotrace_flush(void) {
+  if (g_recording.load()) flush_now(true);
+}
+
+IOT_API void iotrace_finalize(void) { before_exit_now("finalize"); }
+
+IOT_API const char* iotrace_trace_path(void) { return trace_path(); }
+
+IOT_API void iotrace_stats(uint64_t* recorded, uint64_t* written, uint64_t* dropped) {
+  if (recorded) *recorded = events_recorded();
+  if (written) *written = events_written();
+  if (dropped) *dropped = events_dropped();
+}

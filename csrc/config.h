@@ -1,0 +1,39 @@
+// Configuration, resolved once at start from IOTRACE_* variables into one struct. The hot
+// path reads only flags of it. Every variable is documented in docs/configuration.md.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+namespace iot {
+
+enum class Compression { zstd, gzip, none };
+
+struct Config {
+  bool enable = true;             // IOTRACE_ENABLE
+  char dir[1024] = ".";           // IOTRACE_DIR
+  char name[256] = "";            // IOTRACE_NAME (default: executable basename)
+  // IOTRACE_INCLUDE / IOTRACE_EXCLUDE: ':'-separated path prefixes.
+  static constexpr int kMaxPrefixes = 64;
+  char* include[kMaxPrefixes] = {};
+  int n_include = 0;
+  char* exclude[kMaxPrefixes] = {};
+  int n_exclude = 0;
+  bool trace_libs = false;        // IOTRACE_TRACE_LIBS: also shared libraries and .pyc files
+  Compression compression = Compression::zstd;  // IOTRACE_COMPRESSION
+  int level = 3;                  // IOTRACE_COMPRESSION_LEVEL
+  size_t buffer_size = 1 << 20;   // IOTRACE_BUFFER_SIZE: bytes per thread buffer
+  size_t max_buffered = 64 << 20; // IOTRACE_MAX_BUFFERED: bytes in flight before writers wait
+  int flush_ms = 1000;            // IOTRACE_FLUSH_INTERVAL_MS
+  bool posix = true;              // IOTRACE_POSIX: record POSIX calls
+  bool stdio = true;              // IOTRACE_STDIO: record stdio calls
+  bool signals = true;            // IOTRACE_SIGNALS: flush on fatal signals
+};
+
+// Parse the environment into `c` (defaults for unset variables).
+void config_from_env(Config& c);
+// Replace the include or exclude list by a ':'-separated string.
+void config_set_prefixes(Config& c, bool include, const char* value);
+
+extern Config g_config;
+
+}  // namespace iot

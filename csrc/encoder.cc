@@ -1,0 +1,184 @@
+#include "encoder.h"
+
+#include <charconv>
+
+namespace iot {
+
+const char* const kCallNames[C_COUNT] = {
+#define CALL(id, cat) #id,
+#include "calls.def"
+#undef CALL
+};
+const char* const kCallCats[C_COUNT] = {
+#define CALL(id, cat) #cat,
+#include "calls.def"
+#undef CALL
+};
+
+void Out::i64(int64_t v) {
+  reserve(24);
+  n = size_t(std::to_chars(p + n, p + n + 24, v).ptr - p);
+}
+
+void Out::u64hex(uint64_t v) {
+  static const char kHex[] = "0123456789abcdef";
+  reserve(16);
+  for (int i = 15; i >= 0; i--, v >>= 4) p[n + i] = kHex[v & 15];
+  n += 16;
+}
+
+void Out::usec(int64_t ns) {
+  if (ns < 0) {
+    ch('-');
+    ns = -ns;
+  }
+  i64(ns / 1000);
+  int r = int(ns % 1000);
+  reserve(4);
+  p[n] = '.';
+  p[n + 1] = char('0' + r / 100);
+  p[n + 2] = char('0' + r / 10 % 10);
+  p[n + 3] = char('0' + r % 10);
+  n += 4;
+}
+
+void Out::json_str(const char* s, size_t len) {
+  static const char kHex[] = "0123456789abcdef";
+  reserve(len * 6 + 2);
+  p[n++] = '"';
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c == '"' || c == '\\') {
+      p[n++] = '\\';
+      p[n++] = char(c);
+    } else if (c < 0x20) {
+      p[n++] = '\\';
+      p[n++] = 'u';
+      p[n++] = '0';
+      p[n++] = '0';
+      p[n++] = kHex[c >> 4];
+      p[n++] = kHex[c & 15];
+    } else {
+      p[n++] = char(c);  // UTF-8 passes through; invalid bytes are the reader's problem
+    }
+  }
+  p[n++] = '"';
+}
+
+static void head(Out& o, char ph, const char* name, size_t name_len, bool quoted_name,
+                 const char* cat, size_t cat_len, const EncodeCtx& ctx, int tid) {
+  o.put("{\"ph\":\"");
+  o.ch(ph);
+  o.put("\",\"name\":");
+  if (quoted_name) {
+    o.ch('"');
+    o.put(name, name_len);
+    o.ch('"');
+  } else {
+    o.json_str(name, name_len);
+  }
+  o.put(",\"cat\":");
+  o.json_str(cat, cat_len);
+  o.put(",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"tid\":");
+  o.i64(tid);
+}
+
+void encode_fh(Out& o, Str* s, int tid, const EncodeCtx& ctx) {
+  s->written_gen = ctx.gen;
+  o.put("{\"ph\":\"M\",\"name\":\"FH\",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"tid\":");
+  o.i64(tid);
+  o.put(",\"args\":{\"name\":");
+  o.json_str(s->str, s->len);
+  o.put(",\"value\":\"");
+  o.u64hex(s->hash);
+  o.put("\"}},\n");
+}
+
+static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
+  int events = 1;
+  uint32_t f = r->fields;
+  if ((f & F_FHASH) && r->file->written_gen != ctx.gen) encode_fh(o, r->file, tid, ctx), events++;
+  if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
+  const char* name = kCallNames[r->h.call];
+  const char* cat = kCallCats[r->h.call];
+  head(o, 'X', name, strlen(name), true, cat, strlen(cat), ctx, tid);
+  o.put(",\"ts\":");
+  o.usec(r->start);
+  o.put(",\"dur\":");
+  o.usec(r->dur);
+  o.put(",\"args\":{");
+  // Fixed key order (the analyzer relies on it for its fast path): see docs/trace-format.md.
+  const char* sep = "";
+  auto key = [&](const char* k) {
+    o.put(sep);
+    o.put(k);
+    sep = ",";
+  };
+  if (f & F_FHASH) { key("\"fhash\":\""); o.u64hex(r->file->hash); o.ch('"'); }
+  if (f & F_FHASH2) { key("\"fhash2\":\""); o.u64hex(r->file2->hash); o.ch('"'); }
+  if (f & F_FD) { key("\"fd\":"); o.i64(r->fd); }
+  if (f & F_FD2) { key("\"fd2\":"); o.i64(r->fd2); }
+  if (f & F_SIZE) { key("\"size\":"); o.i64(r->size); }
+  if (f & F_OFFSET) { key("\"offset\":"); o.i64(r->offset); }
+  if (f & F_RET) { key("\"ret\":"); o.i64(r->ret); }
+  if (f & F_BYTES) { key("\"bytes\":"); o.i64(r->bytes); }
+  if (f & F_ERRNO) { key("\"errno\":"); o.i64(r->err); }
+  if (f & F_FLAGS) { key("\"flags\":"); o.i64(r->flags); }
+  if (f & F_MODE) { key("\"mode\":"); o.i64(r->mode); }
+  o.put("}},\n");
+  return events;
+}
+
+static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) {
+  head(o, 'X', r->name->str, r->name->len, false, r->cat->str, r->cat->len, ctx, tid);
+  o.put(",\"ts\":");
+  o.usec(r->start);
+  o.put(",\"dur\":");
+  o.usec(r->dur);
+  o.put(",\"args\":{");
+  o.put(reinterpret_cast<const char*>(r + 1), r->args_len);
+  o.put("}},\n");
+  return 1;
+}
+
+static int encode_mark(Out& o, const MarkRec* r, int tid, const EncodeCtx& ctx) {
+  o.put("{\"ph\":\"");
+  o.ch(r->ph);
+  o.put("\",\"name\":");
+  o.json_str(r->name->str, r->name->len);
+  if (r->cat) {
+    o.put(",\"cat\":");
+    o.json_str(r->cat->str, r->cat->len);
+  }
+  o.put(",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"tid\":");
+  o.i64(tid);
+  if (r->ph != 'M') {
+    o.put(",\"ts\":");
+    o.usec(r->ts);
+  }
+  if (r->ph == 'i') o.put(",\"s\":\"t\"");
+  o.put(",\"args\":{");
+  o.put(reinterpret_cast<const char*>(r + 1), r->args_len);
+  o.put("}},\n");
+  return 1;
+}
+
+int encode_record(Out& o, const RecHeader* r, int tid, const EncodeCtx& ctx) {
+  switch (r->kind) {
+    case R_IO:
+      return encode_io(o, reinterpret_cast<const IoRec*>(r), tid, ctx);
+    case R_SPAN:
+      return encode_span(o, reinterpret_cast<const SpanRec*>(r), tid, ctx);
+    case R_MARK:
+      return encode_mark(o, reinterpret_cast<const MarkRec*>(r), tid, ctx);
+  }
+  return 0;
+}
+
+}  // namespace iot

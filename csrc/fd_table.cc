@@ -1,0 +1,134 @@
+#include "fd_table.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <new>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace iot {
+
+namespace {
+constexpr int kChunkBits = 12;
+constexpr int kChunk = 1 << kChunkBits;
+constexpr int kTop = 1 << 18;  // kTop * kChunk = 2^30 = the kernel's nr_open ceiling
+
+struct Entry {
+  std::atomic<OpenFile*> file;
+  std::atomic<uint8_t> cloexec;
+};
+
+std::atomic<Entry*>* g_top = nullptr;
+
+// Open files are recycled through a per-thread free list: no lock, and memory stays valid for
+// a racing reader (a program that closes an fd while another thread uses it).
+__thread OpenFile* t_free __attribute__((tls_model("initial-exec"))) = nullptr;
+
+OpenFile* new_open_file(Str* path, int64_t offset) {
+  OpenFile* f = t_free;
+  if (f) {
+    t_free = f->free_next;
+  } else {
+    f = static_cast<OpenFile*>(malloc(sizeof(OpenFile)));
+    new (&f->offset) std::atomic<int64_t>(0);
+    new (&f->refs) std::atomic<int32_t>(0);
+  }
+  f->path = path;
+  f->offset.store(offset, std::memory_order_relaxed);
+  f->refs.store(1, std::memory_order_relaxed);
+  f->free_next = nullptr;
+  return f;
+}
+
+void release(OpenFile* f) {
+  if (f && f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    f->free_next = t_free;
+    t_free = f;
+  }
+}
+
+Entry* entry(int fd, bool create) {
+  if (fd < 0 || fd >= kTop * kChunk || !g_top) return nullptr;
+  std::atomic<Entry*>& slot = g_top[fd >> kChunkBits];
+  Entry* c = slot.load(std::memory_order_acquire);
+  if (!c) {
+    if (!create) return nullptr;
+    Entry* fresh = static_cast<Entry*>(calloc(kChunk, sizeof(Entry)));
+    if (!fresh) return nullptr;
+    if (slot.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) c = fresh;
+    else free(fresh);
+  }
+  return &c[fd & (kChunk - 1)];
+}
+
+void install(int fd, OpenFile* f, bool cloexec) {
+  Entry* e = entry(fd, true);
+  if (!e) {
+    release(f);
+    return;
+  }
+  e->cloexec.store(cloexec, std::memory_order_relaxed);
+  release(e->file.exchange(f, std::memory_order_acq_rel));
+}
+
+// An fd we did not see opened (inherited, or opened before the tracer started): ask the
+// kernel once for its name and position.
+OpenFile* learn(int fd) {
+  if (fd < 0) return nullptr;
+  char link[64], target[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  long n = syscall(SYS_readlinkat, AT_FDCWD, link, target, sizeof target - 1);
+  if (n <= 0) return nullptr;
+  Str* path = intern_abs_path(target, uint32_t(n));
+  long pos = syscall(SYS_lseek, fd, 0L, SEEK_CUR);
+  long fl = syscall(SYS_fcntl, fd, F_GETFL);
+  if (fl >= 0 && (fl & O_APPEND)) pos = -1;
+  long fdfl = syscall(SYS_fcntl, fd, F_GETFD);
+  OpenFile* f = new_open_file(path, pos < 0 ? -1 : pos);
+  install(fd, f, fdfl >= 0 && (fdfl & FD_CLOEXEC));
+  return f;
+}
+}  // namespace
+
+void fd_table_init() {
+  if (!g_top) g_top = static_cast<std::atomic<Entry*>*>(calloc(kTop, sizeof(std::atomic<Entry*>)));
+}
+
+OpenFile* fd_get(int fd) {
+  Entry* e = entry(fd, false);
+  OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
+  return f ? f : learn(fd);
+}
+
+Str* fd_path(int fd) { return fd_path_of(fd_get(fd)); }
+
+void fd_open(int fd, Str* path, int64_t offset, bool cloexec) {
+  if (fd >= 0) install(fd, new_open_file(path, offset), cloexec);
+}
+
+void fd_dup(int oldfd, int newfd, bool cloexec) {
+  if (newfd < 0 || oldfd == newfd) return;
+  OpenFile* f = fd_get(oldfd);
+  if (!f) return fd_close(newfd);
+  f->refs.fetch_add(1, std::memory_order_relaxed);
+  install(newfd, f, cloexec);
+}
+
+void fd_close(int fd) {
+  Entry* e = entry(fd, false);
+  if (e) release(e->file.exchange(nullptr, std::memory_order_acq_rel));
+}
+
+void fd_set_cloexec(int fd, bool on) {
+  if (Entry* e = entry(fd, false)) e->cloexec.store(on, std::memory_order_relaxed);
+}
+
+bool fd_cloexec(int fd) {
+  Entry* e = entry(fd, false);
+  return e && e->cloexec.load(std::memory_order_relaxed);
+}
+
+}  // namespace iot

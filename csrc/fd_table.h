@@ -1,0 +1,42 @@
+// fd → open file table. Lock-free reads on the hot path; grows in chunks up to the kernel's
+// own limit (2^30 fds). Entries of dup'ed fds share one OpenFile (and its offset), as the
+// kernel shares the open file description.
+#pragma once
+#include <atomic>
+#include <stdint.h>
+
+#include "intern.h"
+
+namespace iot {
+
+struct OpenFile {
+  Str* path;                      // interned absolute path (or "pipe:[N]", "socket:[N]")
+  std::atomic<int64_t> offset;    // our copy of the file position; -1: unknown (pipe, append)
+  std::atomic<int32_t> refs;      // fds sharing it
+  OpenFile* free_next;
+};
+
+// The open file behind fd; learns unknown fds once via /proc/self/fd. NULL for invalid fds.
+OpenFile* fd_get(int fd);
+inline Str* fd_path_of(OpenFile* f) { return f ? f->path : nullptr; }
+Str* fd_path(int fd);
+// A new fd for `path` (open, creat, fopen, opendir...). offset -1 when unknown (O_APPEND).
+void fd_open(int fd, Str* path, int64_t offset, bool cloexec);
+// newfd refers to the same open file as oldfd (dup, dup2, dup3, F_DUPFD).
+void fd_dup(int oldfd, int newfd, bool cloexec);
+void fd_close(int fd);
+void fd_set_cloexec(int fd, bool on);
+bool fd_cloexec(int fd);
+// Offset bookkeeping: position before a transfer of `n` bytes (-1 when unknown).
+inline int64_t fd_advance(OpenFile* f, int64_t n) {
+  if (!f || f->offset.load(std::memory_order_relaxed) < 0) return -1;
+  return n > 0 ? f->offset.fetch_add(n, std::memory_order_relaxed)
+               : f->offset.load(std::memory_order_relaxed);
+}
+inline void fd_seek(OpenFile* f, int64_t pos) {
+  if (f) f->offset.store(pos, std::memory_order_relaxed);
+}
+// Forget everything (after fork the child keeps the fds but learns them anew lazily: cheap).
+void fd_table_init();
+
+}  // namespace iot

@@ -1,0 +1,161 @@
+#include "intern.h"
+
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "config.h"
+#include "fd_table.h"
+
+namespace iot {
+
+bool g_trace_unnamed = true;
+
+namespace {
+constexpr uint32_t kBuckets = 1u << 18;  // chains grow without bound; this only sets their length
+
+struct Table {
+  std::atomic<Str*>* heads = nullptr;
+  void init() {
+    if (!heads) heads = static_cast<std::atomic<Str*>*>(calloc(kBuckets, sizeof(std::atomic<Str*>)));
+  }
+};
+Table g_names, g_paths;
+std::atomic<Str*> g_cwd{nullptr};
+
+bool has_prefix(const char* s, uint32_t n, const char* p) {
+  size_t pl = strlen(p);
+  if (pl > n || memcmp(s, p, pl) != 0) return false;
+  return pl == n || s[pl] == '/' || p[pl - 1] == '/';
+}
+
+bool ends_with(const char* s, uint32_t n, const char* suf) {
+  size_t sl = strlen(suf);
+  return sl <= n && memcmp(s + n - sl, suf, sl) == 0;
+}
+
+// Shared libraries (libfoo.so, libfoo.so.1.2) and Python bytecode: loading noise by default.
+bool is_library(const char* s, uint32_t n) {
+  if (ends_with(s, n, ".pyc") || ends_with(s, n, ".pyo") || ends_with(s, n, ".so")) return true;
+  const char* so = nullptr;
+  for (const char* p = s; (p = static_cast<const char*>(memmem(p, n - (p - s), ".so.", 4)));) so = p++;
+  if (!so) return false;
+  for (const char* p = so + 4; p < s + n; p++)
+    if (!((*p >= '0' && *p <= '9') || *p == '.')) return false;
+  return true;
+}
+
+bool path_traced(const char* s, uint32_t n) {
+  const Config& c = g_config;
+  if (n >= 5 && (has_prefix(s, n, "/proc") || has_prefix(s, n, "/sys") || has_prefix(s, n, "/dev")))
+    return false;
+  for (int i = 0; i < c.n_exclude; i++)
+    if (has_prefix(s, n, c.exclude[i])) return false;
+  if (!c.trace_libs && is_library(s, n)) return false;
+  if (c.n_include == 0) return true;
+  for (int i = 0; i < c.n_include; i++)
+    if (has_prefix(s, n, c.include[i])) return true;
+  return false;
+}
+
+Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
+  t.init();
+  uint64_t h = fnv1a(s, len);
+  std::atomic<Str*>& head = t.heads[h & (kBuckets - 1)];
+  Str* first = head.load(std::memory_order_acquire);
+  for (Str* n = first; n; n = n->next)
+    if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) return n;
+  Str* node = static_cast<Str*>(malloc(sizeof(Str) + len + 1));
+  node->hash = h;
+  node->len = len;
+  node->traced = is_path ? path_traced(s, len) : true;
+  node->written_gen = 0;
+  memcpy(node->str, s, len);
+  node->str[len] = 0;
+  for (;;) {
+    node->next = first;
+    if (head.compare_exchange_weak(first, node, std::memory_order_release, std::memory_order_acquire))
+      return node;
+    // Someone inserted meanwhile: it may be our string.
+    for (Str* n = first; n && n != node->next; n = n->next)
+      if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) {
+        free(node);
+        return n;
+      }
+  }
+}
+
+// Lexical normalisation of an absolute path in place: "//", "/./", "/x/../" collapse.
+uint32_t normalize(char* p, uint32_t n) {
+  uint32_t w = 0;
+  for (uint32_t r = 0; r < n;) {
+    while (r < n && p[r] == '/') r++;
+    uint32_t s = r;
+    while (r < n && p[r] != '/') r++;
+    uint32_t len = r - s;
+    if (len == 0 || (len == 1 && p[s] == '.')) continue;
+    if (len == 2 && p[s] == '.' && p[s + 1] == '.') {
+      while (w > 0 && p[w - 1] != '/') w--;
+      if (w > 0) w--;
+      continue;
+    }
+    p[w++] = '/';
+    memmove(p + w, p + s, len);
+    w += len;
+  }
+  if (w == 0) p[w++] = '/';
+  p[w] = 0;
+  return w;
+}
+}  // namespace
+
+Str* intern_name(const char* s, uint32_t len) { return intern(g_names, s, len, false); }
+
+Str* intern_abs_path(const char* s, uint32_t len) { return intern(g_paths, s, len, true); }
+
+void cwd_refresh() {
+  char buf[PATH_MAX];
+  long n = syscall(SYS_getcwd, buf, sizeof buf);
+  if (n > 0) g_cwd.store(intern_abs_path(buf, uint32_t(strlen(buf))), std::memory_order_release);
+}
+
+Str* intern_path_at(int dirfd, const char* path) {
+  if (!path) return nullptr;
+  char buf[PATH_MAX * 2];
+  size_t pl = strnlen(path, PATH_MAX);
+  uint32_t n = 0;
+  if (path[0] != '/') {
+    Str* base = nullptr;
+    if (dirfd == AT_FDCWD) {
+      base = g_cwd.load(std::memory_order_acquire);
+      if (!base) {
+        cwd_refresh();
+        base = g_cwd.load(std::memory_order_acquire);
+      }
+    } else {
+      base = fd_path(dirfd);
+    }
+    if (base && base->str[0] == '/') {
+      memcpy(buf, base->str, base->len);
+      n = base->len;
+      buf[n++] = '/';
+    }
+  }
+  memcpy(buf + n, path, pl);
+  n += uint32_t(pl);
+  if (buf[0] == '/') n = normalize(buf, n);
+  return intern_abs_path(buf, n);
+}
+
+void intern_refilter() {
+  g_trace_unnamed = g_config.n_include == 0;
+  if (!g_paths.heads) return;
+  for (uint32_t b = 0; b < kBuckets; b++)
+    for (Str* n = g_paths.heads[b].load(std::memory_order_acquire); n; n = n->next)
+      n->traced = path_traced(n->str, n->len);
+}
+
+}  // namespace iot

@@ -1,0 +1,64 @@
+// The shape every wrapper shares: leave early when off or re-entered; otherwise clock, real
+// call, clock, record, errno restored. `fill` names the file and args and says whether the
+// event passes the include/exclude filter.
+#pragma once
+#include <dlfcn.h>
+#include <errno.h>
+
+#include "buffer.h"
+#include "clock.h"
+#include "config.h"
+#include "fd_table.h"
+#include "intern.h"
+#include "lifecycle.h"
+#include "record.h"
+
+#define IOT_EXPORT extern "C" __attribute__((visibility("default")))
+
+namespace iot {
+
+// The next definition of a libc function (looked up once, on first use).
+template <class F>
+inline F next_fn(F& slot, const char* name) {
+  if (__builtin_expect(slot == nullptr, 0)) slot = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
+  return slot;
+}
+#define REAL_FN(name, ...)                         \
+  using name##_fn = __VA_ARGS__;                   \
+  static name##_fn real_##name##_slot = nullptr;   \
+  static inline name##_fn real_##name() { return ::iot::next_fn(real_##name##_slot, #name); }
+
+inline bool posix_on() {
+  return g_interposing && g_config.posix && g_recording.load(std::memory_order_relaxed);
+}
+inline bool stdio_on() {
+  return g_interposing && g_config.stdio && g_recording.load(std::memory_order_relaxed);
+}
+inline bool process_on() { return g_interposing && g_recording.load(std::memory_order_relaxed); }
+
+// Does an event on this file pass the filter? (NULL: a call that names no file)
+inline bool passes(Str* file) { return file ? file->traced : g_trace_unnamed; }
+
+template <class R, class Call, class Fill>
+__attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, Fill&& fill) {
+  if (!on || t_guard) return call();
+  Guard guard;
+  int64_t t0 = now_ns();
+  R ret = call();
+  int64_t t1 = now_ns();
+  int err = errno;
+  IoRec rec;
+  rec.init(id, t0, t1);
+  if (fill(rec, ret, err)) append(&rec, sizeof rec);
+  errno = err;
+  return ret;
+}
+
+// Common fills.
+template <class R>
+inline void set_result(IoRec& r, R ret, int err) {
+  r.set_ret(int64_t(ret));
+  if (int64_t(ret) < 0) r.set_errno(err);
+}
+
+}  // namespace iot

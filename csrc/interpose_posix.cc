@@ -1,0 +1,714 @@
+// POSIX file I/O wrappers. Each: the real function, then what to record (see interpose.h).
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/sendfile.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include "interpose.h"
+#include "mmap_table.h"
+
+using namespace iot;
+
+extern "C" {
+int __xstat(int, const char*, struct stat*);
+int __lxstat(int, const char*, struct stat*);
+int __fxstat(int, int, struct stat*);
+int __fxstatat(int, int, const char*, struct stat*, int);
+int __xstat64(int, const char*, struct stat64*);
+int __lxstat64(int, const char*, struct stat64*);
+int __fxstat64(int, int, struct stat64*);
+int __fxstatat64(int, int, const char*, struct stat64*, int);
+int __open_2(const char*, int);
+int __open64_2(const char*, int);
+int __openat_2(int, const char*, int);
+int __openat64_2(int, const char*, int);
+}
+
+namespace {
+
+int64_t iov_total(const struct iovec* iov, int n) {
+  int64_t t = 0;
+  for (int i = 0; i < n && iov; i++) t += int64_t(iov[i].iov_len);
+  return t;
+}
+
+bool has_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_TMPFILE; }
+
+// open/openat/creat and kin: remember the fd's file, record the open.
+template <class Call>
+int do_open(CallId id, int dirfd, const char* path, int flags, mode_t mode, Call&& call) {
+  return traced<int>(posix_on(), id, call, [&](IoRec& r, int ret, int err) {
+    Str* p = intern_path_at(dirfd, path);
+    if (ret >= 0) fd_open(ret, p, (flags & O_APPEND) ? -1 : 0, flags & O_CLOEXEC);
+    if (!passes(p)) return false;
+    r.set_file(p);
+    set_result(r, ret, err);
+    r.set_flags(flags);
+    if (has_mode(flags)) r.set_mode(mode);
+    return true;
+  });
+}
+
+// A call on an fd: read, write, fsync, fstat...; `extra` adds the call's own args.
+template <class R, class Call, class Extra>
+R on_fd(CallId id, int fd, Call&& call, Extra&& extra) {
+  return traced<R>(posix_on(), id, call, [&](IoRec& r, R ret, int err) {
+    OpenFile* f = fd_get(fd);
+    Str* p = fd_path_of(f);
+    if (!passes(p)) return false;
+    r.set_file(p);
+    r.set_fd(fd);
+    extra(r, f, ret);
+    set_result(r, ret, err);
+    return true;
+  });
+}
+auto no_extra = [](IoRec&, OpenFile*, auto) {};
+
+// A call on a path: stat, access, mkdir, unlink...
+template <class R, class Call, class Extra>
+R on_path(CallId id, int dirfd, const char* path, Call&& call, Extra&& extra) {
+  return traced<R>(posix_on(), id, call, [&](IoRec& r, R ret, int err) {
+    Str* p = intern_path_at(dirfd, path);
+    if (!passes(p)) return false;
+    r.set_file(p);
+    extra(r, ret);
+    set_result(r, ret, err);
+    return true;
+  });
+}
+auto no_path_extra = [](IoRec&, auto) {};
+
+// Two paths: rename, link, symlink.
+template <class Call>
+int on_two_paths(CallId id, int dfd1, const char* p1, int dfd2, const char* p2, Call&& call) {
+  return traced<int>(posix_on(), id, call, [&](IoRec& r, int ret, int err) {
+    Str* a = intern_path_at(dfd1, p1);
+    Str* b = intern_path_at(dfd2, p2);
+    if (!passes(a) && !passes(b)) return false;
+    r.set_file(a);
+    r.set_file2(b);
+    set_result(r, ret, err);
+    return true;
+  });
+}
+
+// Sequential transfer: the offset is the fd position before the call, then advances.
+auto seq_xfer(int64_t size) {
+  return [size](IoRec& r, OpenFile* f, auto ret) {
+    r.set_size(size);
+    r.set_offset(fd_advance(f, int64_t(ret)));
+  };
+}
+auto pos_xfer(int64_t size, int64_t off) {
+  return [size, off](IoRec& r, OpenFile*, auto) {
+    r.set_size(size);
+    r.set_offset(off);
+  };
+}
+
+
+REAL_FN(open, int (*)(const char*, int, ...))
+REAL_FN(open64, int (*)(const char*, int, ...))
+REAL_FN(openat, int (*)(int, const char*, int, ...))
+REAL_FN(openat64, int (*)(int, const char*, int, ...))
+REAL_FN(creat, int (*)(const char*, mode_t))
+REAL_FN(creat64, int (*)(const char*, mode_t))
+REAL_FN(__open_2, int (*)(const char*, int))
+REAL_FN(__open64_2, int (*)(const char*, int))
+REAL_FN(__openat_2, int (*)(int, const char*, int))
+REAL_FN(__openat64_2, int (*)(int, const char*, int))
+REAL_FN(close, int (*)(int))
+REAL_FN(read, ssize_t (*)(int, void*, size_t))
+REAL_FN(write, ssize_t (*)(int, const void*, size_t))
+REAL_FN(pread, ssize_t (*)(int, void*, size_t, off_t))
+REAL_FN(pwrite, ssize_t (*)(int, const void*, size_t, off_t))
+REAL_FN(pread64, ssize_t (*)(int, void*, size_t, off64_t))
+REAL_FN(pwrite64, ssize_t (*)(int, const void*, size_t, off64_t))
+REAL_FN(readv, ssize_t (*)(int, const struct iovec*, int))
+REAL_FN(writev, ssize_t (*)(int, const struct iovec*, int))
+REAL_FN(preadv, ssize_t (*)(int, const struct iovec*, int, off_t))
+REAL_FN(pwritev, ssize_t (*)(int, const struct iovec*, int, off_t))
+REAL_FN(preadv64, ssize_t (*)(int, const struct iovec*, int, off64_t))
+REAL_FN(pwritev64, ssize_t (*)(int, const struct iovec*, int, off64_t))
+REAL_FN(preadv2, ssize_t (*)(int, const struct iovec*, int, off_t, int))
+REAL_FN(pwritev2, ssize_t (*)(int, const struct iovec*, int, off_t, int))
+REAL_FN(lseek, off_t (*)(int, off_t, int))
+REAL_FN(lseek64, off64_t (*)(int, off64_t, int))
+REAL_FN(fsync, int (*)(int))
+REAL_FN(fdatasync, int (*)(int))
+REAL_FN(ftruncate, int (*)(int, off_t))
+REAL_FN(ftruncate64, int (*)(int, off64_t))
+REAL_FN(truncate, int (*)(const char*, off_t))
+REAL_FN(stat, int (*)(const char*, struct stat*))
+REAL_FN(lstat, int (*)(const char*, struct stat*))
+REAL_FN(fstat, int (*)(int, struct stat*))
+REAL_FN(fstatat, int (*)(int, const char*, struct stat*, int))
+REAL_FN(stat64, int (*)(const char*, struct stat64*))
+REAL_FN(lstat64, int (*)(const char*, struct stat64*))
+REAL_FN(fstat64, int (*)(int, struct stat64*))
+REAL_FN(fstatat64, int (*)(int, const char*, struct stat64*, int))
+REAL_FN(statx, int (*)(int, const char*, int, unsigned, struct statx*))
+REAL_FN(__xstat, int (*)(int, const char*, struct stat*))
+REAL_FN(__lxstat, int (*)(int, const char*, struct stat*))
+REAL_FN(__fxstat, int (*)(int, int, struct stat*))
+REAL_FN(__fxstatat, int (*)(int, int, const char*, struct stat*, int))
+REAL_FN(__xstat64, int (*)(int, const char*, struct stat64*))
+REAL_FN(__lxstat64, int (*)(int, const char*, struct stat64*))
+REAL_FN(__fxstat64, int (*)(int, int, struct stat64*))
+REAL_FN(__fxstatat64, int (*)(int, int, const char*, struct stat64*, int))
+REAL_FN(access, int (*)(const char*, int))
+REAL_FN(faccessat, int (*)(int, const char*, int, int))
+REAL_FN(mkdir, int (*)(const char*, mode_t))
+REAL_FN(mkdirat, int (*)(int, const char*, mode_t))
+REAL_FN(rmdir, int (*)(const char*))
+REAL_FN(unlink, int (*)(const char*))
+REAL_FN(unlinkat, int (*)(int, const char*, int))
+REAL_FN(rename, int (*)(const char*, const char*))
+REAL_FN(renameat, int (*)(int, const char*, int, const char*))
+REAL_FN(renameat2, int (*)(int, const char*, int, const char*, unsigned))
+REAL_FN(link, int (*)(const char*, const char*))
+REAL_FN(symlink, int (*)(const char*, const char*))
+REAL_FN(chdir, int (*)(const char*))
+REAL_FN(fchdir, int (*)(int))
+REAL_FN(opendir, DIR* (*)(const char*))
+REAL_FN(fdopendir, DIR* (*)(int))
+REAL_FN(readdir, struct dirent* (*)(DIR*))
+REAL_FN(readdir64, struct dirent64* (*)(DIR*))
+REAL_FN(closedir, int (*)(DIR*))
+REAL_FN(mmap, void* (*)(void*, size_t, int, int, int, off_t))
+REAL_FN(mmap64, void* (*)(void*, size_t, int, int, int, off64_t))
+REAL_FN(munmap, int (*)(void*, size_t))
+REAL_FN(msync, int (*)(void*, size_t, int))
+REAL_FN(dup, int (*)(int))
+REAL_FN(dup2, int (*)(int, int))
+REAL_FN(dup3, int (*)(int, int, int))
+REAL_FN(fcntl, int (*)(int, int, ...))
+REAL_FN(fcntl64, int (*)(int, int, ...))
+REAL_FN(copy_file_range, ssize_t (*)(int, off64_t*, int, off64_t*, size_t, unsigned))
+REAL_FN(sendfile, ssize_t (*)(int, int, off_t*, size_t))
+REAL_FN(sendfile64, ssize_t (*)(int, int, off64_t*, size_t))
+REAL_FN(fallocate, int (*)(int, int, off_t, off_t))
+REAL_FN(fallocate64, int (*)(int, int, off64_t, off64_t))
+REAL_FN(posix_fallocate, int (*)(int, off_t, off_t))
+REAL_FN(posix_fallocate64, int (*)(int, off64_t, off64_t))
+
+mode_t va_mode(int flags, va_list ap) { return has_mode(flags) ? mode_t(va_arg(ap, int)) : 0; }
+
+}  // namespace
+
+// --- open / close ------------------------------------------------------------------------------
+
+#define OPEN_WRAPPER(fn, id)                                                        \
+  IOT_EXPORT int fn(const char* path, int flags, ...) {                             \
+    va_list ap;                                                                     \
+    va_start(ap, flags);                                                            \
+    mode_t mode = va_mode(flags, ap);                                               \
+    va_end(ap);                                                                     \
+    return do_open(id, AT_FDCWD, path, flags, mode,                                 \
+                   [&] { return real_##fn()(path, flags, mode); });                 \
+  }
+OPEN_WRAPPER(open, C_open)
+OPEN_WRAPPER(open64, C_open64)
+
+#define OPENAT_WRAPPER(fn, id)                                                      \
+  IOT_EXPORT int fn(int dirfd, const char* path, int flags, ...) {                  \
+    va_list ap;                                                                     \
+    va_start(ap, flags);                                                            \
+    mode_t mode = va_mode(flags, ap);                                               \
+    va_end(ap);                                                                     \
+    return do_open(id, dirfd, path, flags, mode,                                    \
+                   [&] { return real_##fn()(dirfd, path, flags, mode); });          \
+  }
+OPENAT_WRAPPER(openat, C_openat)
+OPENAT_WRAPPER(openat64, C_openat64)
+
+IOT_EXPORT int creat(const char* path, mode_t mode) {
+  int flags = O_CREAT | O_WRONLY | O_TRUNC;
+  return do_open(C_creat, AT_FDCWD, path, flags, mode, [&] { return real_creat()(path, mode); });
+}
+IOT_EXPORT int creat64(const char* path, mode_t mode) {
+  int flags = O_CREAT | O_WRONLY | O_TRUNC;
+  return do_open(C_creat64, AT_FDCWD, path, flags, mode, [&] { return real_creat64()(path, mode); });
+}
+IOT_EXPORT int __open_2(const char* path, int flags) {
+  return do_open(C___open_2, AT_FDCWD, path, flags, 0, [&] { return real___open_2()(path, flags); });
+}
+IOT_EXPORT int __open64_2(const char* path, int flags) {
+  return do_open(C___open64_2, AT_FDCWD, path, flags, 0,
+                 [&] { return real___open64_2()(path, flags); });
+}
+IOT_EXPORT int __openat_2(int dirfd, const char* path, int flags) {
+  return do_open(C___openat_2, dirfd, path, flags, 0,
+                 [&] { return real___openat_2()(dirfd, path, flags); });
+}
+IOT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
+  return do_open(C___openat64_2, dirfd, path, flags, 0,
+                 [&] { return real___openat64_2()(dirfd, path, flags); });
+}
+
+IOT_EXPORT int close(int fd) {
+  return traced<int>(posix_on(), C_close, [&] { return real_close()(fd); },
+                     [&](IoRec& r, int ret, int err) {
+                       Str* p = fd_path_of(fd_get(fd));
+                       if (!(ret < 0 && err == EBADF)) fd_close(fd);  // closed even on EINTR/EIO
+                       if (!passes(p)) return false;
+                       r.set_file(p);
+                       r.set_fd(fd);
+                       set_result(r, ret, err);
+                       return true;
+                     });
+}
+
+// --- data transfer -----------------------------------------------------------------------------
+
+IOT_EXPORT ssize_t read(int fd, void* buf, size_t n) {
+  return on_fd<ssize_t>(C_read, fd, [&] { return real_read()(fd, buf, n); }, seq_xfer(int64_t(n)));
+}
+IOT_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  return on_fd<ssize_t>(C_write, fd, [&] { return real_write()(fd, buf, n); }, seq_xfer(int64_t(n)));
+}
+#define PXFER(fn, id, bufT, offT)                                                              \
+  IOT_EXPORT ssize_t fn(int fd, bufT buf, size_t n, offT off) {                                \
+    return on_fd<ssize_t>(id, fd, [&] { return real_##fn()(fd, buf, n, off); },                \
+                          pos_xfer(int64_t(n), int64_t(off)));                                 \
+  }
+PXFER(pread, C_pread, void*, off_t)
+PXFER(pwrite, C_pwrite, const void*, off_t)
+PXFER(pread64, C_pread64, void*, off64_t)
+PXFER(pwrite64, C_pwrite64, const void*, off64_t)
+
+IOT_EXPORT ssize_t readv(int fd, const struct iovec* iov, int n) {
+  return on_fd<ssize_t>(C_readv, fd, [&] { return real_readv()(fd, iov, n); },
+                        seq_xfer(iov_total(iov, n)));
+}
+IOT_EXPORT ssize_t writev(int fd, const struct iovec* iov, int n) {
+  return on_fd<ssize_t>(C_writev, fd, [&] { return real_writev()(fd, iov, n); },
+                        seq_xfer(iov_total(iov, n)));
+}
+#define PVXFER(fn, id, offT)                                                                   \
+  IOT_EXPORT ssize_t fn(int fd, const struct iovec* iov, int n, offT off) {                    \
+    return on_fd<ssize_t>(id, fd, [&] { return real_##fn()(fd, iov, n, off); },                \
+                          pos_xfer(iov_total(iov, n), int64_t(off)));                          \
+  }
+PVXFER(preadv, C_preadv, off_t)
+PVXFER(pwritev, C_pwritev, off_t)
+PVXFER(preadv64, C_preadv64, off64_t)
+PVXFER(pwritev64, C_pwritev64, off64_t)
+#define PV2XFER(fn, id)                                                                        \
+  IOT_EXPORT ssize_t fn(int fd, const struct iovec* iov, int n, off_t off, int flags) {        \
+    int64_t total = iov_total(iov, n);                                                         \
+    return on_fd<ssize_t>(id, fd, [&] { return real_##fn()(fd, iov, n, off, flags); },         \
+                          [&](IoRec& r, OpenFile* f, ssize_t ret) {                            \
+                            r.set_size(total);                                                 \
+                            r.set_offset(off == -1 ? fd_advance(f, ret) : int64_t(off));       \
+                            r.set_flags(flags);                                                \
+                          });                                                                  \
+  }
+PV2XFER(preadv2, C_preadv2)
+PV2XFER(pwritev2, C_pwritev2)
+
+#define LSEEK(fn, id, offT)                                                                    \
+  IOT_EXPORT offT fn(int fd, offT off, int whence) {                                           \
+    return on_fd<offT>(id, fd, [&] { return real_##fn()(fd, off, whence); },                   \
+                       [&](IoRec& r, OpenFile* f, offT ret) {                                  \
+                         r.set_offset(int64_t(off));                                           \
+                         r.set_flags(whence);                                                  \
+                         if (ret >= 0 && f && f->offset.load(std::memory_order_relaxed) >= -1) \
+                           fd_seek(f, int64_t(ret));                                           \
+                       });                                                                     \
+  }
+LSEEK(lseek, C_lseek, off_t)
+LSEEK(lseek64, C_lseek64, off64_t)
+
+IOT_EXPORT int fsync(int fd) {
+  return on_fd<int>(C_fsync, fd, [&] { return real_fsync()(fd); }, no_extra);
+}
+IOT_EXPORT int fdatasync(int fd) {
+  return on_fd<int>(C_fdatasync, fd, [&] { return real_fdatasync()(fd); }, no_extra);
+}
+IOT_EXPORT int ftruncate(int fd, off_t len) {
+  return on_fd<int>(C_ftruncate, fd, [&] { return real_ftruncate()(fd, len); },
+                    [&](IoRec& r, OpenFile*, int) { r.set_size(len); });
+}
+IOT_EXPORT int ftruncate64(int fd, off64_t len) {
+  return on_fd<int>(C_ftruncate64, fd, [&] { return real_ftruncate64()(fd, len); },
+                    [&](IoRec& r, OpenFile*, int) { r.set_size(len); });
+}
+IOT_EXPORT int truncate(const char* path, off_t len) {
+  return on_path<int>(C_truncate, AT_FDCWD, path, [&] { return real_truncate()(path, len); },
+                      [&](IoRec& r, int) { r.set_size(len); });
+}
+
+// --- metadata ----------------------------------------------------------------------------------
+
+#define STAT_PATH(fn, id, statT)                                                               \
+  IOT_EXPORT int fn(const char* path, statT* st) {                                             \
+    return on_path<int>(id, AT_FDCWD, path, [&] { return real_##fn()(path, st); },             \
+                        no_path_extra);                                                        \
+  }
+STAT_PATH(stat, C_stat, struct stat)
+STAT_PATH(lstat, C_lstat, struct stat)
+STAT_PATH(stat64, C_stat64, struct stat64)
+STAT_PATH(lstat64, C_lstat64, struct stat64)
+
+#define STAT_FD(fn, id, statT)                                                                 \
+  IOT_EXPORT int fn(int fd, statT* st) {                                                       \
+    return on_fd<int>(id, fd, [&] { return real_##fn()(fd, st); }, no_extra);                  \
+  }
+STAT_FD(fstat, C_fstat, struct stat)
+STAT_FD(fstat64, C_fstat64, struct stat64)
+
+// fstatat/statx with AT_EMPTY_PATH and "" act on the fd itself.
+template <class Call>
+int at_call(CallId id, int dirfd, const char* path, int flags, Call&& call) {
+  if (path && !path[0] && (flags & AT_EMPTY_PATH))
+    return on_fd<int>(id, dirfd, call, [&](IoRec& r, OpenFile*, int) { r.set_flags(flags); });
+  return on_path<int>(id, dirfd, path, call, [&](IoRec& r, int) { r.set_flags(flags); });
+}
+IOT_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
+  return at_call(C_fstatat, dirfd, path, flags, [&] { return real_fstatat()(dirfd, path, st, flags); });
+}
+IOT_EXPORT int fstatat64(int dirfd, const char* path, struct stat64* st, int flags) {
+  return at_call(C_fstatat64, dirfd, path, flags,
+                 [&] { return real_fstatat64()(dirfd, path, st, flags); });
+}
+IOT_EXPORT int statx(int dirfd, const char* path, int flags, unsigned mask, struct statx* st) {
+  return at_call(C_statx, dirfd, path, flags,
+                 [&] { return real_statx()(dirfd, path, flags, mask, st); });
+}
+
+// The pre-2.33 glibc names that old binaries still call.
+#define XSTAT_PATH(fn, id, statT)                                                              \
+  IOT_EXPORT int fn(int ver, const char* path, statT* st) {                                    \
+    return on_path<int>(id, AT_FDCWD, path, [&] { return real_##fn()(ver, path, st); },        \
+                        no_path_extra);                                                        \
+  }
+XSTAT_PATH(__xstat, C___xstat, struct stat)
+XSTAT_PATH(__lxstat, C___lxstat, struct stat)
+XSTAT_PATH(__xstat64, C___xstat64, struct stat64)
+XSTAT_PATH(__lxstat64, C___lxstat64, struct stat64)
+IOT_EXPORT int __fxstat(int ver, int fd, struct stat* st) {
+  return on_fd<int>(C___fxstat, fd, [&] { return real___fxstat()(ver, fd, st); }, no_extra);
+}
+IOT_EXPORT int __fxstat64(int ver, int fd, struct stat64* st) {
+  return on_fd<int>(C___fxstat64, fd, [&] { return real___fxstat64()(ver, fd, st); }, no_extra);
+}
+IOT_EXPORT int __fxstatat(int ver, int dirfd, const char* path, struct stat* st, int flags) {
+  return at_call(C___fxstatat, dirfd, path, flags,
+                 [&] { return real___fxstatat()(ver, dirfd, path, st, flags); });
+}
+IOT_EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64* st, int flags) {
+  return at_call(C___fxstatat64, dirfd, path, flags,
+                 [&] { return real___fxstatat64()(ver, dirfd, path, st, flags); });
+}
+
+IOT_EXPORT int access(const char* path, int mode) {
+  return on_path<int>(C_access, AT_FDCWD, path, [&] { return real_access()(path, mode); },
+                      [&](IoRec& r, int) { r.set_mode(mode); });
+}
+IOT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
+  return on_path<int>(C_faccessat, dirfd, path,
+                      [&] { return real_faccessat()(dirfd, path, mode, flags); },
+                      [&](IoRec& r, int) {
+                        r.set_mode(mode);
+                        r.set_flags(flags);
+                      });
+}
+IOT_EXPORT int mkdir(const char* path, mode_t mode) {
+  return on_path<int>(C_mkdir, AT_FDCWD, path, [&] { return real_mkdir()(path, mode); },
+                      [&](IoRec& r, int) { r.set_mode(mode); });
+}
+IOT_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) {
+  return on_path<int>(C_mkdirat, dirfd, path, [&] { return real_mkdirat()(dirfd, path, mode); },
+                      [&](IoRec& r, int) { r.set_mode(mode); });
+}
+IOT_EXPORT int rmdir(const char* path) {
+  return on_path<int>(C_rmdir, AT_FDCWD, path, [&] { return real_rmdir()(path); }, no_path_extra);
+}
+IOT_EXPORT int unlink(const char* path) {
+  return on_path<int>(C_unlink, AT_FDCWD, path, [&] { return real_unlink()(path); }, no_path_extra);
+}
+IOT_EXPORT int unlinkat(int dirfd, const char* path, int flags) {
+  return on_path<int>(C_unlinkat, dirfd, path, [&] { return real_unlinkat()(dirfd, path, flags); },
+                      [&](IoRec& r, int) { r.set_flags(flags); });
+}
+IOT_EXPORT int rename(const char* a, const char* b) {
+  return on_two_paths(C_rename, AT_FDCWD, a, AT_FDCWD, b, [&] { return real_rename()(a, b); });
+}
+IOT_EXPORT int renameat(int da, const char* a, int db, const char* b) {
+  return on_two_paths(C_renameat, da, a, db, b, [&] { return real_renameat()(da, a, db, b); });
+}
+IOT_EXPORT int renameat2(int da, const char* a, int db, const char* b, unsigned flags) {
+  return on_two_paths(C_renameat2, da, a, db, b,
+                      [&] { return real_renameat2()(da, a, db, b, flags); });
+}
+IOT_EXPORT int link(const char* a, const char* b) {
+  return on_two_paths(C_link, AT_FDCWD, b, AT_FDCWD, a, [&] { return real_link()(a, b); });
+}
+IOT_EXPORT int symlink(const char* target, const char* linkpath) {
+  return on_two_paths(C_symlink, AT_FDCWD, linkpath, AT_FDCWD, target,
+                      [&] { return real_symlink()(target, linkpath); });
+}
+IOT_EXPORT int chdir(const char* path) {
+  return on_path<int>(C_chdir, AT_FDCWD, path, [&] { return real_chdir()(path); },
+                      [&](IoRec&, int ret) {
+                        if (ret == 0) cwd_refresh();
+                      });
+}
+IOT_EXPORT int fchdir(int fd) {
+  int r = on_fd<int>(C_fchdir, fd, [&] { return real_fchdir()(fd); }, no_extra);
+  if (r == 0 && g_recording.load(std::memory_order_relaxed)) {
+    int e = errno;
+    cwd_refresh();
+    errno = e;
+  }
+  return r;
+}
+
+// --- directories -------------------------------------------------------------------------------
+
+IOT_EXPORT DIR* opendir(const char* path) {
+  return traced<DIR*>(posix_on(), C_opendir, [&] { return real_opendir()(path); },
+                      [&](IoRec& r, DIR* d, int err) {
+                        Str* p = intern_path(path);
+                        if (d) fd_open(dirfd(d), p, 0, true);
+                        if (!passes(p)) return false;
+                        r.set_file(p);
+                        r.set_ret(d != nullptr);
+                        if (!d) r.set_errno(err);
+                        return true;
+                      });
+}
+IOT_EXPORT DIR* fdopendir(int fd) {
+  return traced<DIR*>(posix_on(), C_fdopendir, [&] { return real_fdopendir()(fd); },
+                      [&](IoRec& r, DIR* d, int err) {
+                        Str* p = fd_path(fd);
+                        if (!passes(p)) return false;
+                        r.set_file(p);
+                        r.set_fd(fd);
+                        r.set_ret(d != nullptr);
+                        if (!d) r.set_errno(err);
+                        return true;
+                      });
+}
+// readdir returns NULL both at the end and on error; only errno tells them apart.
+template <class Ent, class Call>
+Ent* do_readdir(CallId id, DIR* d, Call&& call) {
+  int before = errno;
+  errno = 0;
+  Ent* e = traced<Ent*>(posix_on(), id, call, [&](IoRec& r, Ent* ent, int err) {
+    int fd = d ? dirfd(d) : -1;
+    Str* p = fd_path(fd);
+    if (!passes(p)) return false;
+    r.set_file(p);
+    r.set_fd(fd);
+    r.set_ret(ent != nullptr);
+    if (!ent && err) r.set_errno(err);
+    return true;
+  });
+  if (errno == 0) errno = before;
+  return e;
+}
+IOT_EXPORT struct dirent* readdir(DIR* d) {
+  return do_readdir<struct dirent>(C_readdir, d, [&] { return real_readdir()(d); });
+}
+IOT_EXPORT struct dirent64* readdir64(DIR* d) {
+  return do_readdir<struct dirent64>(C_readdir64, d, [&] { return real_readdir64()(d); });
+}
+IOT_EXPORT int closedir(DIR* d) {
+  int fd = d ? dirfd(d) : -1;
+  return traced<int>(posix_on(), C_closedir, [&] { return real_closedir()(d); },
+                     [&](IoRec& r, int ret, int err) {
+                       Str* p = fd_path(fd);
+                       if (ret == 0) fd_close(fd);
+                       if (!passes(p)) return false;
+                       r.set_file(p);
+                       r.set_fd(fd);
+                       set_result(r, ret, err);
+                       return true;
+                     });
+}
+
+// --- memory maps -------------------------------------------------------------------------------
+
+// Anonymous maps are memory, not I/O: only file maps are recorded (and remembered, so that
+// their munmap/msync can be named).
+#define MMAP(fn, id, offT)                                                                     \
+  IOT_EXPORT void* fn(void* addr, size_t len, int prot, int flags, int fd, offT off) {         \
+    bool file = !(flags & MAP_ANONYMOUS) && fd >= 0;                                           \
+    return traced<void*>(posix_on() && file, id,                                               \
+                         [&] { return real_##fn()(addr, len, prot, flags, fd, off); },         \
+                         [&](IoRec& r, void* ret, int err) {                                   \
+                           Str* p = fd_path(fd);                                               \
+                           if (ret != MAP_FAILED) mmap_remember(ret, p);                       \
+                           if (!passes(p)) return false;                                       \
+                           r.set_file(p);                                                      \
+                           r.set_fd(fd);                                                       \
+                           r.set_size(int64_t(len));                                           \
+                           r.set_offset(int64_t(off));                                         \
+                           r.set_flags(prot);                                                  \
+                           r.set_ret(ret != MAP_FAILED);                                       \
+                           if (ret == MAP_FAILED) r.set_errno(err);                            \
+                           return true;                                                        \
+                         });                                                                   \
+  }
+MMAP(mmap, C_mmap, off_t)
+MMAP(mmap64, C_mmap64, off64_t)
+
+IOT_EXPORT int munmap(void* addr, size_t len) {
+  bool file = posix_on() && mmap_known(addr);
+  return traced<int>(file, C_munmap, [&] { return real_munmap()(addr, len); },
+                     [&](IoRec& r, int ret, int err) {
+                       Str* p = ret == 0 ? mmap_forget(addr) : mmap_lookup(addr);
+                       if (!passes(p)) return false;
+                       r.set_file(p);
+                       r.set_size(int64_t(len));
+                       set_result(r, ret, err);
+                       return true;
+                     });
+}
+IOT_EXPORT int msync(void* addr, size_t len, int flags) {
+  bool file = posix_on() && mmap_known(addr);
+  return traced<int>(file, C_msync, [&] { return real_msync()(addr, len, flags); },
+                     [&](IoRec& r, int ret, int err) {
+                       Str* p = mmap_lookup(addr);
+                       if (!passes(p)) return false;
+                       r.set_file(p);
+                       r.set_size(int64_t(len));
+                       r.set_flags(flags);
+                       set_result(r, ret, err);
+                       return true;
+                     });
+}
+
+// --- fd plumbing -------------------------------------------------------------------------------
+
+IOT_EXPORT int dup(int fd) {
+  return on_fd<int>(C_dup, fd, [&] { return real_dup()(fd); }, [&](IoRec& r, OpenFile*, int ret) {
+    if (ret >= 0) {
+      fd_dup(fd, ret, false);
+      r.set_fd2(ret);
+    }
+  });
+}
+IOT_EXPORT int dup2(int fd, int fd2) {
+  return on_fd<int>(C_dup2, fd, [&] { return real_dup2()(fd, fd2); },
+                    [&](IoRec& r, OpenFile*, int ret) {
+                      if (ret >= 0) fd_dup(fd, fd2, false);
+                      r.set_fd2(fd2);
+                    });
+}
+IOT_EXPORT int dup3(int fd, int fd2, int flags) {
+  return on_fd<int>(C_dup3, fd, [&] { return real_dup3()(fd, fd2, flags); },
+                    [&](IoRec& r, OpenFile*, int ret) {
+                      if (ret >= 0) fd_dup(fd, fd2, flags & O_CLOEXEC);
+                      r.set_fd2(fd2);
+                      r.set_flags(flags);
+                    });
+}
+// fcntl's third argument is an int or a pointer depending on cmd; both travel in one register.
+#define FCNTL(fn, id)                                                                          \
+  IOT_EXPORT int fn(int fd, int cmd, ...) {                                                    \
+    va_list ap;                                                                                \
+    va_start(ap, cmd);                                                                         \
+    void* arg = va_arg(ap, void*);                                                             \
+    va_end(ap);                                                                                \
+    return on_fd<int>(id, fd, [&] { return real_##fn()(fd, cmd, arg); },                       \
+                      [&](IoRec& r, OpenFile*, int ret) {                                      \
+                        r.set_flags(cmd);                                                      \
+                        if (ret < 0) return;                                                   \
+                        if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {                        \
+                          fd_dup(fd, ret, cmd == F_DUPFD_CLOEXEC);                             \
+                          r.set_fd2(ret);                                                      \
+                        } else if (cmd == F_SETFD) {                                           \
+                          fd_set_cloexec(fd, reinterpret_cast<intptr_t>(arg) & FD_CLOEXEC);    \
+                        }                                                                      \
+                      });                                                                      \
+  }
+FCNTL(fcntl, C_fcntl)
+FCNTL(fcntl64, C_fcntl64)
+
+// --- kernel-side copies ------------------------------------------------------------------------
+
+IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* out_off, size_t n,
+                                   unsigned flags) {
+  int64_t start = in_off ? *in_off : -1;
+  return traced<ssize_t>(posix_on(), C_copy_file_range,
+                         [&] { return real_copy_file_range()(in, in_off, out, out_off, n, flags); },
+                         [&](IoRec& r, ssize_t ret, int err) {
+                           OpenFile* fi = fd_get(in);
+                           OpenFile* fo = fd_get(out);
+                           Str* a = fd_path_of(fi);
+                           Str* b = fd_path_of(fo);
+                           if (!passes(a) && !passes(b)) return false;
+                           r.set_file(a);
+                           r.set_file2(b);
+                           r.set_fd(in);
+                           r.set_fd2(out);
+                           r.set_size(int64_t(n));
+                           r.set_offset(start >= 0 ? start : fd_advance(fi, ret));
+                           if (!out_off) fd_advance(fo, ret);
+                           set_result(r, ret, err);
+                           return true;
+                         });
+}
+#define SENDFILE(fn, id, offT)                                                                  \
+  IOT_EXPORT ssize_t fn(int out, int in, offT* off, size_t n) {                                 \
+    int64_t start = off ? int64_t(*off) : -1;                                                   \
+    return traced<ssize_t>(posix_on(), id, [&] { return real_##fn()(out, in, off, n); },        \
+                           [&](IoRec& r, ssize_t ret, int err) {                                \
+                             OpenFile* fi = fd_get(in);                                         \
+                             OpenFile* fo = fd_get(out);                                        \
+                             Str* a = fd_path_of(fi);                                           \
+                             Str* b = fd_path_of(fo);                                           \
+                             if (!passes(a) && !passes(b)) return false;                        \
+                             r.set_file(a);                                                     \
+                             r.set_file2(b);                                                    \
+                             r.set_fd(in);                                                      \
+                             r.set_fd2(out);                                                    \
+                             r.set_size(int64_t(n));                                            \
+                             r.set_offset(start >= 0 ? start : fd_advance(fi, ret));            \
+                             fd_advance(fo, ret);                                               \
+                             set_result(r, ret, err);                                           \
+                             return true;                                                       \
+                           });                                                                  \
+  }
+SENDFILE(sendfile, C_sendfile, off_t)
+SENDFILE(sendfile64, C_sendfile64, off64_t)
+
+#define FALLOCATE(fn, id, offT)                                                                 \
+  IOT_EXPORT int fn(int fd, int mode, offT off, offT len) {                                     \
+    return on_fd<int>(id, fd, [&] { return real_##fn()(fd, mode, off, len); },                  \
+                      [&](IoRec& r, OpenFile*, int) {                                           \
+                        r.set_size(int64_t(len));                                               \
+                        r.set_offset(int64_t(off));                                             \
+                        r.set_flags(mode);                                                      \
+                      });                                                                       \
+  }
+FALLOCATE(fallocate, C_fallocate, off_t)
+FALLOCATE(fallocate64, C_fallocate64, off64_t)
+
+// posix_fallocate returns the error number instead of setting errno.
+#define POSIX_FALLOCATE(fn, id, offT)                                                           \
+  IOT_EXPORT int fn(int fd, offT off, offT len) {                                               \
+    return traced<int>(posix_on(), id, [&] { return real_##fn()(fd, off, len); },               \
+                       [&](IoRec& r, int ret, int) {                                            \
+                         Str* p = fd_path(fd);                                                  \
+                         if (!passes(p)) return false;                                          \
+                         r.set_file(p);                                                         \
+                         r.set_fd(fd);                                                          \
+                         r.set_size(int64_t(len));                                              \
+                         r.set_offset(int64_t(off));                                            \
+                         r.set_ret(ret);                                                        \
+                         if (ret) r.set_errno(ret);                                             \
+                         return true;                                                           \
+                       });                                                                      \
+  }
+POSIX_FALLOCATE(posix_fallocate, C_posix_fallocate, off_t)
+POSIX_FALLOCATE(posix_fallocate64, C_posix_fallocate64, off64_t)

@@ -1,0 +1,50 @@
+/* iotrace C API: the in-process core shared by the LD_PRELOAD interposer, the Python module
+ * and any C/C++ program that wants its own regions. Stable C ABI; all calls are thread-safe
+ * and cheap when tracing is off. */
+#ifndef IOTRACE_H
+#define IOTRACE_H
+#include <stdint.h>
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define IOTRACE_FORMAT_VERSION 1
+
+/* Start the core if it is not running (reads IOTRACE_* from the environment, then applies
+ * the non-NULL overrides). Returns 0 on success, -1 when tracing is disabled. */
+int iotrace_init(const char* out_dir, const char* name);
+/* Is the core recording? Is the POSIX interposer active in this process (LD_PRELOAD)? */
+int iotrace_active(void);
+int iotrace_interposing(void);
+/* Monotonic clock in ns, the one every event uses. */
+int64_t iotrace_now_ns(void);
+
+/* Interned string handle: names and categories are interned once, recorded as a pointer. */
+typedef const struct iotrace_str* iotrace_str_t;
+iotrace_str_t iotrace_intern(const char* s, uint32_t len);
+
+/* A complete event; `args_json` is the body of a JSON object (`"k":1,"s":"x"`) or NULL. */
+void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns, int64_t dur_ns,
+                      const char* args_json, uint32_t args_len);
+/* An instant event and a counter event (args_json: `"rss":123,"cpu":4.5`). */
+void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
+                     const char* args_json, uint32_t args_len);
+void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args_json, uint32_t args_len);
+/* Name of the calling thread (thread_name metadata). */
+void iotrace_thread_name(const char* name, uint32_t len);
+/* Role and traced parent of this process, for the iotrace_process metadata event; call before
+ * the first flush (the Python layer does it at import in spawned workers). */
+void iotrace_set_process_info(const char* role, int64_t parent_pid);
+/* Write everything recorded so far to the trace file. */
+void iotrace_flush(void);
+/* Finish the trace file (end marker, `]`); events after it are dropped. */
+void iotrace_finalize(void);
+/* Path of the trace file of this process ("" before the first flush). */
+const char* iotrace_trace_path(void);
+/* Events recorded, written, dropped so far in this process. */
+void iotrace_stats(uint64_t* recorded, uint64_t* written, uint64_t* dropped);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

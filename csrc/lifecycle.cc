@@ -1,0 +1,250 @@
+#include "lifecycle.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <initializer_list>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "clock.h"
+#include "config.h"
+#include "fd_table.h"
+#include "intern.h"
+#include "writer.h"
+
+namespace iot {
+
+bool g_interposing = false;
+
+namespace {
+struct ProcessInfo {
+  char host[256] = "";
+  char exe[PATH_MAX] = "";
+  char name[256] = "";
+  char role[32] = "main";
+  int64_t parent_pid = 0;
+  int64_t wall_ns = 0, mono_ns = 0;
+} g_proc;
+
+pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
+bool g_started = false;
+bool g_finished = false;
+
+const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM,
+                             SIGHUP,  SIGQUIT, SIGXCPU, SIGXFSZ, SIGSYS, SIGUSR1, SIGUSR2};
+
+void read_identity() {
+  struct utsname u;
+  if (uname(&u) == 0) {
+    snprintf(g_proc.host, sizeof g_proc.host, "%s", u.nodename);
+    if (char* dot = strchr(g_proc.host, '.')) *dot = 0;
+  }
+  long n = syscall(SYS_readlinkat, AT_FDCWD, "/proc/self/exe", g_proc.exe, sizeof g_proc.exe - 1);
+  g_proc.exe[n > 0 ? n : 0] = 0;
+  if (g_config.name[0]) {
+    snprintf(g_proc.name, sizeof g_proc.name, "%s", g_config.name);
+  } else {
+    const char* base = strrchr(g_proc.exe, '/');
+    snprintf(g_proc.name, sizeof g_proc.name, "%s", base ? base + 1 : "process");
+  }
+  g_proc.wall_ns = wall_ns();
+  g_proc.mono_ns = now_ns();
+}
+
+void on_fatal_signal(int sig) {
+  int saved = errno;
+  char reason[32];
+  snprintf(reason, sizeof reason, "signal:%d", sig);
+  finish_file(reason, false);
+  errno = saved;
+  // SA_RESETHAND restored the default action; deliver the signal again to take it.
+  raise(sig);
+}
+
+void install_signal_handlers() {
+  for (int sig : kFatalSignals) {
+    struct sigaction old;
+    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
+        (old.sa_flags & SA_SIGINFO))
+      continue;  // the program has its own handler (or ignores it): leave it alone
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_fatal_signal;
+    sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+}
+
+void atfork_prepare() {
+  if (g_started) writer_prepare_fork();
+}
+void atfork_parent() {
+  if (g_started) writer_parent_after_fork();
+}
+void atfork_child() {
+  if (!g_started) return;
+  int parent = g_pid;
+  g_pid = int(syscall(SYS_getpid));
+  writer_child_after_fork();
+  snprintf(g_proc.role, sizeof g_proc.role, "fork");
+  g_proc.parent_pid = parent;
+  g_proc.wall_ns = wall_ns();
+  g_proc.mono_ns = now_ns();
+  if (g_recording.load()) writer_start();
+}
+
+void at_exit() { before_exit_now("exit"); }
+
+void json_kv_str(Out& o, const char* k, const char* v) {
+  o.ch('"');
+  o.put(k);
+  o.put("\":");
+  o.json_str(v, strlen(v));
+}
+}  // namespace
+
+void trace_file_parts(const char** dir, const char** name, const char** host) {
+  *dir = g_config.dir;
+  *name = g_proc.name;
+  *host = g_proc.host;
+}
+
+void write_process_header(Out& o, const EncodeCtx& ctx) {
+  o.put("{\"ph\":\"M\",\"name\":\"iotrace_process\",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"tid\":");
+  o.i64(ctx.pid);
+  o.put(",\"args\":{\"version\":1,");
+  json_kv_str(o, "hostname", g_proc.host);
+  o.put(",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"ppid\":");
+  o.i64(getppid());
+  o.ch(',');
+  json_kv_str(o, "exe", g_proc.exe);
+  o.put(",\"cmdline\":[");
+  // /proc/self/cmdline: NUL-separated arguments (read, not stored: it can be long)
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    static char buf[1 << 16];
+    long n = syscall(SYS_read, fd, buf, sizeof buf);
+    syscall(SYS_close, fd);
+    const char* sep = "";
+    for (long s = 0; s < n;) {
+      long e = s;
+      while (e < n && buf[e]) e++;
+      o.put(sep);
+      o.json_str(buf + s, size_t(e - s));
+      sep = ",";
+      s = e + 1;
+    }
+  }
+  o.put("],\"wall_ns\":");
+  o.i64(g_proc.wall_ns);
+  o.put(",\"mono_ns\":");
+  o.i64(g_proc.mono_ns);
+  o.ch(',');
+  json_kv_str(o, "role", g_proc.role);
+  if (g_proc.parent_pid > 0) {
+    o.put(",\"parent_pid\":");
+    o.i64(g_proc.parent_pid);
+  }
+  o.put(",\"ranks\":{");
+  const char* sep = "";
+  for (const char* var : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
+                          "SLURM_PROCID"}) {
+    if (const char* v = getenv(var)) {
+      o.put(sep);
+      json_kv_str(o, var, v);
+      sep = ",";
+    }
+  }
+  o.put("},");
+  const char* comp[] = {"zstd", "gzip", "none"};
+  json_kv_str(o, "compression", comp[int(g_config.compression)]);
+  o.put("}},\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"tid\":");
+  o.i64(ctx.pid);
+  o.put(",\"args\":{");
+  json_kv_str(o, "name", g_proc.name);
+  o.put("}},\n");
+}
+
+bool core_start() {
+  pthread_mutex_lock(&g_start_mu);
+  if (!g_started) {
+    Guard g;
+    config_from_env(g_config);
+    if (g_config.enable) {
+      g_pid = int(syscall(SYS_getpid));
+      intern_refilter();
+      fd_table_init();
+      cwd_refresh();
+      read_identity();
+      if (const char* role = getenv("IOTRACE_ROLE")) {
+        snprintf(g_proc.role, sizeof g_proc.role, "%s", role);
+        const char* pp = getenv("IOTRACE_PARENT_PID");
+        g_proc.parent_pid = pp ? atoll(pp) : 0;
+        // Only the process it was meant for: not its own children.
+        unsetenv("IOTRACE_ROLE");
+        unsetenv("IOTRACE_PARENT_PID");
+      }
+      writer_init();
+      pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
+      atexit(at_exit);
+      if (g_config.signals) install_signal_handlers();
+      g_recording.store(true);
+      writer_start();
+      g_started = true;
+    }
+  }
+  bool ok = g_started && g_recording.load();
+  pthread_mutex_unlock(&g_start_mu);
+  return ok;
+}
+
+void set_process_info(const char* role, int64_t parent_pid) {
+  if (role) snprintf(g_proc.role, sizeof g_proc.role, "%s", role);
+  if (parent_pid > 0) g_proc.parent_pid = parent_pid;
+}
+
+void before_exec() {
+  if (g_started && g_recording.load()) finish_file("exec", true);
+}
+
+void after_failed_exec() {
+  // The next flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
+}
+
+void before_exit_now(const char* reason) {
+  if (!g_started || g_finished) return;
+  g_finished = true;
+  finish_file(reason, true);
+  g_recording.store(false);
+}
+
+}  // namespace iot
+
+// Preloaded: start before main. Loaded by the Python module: wait for iotrace_init().
+__attribute__((constructor)) static void iotrace_ctor() {
+  const char* pre = getenv("LD_PRELOAD");
+  Dl_info info;
+  if (!pre || !dladdr(reinterpret_cast<void*>(&iotrace_ctor), &info) || !info.dli_fname) return;
+  const char* base = strrchr(info.dli_fname, '/');
+  base = base ? base + 1 : info.dli_fname;
+  if (!strstr(pre, base)) return;
+  if (iot::core_start()) iot::g_interposing = true;
+}
+
+__attribute__((destructor)) static void iotrace_dtor() { iot::before_exit_now("exit"); }

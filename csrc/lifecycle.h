@@ -1,0 +1,17 @@
+// Process lifecycle: start-up, the process metadata, fork, exec, exit, _exit and fatal signals.
+#pragma once
+#include <stdint.h>
+
+namespace iot {
+// Start recording (idempotent). Returns false when tracing is disabled.
+bool core_start();
+// Is the interposer live (this library preloaded and not disabled)?
+extern bool g_interposing;
+// Before exec replaces the image: write everything and close the file.
+void before_exec();
+// exec failed: go on recording into a new file.
+void after_failed_exec();
+// _exit/_Exit: flush and close; the process is about to vanish without atexit.
+void before_exit_now(const char* reason);
+void set_process_info(const char* role, int64_t parent_pid);
+}  // namespace iot

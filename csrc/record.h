@@ -1,0 +1,93 @@
+// Binary records in the per-thread buffers. The hot path only copies a fixed-size struct; the
+// writer thread turns records into JSON text (encoder.cc), off the traced thread.
+#pragma once
+#include <stdint.h>
+#include <string.h>
+
+#include "intern.h"
+
+namespace iot {
+
+enum CallId : uint16_t {
+#define CALL(id, cat) C_##id,
+#include "calls.def"
+#undef CALL
+  C_COUNT
+};
+
+enum RecKind : uint16_t {
+  R_IO = 1,    // an intercepted call: IoRec
+  R_SPAN = 2,  // a Python/C API complete event: SpanRec + args text
+  R_MARK = 3,  // metadata (M), instant (i) or counter (C) event: MarkRec + args text
+};
+
+struct RecHeader {
+  uint32_t size;  // whole record, 8-byte aligned
+  uint16_t kind;
+  uint16_t call;  // CallId for R_IO
+};
+
+// Which optional args an IoRec carries (bit per field, in output order).
+enum IoField : uint32_t {
+  F_FHASH = 1u << 0, F_FHASH2 = 1u << 1, F_FD = 1u << 2, F_FD2 = 1u << 3, F_SIZE = 1u << 4,
+  F_OFFSET = 1u << 5, F_RET = 1u << 6, F_BYTES = 1u << 7, F_ERRNO = 1u << 8, F_FLAGS = 1u << 9,
+  F_MODE = 1u << 10,
+};
+
+struct IoRec {
+  RecHeader h;
+  uint32_t fields;
+  int32_t err;
+  int64_t start, dur;
+  Str* file;
+  Str* file2;
+  int64_t fd, fd2, size, offset, ret, bytes, flags, mode;
+
+  void init(CallId id, int64_t t0, int64_t t1) {
+    h.size = sizeof(IoRec);
+    h.kind = R_IO;
+    h.call = id;
+    fields = 0;
+    start = t0;
+    dur = t1 - t0;
+  }
+  void set_file(Str* f) { if (f) { file = f; fields |= F_FHASH; } }
+  void set_file2(Str* f) { if (f) { file2 = f; fields |= F_FHASH2; } }
+  void set_fd(int64_t v) { fd = v; fields |= F_FD; }
+  void set_fd2(int64_t v) { fd2 = v; fields |= F_FD2; }
+  void set_size(int64_t v) { size = v; fields |= F_SIZE; }
+  void set_offset(int64_t v) { if (v >= 0) { offset = v; fields |= F_OFFSET; } }
+  void set_ret(int64_t v) { ret = v; fields |= F_RET; }
+  void set_bytes(int64_t v) { bytes = v; fields |= F_BYTES; }
+  void set_errno(int e) { err = e; fields |= F_ERRNO; }
+  void set_flags(int64_t v) { flags = v; fields |= F_FLAGS; }
+  void set_mode(int64_t v) { mode = v; fields |= F_MODE; }
+};
+
+struct SpanRec {
+  RecHeader h;
+  uint32_t args_len;
+  uint32_t pad;
+  int64_t start, dur;
+  Str* name;
+  Str* cat;
+  // followed by args_len bytes of a JSON object body
+};
+
+struct MarkRec {
+  RecHeader h;
+  uint32_t args_len;
+  char ph;        // 'M', 'i' or 'C'
+  char pad[3];
+  int64_t ts;     // ignored for 'M'
+  Str* name;
+  Str* cat;       // may be NULL
+  // followed by args_len bytes of a JSON object body
+};
+
+inline uint32_t rec_align(uint32_t n) { return (n + 7u) & ~7u; }
+
+extern const char* const kCallNames[C_COUNT];
+extern const char* const kCallCats[C_COUNT];
+
+}  // namespace iot

@@ -1,0 +1,128 @@
+#include "sink.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+namespace iot {
+
+static void mkdirs(const char* dir) {
+  char p[PATH_MAX];
+  snprintf(p, sizeof p, "%s", dir);
+  for (char* s = p + 1; *s; s++)
+    if (*s == '/') {
+      *s = 0;
+      syscall(SYS_mkdirat, AT_FDCWD, p, 0777);
+      *s = '/';
+    }
+  syscall(SYS_mkdirat, AT_FDCWD, p, 0777);
+}
+
+bool Sink::open(const char* dir, const char* name, const char* host, int pid, Compression c,
+                int level) {
+  comp_ = c;
+  level_ = level;
+  const char* ext = c == Compression::zstd ? ".pfw.zst" : c == Compression::gzip ? ".pfw.gz" : ".pfw";
+  mkdirs(dir);
+  for (int n = 0; n < 1000; n++) {
+    if (n == 0) snprintf(path_, sizeof path_, "%s/%s-%s-%d%s", dir, name, host, pid, ext);
+    else snprintf(path_, sizeof path_, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, ext);
+    long fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+    if (fd >= 0) {
+      fd_ = int(fd);
+      break;
+    }
+    if (errno != EEXIST) break;
+  }
+  if (fd_ < 0) {
+    path_[0] = 0;
+    return false;
+  }
+  if (c == Compression::gzip) {
+    memset(&zs_, 0, sizeof zs_);
+    zs_live_ = deflateInit2(&zs_, level_, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+  }
+  return true;
+}
+
+void Sink::write_raw(const char* p, size_t n) {
+  while (n > 0) {
+    long w = syscall(SYS_write, fd_, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      return;  // disk full or similar: the tracer never breaks the program
+    }
+    p += w;
+    n -= size_t(w);
+  }
+}
+
+void Sink::write(const char* text, size_t n) {
+  if (fd_ < 0 || n == 0) return;
+  int saved = errno;
+  if (comp_ == Compression::none) {
+    write_raw(text, n);
+  } else if (comp_ == Compression::zstd) {
+    if (!zc_) {
+      zc_ = ZSTD_createCCtx();
+      ZSTD_CCtx_setParameter(zc_, ZSTD_c_compressionLevel, level_);
+    }
+    size_t need = ZSTD_compressBound(n);
+    if (need > ccap_) {
+      cbuf_ = static_cast<char*>(realloc(cbuf_, need));
+      ccap_ = need;
+    }
+    size_t r = ZSTD_compress2(zc_, cbuf_, ccap_, text, n);
+    if (!ZSTD_isError(r)) write_raw(cbuf_, r);
+  } else if (zs_live_) {
+    size_t need = deflateBound(&zs_, uLong(n)) + 64;
+    if (need > ccap_) {
+      cbuf_ = static_cast<char*>(realloc(cbuf_, need));
+      ccap_ = need;
+    }
+    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text));
+    zs_.avail_in = uInt(n);
+    zs_.next_out = reinterpret_cast<Bytef*>(cbuf_);
+    zs_.avail_out = uInt(ccap_);
+    deflate(&zs_, Z_FULL_FLUSH);  // byte-aligned: everything so far inflates even if cut here
+    write_raw(cbuf_, ccap_ - zs_.avail_out);
+  }
+  errno = saved;
+}
+
+void Sink::close() {
+  if (fd_ < 0) return;
+  if (comp_ == Compression::gzip && zs_live_) {
+    char out[256];
+    zs_.next_in = nullptr;
+    zs_.avail_in = 0;
+    int r;
+    do {
+      zs_.next_out = reinterpret_cast<Bytef*>(out);
+      zs_.avail_out = sizeof out;
+      r = deflate(&zs_, Z_FINISH);
+      write_raw(out, sizeof out - zs_.avail_out);
+    } while (r == Z_OK);
+    deflateEnd(&zs_);
+    zs_live_ = false;
+  }
+  syscall(SYS_close, fd_);
+  fd_ = -1;
+}
+
+void Sink::abandon() {
+  if (fd_ >= 0) syscall(SYS_close, fd_);
+  fd_ = -1;
+  zs_live_ = false;  // the parent's deflate state: leak it rather than touch it
+  zc_ = nullptr;
+  cbuf_ = nullptr;
+  ccap_ = 0;
+  path_[0] = 0;
+}
+
+}  // namespace iot

@@ -1,0 +1,398 @@
+#include "writer.h"
+
+#include <errno.h>
+#include <new>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "clock.h"
+#include "config.h"
+#include "sink.h"
+
+namespace iot {
+
+std::atomic<bool> g_recording{false};
+int g_pid = 0;
+__thread int t_guard __attribute__((tls_model("initial-exec"))) = 0;
+__thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
+
+namespace {
+constexpr size_t kFrameBytes = 4 << 20;  // text per zstd frame: large frames compress better
+
+pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;    // registry of thread states
+pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;   // free buffers
+pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;  // draining, the sink, the text buffer
+pthread_mutex_t g_wake_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_cond_t g_wake = PTHREAD_COND_INITIALIZER;
+
+ThreadState* g_threads = nullptr;
+Buffer* g_pool = nullptr;
+size_t g_in_flight = 0;  // bytes of buffers allocated (pool_mu)
+pthread_key_t g_key;
+bool g_writer_running = false;
+bool g_stop = false;
+
+Sink g_sink;
+Out g_text;
+uint32_t g_gen = 1;            // file generation: FH metadata is rewritten for each file
+bool g_file_failed = false;
+std::atomic<uint64_t> g_written{0}, g_dropped{0}, g_recorded_dead{0};
+uint64_t g_file_events = 0;     // event lines in the current file
+
+Buffer* new_buffer(uint32_t cap) {
+  Buffer* b = static_cast<Buffer*>(malloc(sizeof(Buffer)));
+  new (b) Buffer();
+  b->data = static_cast<char*>(malloc(cap));
+  b->cap = cap;
+  return b;
+}
+
+void reset_buffer(Buffer* b) {
+  b->committed.store(0, std::memory_order_relaxed);
+  b->sealed.store(false, std::memory_order_relaxed);
+  b->consumed = 0;
+  b->next = nullptr;
+}
+
+void wake_writer() {
+  pthread_mutex_lock(&g_wake_mu);
+  pthread_cond_signal(&g_wake);
+  pthread_mutex_unlock(&g_wake_mu);
+}
+
+// A free buffer of at least `need` bytes. Waits while the writer is behind (bounded memory);
+// NULL once recording has stopped.
+Buffer* pool_take(uint32_t need) {
+  uint32_t cap = uint32_t(g_config.buffer_size);
+  if (need > cap) cap = rec_align(need);
+  for (int tries = 0;; tries++) {
+    pthread_mutex_lock(&g_pool_mu);
+    Buffer** pp = &g_pool;
+    while (*pp && (*pp)->cap < need) pp = &(*pp)->pool_next;
+    if (Buffer* b = *pp) {
+      *pp = b->pool_next;
+      pthread_mutex_unlock(&g_pool_mu);
+      reset_buffer(b);
+      return b;
+    }
+    bool room = g_in_flight + cap <= g_config.max_buffered || !g_writer_running;
+    if (room) g_in_flight += cap;
+    pthread_mutex_unlock(&g_pool_mu);
+    if (room) return new_buffer(cap);
+    if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+    wake_writer();
+    struct timespec ts = {0, 200000};
+    nanosleep(&ts, nullptr);
+  }
+}
+
+void pool_give(Buffer* b) {
+  pthread_mutex_lock(&g_pool_mu);
+  b->pool_next = g_pool;
+  g_pool = b;
+  pthread_mutex_unlock(&g_pool_mu);
+}
+
+void thread_exit(void* p) {
+  auto* ts = static_cast<ThreadState*>(p);
+  if (!ts) return;
+  t_state = nullptr;
+  g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
+  ts->recorded = 0;
+  ts->cur->sealed.store(true, std::memory_order_release);  // next stays NULL: the last one
+  ts->dead.store(true, std::memory_order_release);
+}
+
+// --- draining (g_drain_mu held) -------------------------------------------------------------
+
+void emit(const char* s, size_t n) {
+  g_text.put(s, n);
+  if (g_text.n >= kFrameBytes) {
+    g_sink.write(g_text.p, g_text.n);
+    g_text.n = 0;
+  }
+}
+
+bool ensure_file() {
+  if (g_sink.is_open()) return true;
+  if (g_file_failed) return false;
+  const char *dir, *name, *host;
+  trace_file_parts(&dir, &name, &host);
+  if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level)) {
+    g_file_failed = true;
+    char msg[1200];
+    int n = snprintf(msg, sizeof msg, "iotrace: cannot create a trace file in %s: %s\n", dir,
+                     strerror(errno));
+    syscall(SYS_write, 2, msg, size_t(n));
+    return false;
+  }
+  g_gen++;
+  g_file_events = 0;
+  for (ThreadState* t = g_threads; t; t = t->next) t->named = false;
+  Out head;
+  EncodeCtx ctx{g_pid, g_gen};
+  head.put("[\n");
+  write_process_header(head, ctx);
+  for (size_t i = 0; i < head.n; i++) g_file_events += head.p[i] == '\n';
+  g_file_events -= 1;  // the "[" line
+  emit(head.p, head.n);
+  free(head.p);
+  return true;
+}
+
+void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
+  ts->named = true;
+  char name[64] = "";
+  if (pthread_getname_np(ts->handle, name, sizeof name) != 0 || !name[0]) return;
+  Out o;
+  o.put("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
+  o.i64(ctx.pid);
+  o.put(",\"tid\":");
+  o.i64(ts->tid);
+  o.put(",\"args\":{\"name\":");
+  o.json_str(name, strlen(name));
+  o.put("}},\n");
+  emit(o.p, o.n);
+  g_file_events++;
+  free(o.p);
+}
+
+void drain_thread(ThreadState* ts, const EncodeCtx& ctx) {
+  Buffer* b = ts->read;
+  while (b) {
+    bool sealed = b->sealed.load(std::memory_order_acquire);
+    uint32_t end = b->committed.load(std::memory_order_acquire);
+    if (b->consumed < end && !ts->named) name_thread(ts, ctx);
+    uint64_t events = 0;
+    size_t before = g_text.n;
+    for (uint32_t at = b->consumed; at < end;) {
+      auto* r = reinterpret_cast<const RecHeader*>(b->data + at);
+      events += uint64_t(encode_record(g_text, r, ts->tid, ctx));
+      at += r->size;
+      if (g_text.n >= kFrameBytes) {
+        g_sink.write(g_text.p, g_text.n);
+        g_text.n = 0;
+      }
+    }
+    (void)before;
+    g_file_events += events;
+    g_written.fetch_add(events, std::memory_order_relaxed);
+    b->consumed = end;
+    if (!sealed) break;
+    Buffer* next = b->next;
+    pool_give(b);
+    b = next;
+    ts->read = b;
+  }
+}
+
+void drain_all() {
+  if (!ensure_file()) {
+    // No file: consume and count as dropped so memory does not grow.
+    pthread_mutex_lock(&g_reg_mu);
+    for (ThreadState* t = g_threads; t; t = t->next) {
+      size_t n0 = g_text.n;
+      drain_thread(t, EncodeCtx{g_pid, g_gen});
+      g_text.n = n0;
+    }
+    pthread_mutex_unlock(&g_reg_mu);
+    return;
+  }
+  EncodeCtx ctx{g_pid, g_gen};
+  pthread_mutex_lock(&g_reg_mu);
+  for (ThreadState** pp = &g_threads; *pp;) {
+    ThreadState* t = *pp;
+    drain_thread(t, ctx);
+    if (t->dead.load(std::memory_order_acquire) && !t->read) {
+      *pp = t->next;
+      delete t;
+    } else {
+      pp = &t->next;
+    }
+  }
+  pthread_mutex_unlock(&g_reg_mu);
+  if (g_text.n) {
+    g_sink.write(g_text.p, g_text.n);
+    g_text.n = 0;
+  }
+}
+
+bool lock_drain(bool may_block) {
+  if (may_block) return pthread_mutex_lock(&g_drain_mu) == 0;
+  for (int i = 0; i < 200; i++) {  // a signal handler waits at most ~0.2 s
+    if (pthread_mutex_trylock(&g_drain_mu) == 0) return true;
+    struct timespec ts = {0, 1000000};
+    nanosleep(&ts, nullptr);
+  }
+  return false;
+}
+
+void* writer_main(void*) {
+  t_guard = 1;  // nothing this thread does is traced
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
+  prctl(PR_SET_NAME, "iotrace-writer");
+  for (;;) {
+    pthread_mutex_lock(&g_wake_mu);
+    if (!g_stop) {
+      struct timespec until;
+      clock_gettime(CLOCK_REALTIME, &until);
+      int64_t ns = until.tv_nsec + int64_t(g_config.flush_ms) * 1000000;
+      until.tv_sec += ns / 1000000000;
+      until.tv_nsec = ns % 1000000000;
+      pthread_cond_timedwait(&g_wake, &g_wake_mu, &until);
+    }
+    bool stop = g_stop;
+    pthread_mutex_unlock(&g_wake_mu);
+    if (stop) break;
+    pthread_mutex_lock(&g_drain_mu);
+    if (g_recording.load(std::memory_order_relaxed)) drain_all();
+    pthread_mutex_unlock(&g_drain_mu);
+  }
+  return nullptr;
+}
+}  // namespace
+
+ThreadState* thread_state_create() {
+  if (!g_recording.load(std::memory_order_relaxed) || t_guard > 1) return nullptr;
+  Guard g;
+  auto* ts = new ThreadState();
+  ts->tid = int32_t(syscall(SYS_gettid));
+  ts->handle = pthread_self();
+  ts->cur = ts->read = pool_take(0);
+  if (!ts->cur) {
+    delete ts;
+    return nullptr;
+  }
+  pthread_mutex_lock(&g_reg_mu);
+  ts->next = g_threads;
+  g_threads = ts;
+  pthread_mutex_unlock(&g_reg_mu);
+  pthread_setspecific(g_key, ts);
+  t_state = ts;
+  return ts;
+}
+
+Buffer* buffer_swap(ThreadState* ts, uint32_t need) {
+  Buffer* nb = pool_take(need);
+  if (!nb) return nullptr;
+  Buffer* old = ts->cur;
+  old->next = nb;
+  old->sealed.store(true, std::memory_order_release);
+  ts->cur = nb;
+  ts->pos = 0;
+  wake_writer();
+  return nb;
+}
+
+void count_dropped() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
+
+void writer_init() {
+  static bool done = false;
+  if (done) return;
+  done = true;
+  pthread_key_create(&g_key, thread_exit);
+}
+
+void writer_start() {
+  g_stop = false;
+  pthread_t th;
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 256 << 10);
+  g_writer_running = pthread_create(&th, &attr, writer_main, nullptr) == 0;
+  pthread_attr_destroy(&attr);
+}
+
+void flush_now(bool may_block) {
+  Guard g;
+  if (!lock_drain(may_block)) return;
+  drain_all();
+  pthread_mutex_unlock(&g_drain_mu);
+}
+
+void finish_file(const char* reason, bool may_block) {
+  Guard g;
+  if (!lock_drain(may_block)) return;
+  drain_all();
+  if (g_sink.is_open()) {
+    Out o;
+    o.put("{\"ph\":\"M\",\"name\":\"iotrace_end\",\"pid\":");
+    o.i64(g_pid);
+    o.put(",\"tid\":");
+    o.i64(t_state ? t_state->tid : g_pid);
+    o.put(",\"args\":{\"events\":");
+    o.i64(int64_t(g_file_events));
+    o.put(",\"reason\":");
+    o.json_str(reason, strlen(reason));
+    o.put("}}]\n");
+    g_sink.write(o.p, o.n);
+    free(o.p);
+    g_sink.close();
+  }
+  pthread_mutex_unlock(&g_drain_mu);
+}
+
+void writer_prepare_fork() {
+  pthread_mutex_lock(&g_drain_mu);
+  pthread_mutex_lock(&g_reg_mu);
+  pthread_mutex_lock(&g_pool_mu);
+}
+
+void writer_parent_after_fork() {
+  pthread_mutex_unlock(&g_pool_mu);
+  pthread_mutex_unlock(&g_reg_mu);
+  pthread_mutex_unlock(&g_drain_mu);
+}
+
+void writer_child_after_fork() {
+  // Only this thread exists now. What the parent had buffered is the parent's to write.
+  g_threads = nullptr;
+  if (ThreadState* ts = t_state) {
+    ts->tid = int32_t(syscall(SYS_gettid));
+    ts->handle = pthread_self();
+    ts->read = ts->cur;
+    ts->pos = 0;
+    ts->recorded = 0;
+    ts->named = false;
+    reset_buffer(ts->cur);
+    ts->next = nullptr;
+    g_threads = ts;
+  }
+  g_sink.abandon();
+  g_text = Out();
+  g_file_failed = false;
+  g_file_events = 0;
+  g_written.store(0);
+  g_dropped.store(0);
+  g_recorded_dead.store(0);
+  pthread_mutex_init(&g_pool_mu, nullptr);
+  pthread_mutex_init(&g_reg_mu, nullptr);
+  pthread_mutex_init(&g_drain_mu, nullptr);
+  pthread_mutex_init(&g_wake_mu, nullptr);
+  pthread_cond_init(&g_wake, nullptr);
+  g_writer_running = false;
+}
+
+uint64_t events_written() { return g_written.load(std::memory_order_relaxed); }
+uint64_t events_dropped() { return g_dropped.load(std::memory_order_relaxed); }
+uint64_t events_recorded() {
+  uint64_t n = g_recorded_dead.load(std::memory_order_relaxed);
+  pthread_mutex_lock(&g_reg_mu);
+  for (ThreadState* t = g_threads; t; t = t->next) n += t->recorded;
+  pthread_mutex_unlock(&g_reg_mu);
+  return n;
+}
+const char* trace_path() { return g_sink.path(); }
+
+}  // namespace iot

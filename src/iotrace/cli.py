@@ -1,0 +1,92 @@
+"""The `iotrace` command: run a program under the tracer, and the trace tools."""
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import sys
+
+
+def _preload_path() -> str:
+    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libiotrace.so")
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    cmd = list(args.cmd)
+    if cmd and cmd[0] == "--":
+        cmd = cmd[1:]
+    if not cmd:
+        print("iotrace run: no command given (usage: iotrace run [options] -- CMD ARGS...)", file=sys.stderr)
+        return 2
+    env = os.environ.copy()
+    lib = _preload_path()
+    # Ours first, so its wrappers are the ones every library resolves.
+    env["LD_PRELOAD"] = ":".join([lib] + [p for p in env.get("LD_PRELOAD", "").split(":") if p and p != lib])
+    env["IOTRACE_DIR"] = os.path.abspath(args.output)
+    env["IOTRACE_ENABLE"] = "1"
+    if args.include:
+        env["IOTRACE_INCLUDE"] = ":".join(os.path.abspath(p) for p in args.include)
+    if args.exclude:
+        env["IOTRACE_EXCLUDE"] = ":".join(os.path.abspath(p) for p in args.exclude)
+    if args.compression:
+        env["IOTRACE_COMPRESSION"] = args.compression
+    if args.flush_interval_ms:
+        env["IOTRACE_FLUSH_INTERVAL_MS"] = str(args.flush_interval_ms)
+    if args.sample_ms:
+        env["IOTRACE_SAMPLE_MS"] = str(args.sample_ms)
+    if args.verbose:
+        print(f"iotrace: tracing {cmd[0]} into {env['IOTRACE_DIR']}", file=sys.stderr)
+    exe = shutil.which(cmd[0], path=env.get("PATH")) or cmd[0]
+    try:
+        # exec: the program gets our pid, its exit status and signals reach the caller as they are
+        os.execve(exe, cmd, env)
+    except OSError as e:
+        print(f"iotrace run: cannot run {cmd[0]}: {e.strerror}", file=sys.stderr)
+        return 127
+    return 0  # not reached
+
+
+def _cmd_preload_path(args: argparse.Namespace) -> int:
+    print(_preload_path())
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="iotrace", description="Low-overhead I/O and dataflow tracer.")
+    sub = p.add_subparsers(dest="command", required=True)
+
+    r = sub.add_parser("run", help="run a command under the tracer",
+                       usage="iotrace run [-o DIR] [--include PATH]... [--exclude PATH]... "
+                             "[--compression zstd|gzip|none] -- CMD [ARGS...]")
+    r.add_argument("-o", "--output", default="iotrace-traces", help="trace folder (default: ./iotrace-traces)")
+    r.add_argument("--include", action="append", default=[], metavar="PATH",
+                   help="trace only paths under PATH (repeatable; default: everything)")
+    r.add_argument("--exclude", action="append", default=[], metavar="PATH",
+                   help="do not trace paths under PATH (repeatable)")
+    r.add_argument("--compression", choices=["zstd", "gzip", "none"], help="trace compression (default zstd)")
+    r.add_argument("--flush-interval-ms", type=int, help="flush at least this often (default 1000)")
+    r.add_argument("--sample-ms", type=int, help="sample process counters (CPU, RSS, I/O) this often")
+    r.add_argument("-v", "--verbose", action="store_true", help="say where the traces go")
+    r.add_argument("cmd", nargs=argparse.REMAINDER, help="the command")
+    r.set_defaults(func=_cmd_run)
+
+    pp = sub.add_parser("preload-path", help="print the path of the LD_PRELOAD library")
+    pp.set_defaults(func=_cmd_preload_path)
+
+    try:  # export/view live in their own subpackage; heavy imports stay inside it
+        from .export.cli import add_export_parser, add_view_parser
+    except ImportError:
+        pass
+    else:
+        add_export_parser(sub)
+        add_view_parser(sub)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,91 @@
+"""The Parquet dataset: OUT/events/part-NNNNN.parquet (one part per trace file) plus
+OUT/processes.parquet, OUT/threads.parquet and OUT/files.parquet."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+_DICT = pa.dictionary(pa.int32(), pa.string())
+_INT_ARGS = ("fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
+
+EVENTS_SCHEMA = pa.schema(
+    [("name", _DICT), ("cat", _DICT), ("ph", _DICT), ("pid", pa.int64()), ("tid", pa.int64()),
+     ("host", _DICT), ("ts", pa.float64()), ("dur", pa.float64()),
+     ("fhash", _DICT), ("fname", _DICT), ("fhash2", _DICT), ("fname2", _DICT)]
+    + [(k, pa.int64()) for k in _INT_ARGS]
+    + [("args", pa.string())]
+)
+PROCESSES_SCHEMA = pa.schema(
+    [("host", pa.string()), ("pid", pa.int64()), ("ppid", pa.int64()), ("parent_pid", pa.int64()),
+     ("exe", pa.string()), ("name", pa.string()), ("role", pa.string()),
+     ("cmdline", pa.list_(pa.string())), ("ranks", pa.string()), ("wall_ns", pa.int64()),
+     ("mono_ns", pa.int64()), ("version", pa.int64()), ("compression", pa.string()),
+     ("end_reason", pa.string()), ("events_written", pa.int64()), ("trace_file", pa.string())]
+)
+THREADS_SCHEMA = pa.schema([("host", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
+                            ("name", pa.string())])
+FILES_SCHEMA = pa.schema([("fhash", pa.string()), ("name", pa.string())])
+
+
+def _as_dict(col) -> pa.DictionaryArray:
+    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if not pa.types.is_dictionary(col.type):
+        col = col.dictionary_encode()
+    return col.cast(_DICT)
+
+
+def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
+    """File names for a dictionary column of hashes (looked up once per distinct hash)."""
+    d = _as_dict(hashes)
+    looked_up = pa.array([names.get(h) for h in d.dictionary.to_pylist()], pa.string())
+    return pc.take(looked_up, d.indices).dictionary_encode().cast(_DICT)
+
+
+def to_events(ev: pa.Table, host: str, names: dict) -> pa.Table:
+    """The parse table of one file in the published Parquet schema (µs, names resolved)."""
+    n = ev.num_rows
+    cols = {
+        "name": _as_dict(ev.column("name")), "cat": _as_dict(ev.column("cat")),
+        "ph": _as_dict(ev.column("ph")), "pid": ev.column("pid"), "tid": ev.column("tid"),
+        "host": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([host])),
+        "ts": pc.divide(pc.cast(ev.column("ts_ns"), pa.float64()), 1000.0),
+        "dur": pc.divide(pc.cast(ev.column("dur_ns"), pa.float64()), 1000.0),
+        "fhash": _as_dict(ev.column("fhash")), "fname": resolve_names(ev.column("fhash"), names),
+        "fhash2": _as_dict(ev.column("fhash2")), "fname2": resolve_names(ev.column("fhash2"), names),
+    }
+    for k in _INT_ARGS:
+        cols[k] = ev.column(k)
+    cols["args"] = ev.column("args")
+    arrays = [cols[f.name] for f in EVENTS_SCHEMA]
+    return pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)
+
+
+def write_events(table: pa.Table, out_dir: str, index: int) -> str:
+    os.makedirs(os.path.join(out_dir, "events"), exist_ok=True)
+    path = os.path.join(out_dir, "events", f"part-{index:05d}.parquet")
+    pq.write_table(table, path, compression="zstd", compression_level=1, row_group_size=1 << 20)
+    return path
+
+
+def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], files: dict) -> None:
+    os.makedirs(out_dir, exist_ok=True)
+    procs = []
+    for p in processes:
+        p = dict(p)
+        if isinstance(p.get("ranks"), (dict, list)):
+            p["ranks"] = json.dumps(p["ranks"], sort_keys=True)
+        if p.get("cmdline") is not None and not isinstance(p["cmdline"], list):
+            p["cmdline"] = [str(p["cmdline"])]
+        procs.append({f.name: p.get(f.name) for f in PROCESSES_SCHEMA})
+    pq.write_table(pa.Table.from_pylist(procs, schema=PROCESSES_SCHEMA),
+                   os.path.join(out_dir, "processes.parquet"))
+    pq.write_table(pa.Table.from_pylist(threads, schema=THREADS_SCHEMA),
+                   os.path.join(out_dir, "threads.parquet"))
+    pq.write_table(pa.Table.from_pylist([{"fhash": k, "name": v} for k, v in sorted(files.items())],
+                                        schema=FILES_SCHEMA), os.path.join(out_dir, "files.parquet"))

@@ -1,0 +1,144 @@
+"""Presenting the summary: text tables for the terminal, summary.json, and the timeline as a
+self-contained HTML page (inline SVG, no plotting library)."""
+
+from __future__ import annotations
+
+import html
+import json
+import os
+
+
+def _size(n) -> str:
+    if n is None:
+        return "-"
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if abs(n) < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def _time(us) -> str:
+    us = float(us)
+    if us >= 1e6:
+        return f"{us / 1e6:.3f} s"
+    if us >= 1e3:
+        return f"{us / 1e3:.3f} ms"
+    return f"{us:.3f} us"
+
+
+def _table(title: str, header: list[str], rows: list[list]) -> str:
+    cells = [header] + [[("-" if c is None else str(c)) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
+    line = "  ".join("-" * w for w in widths)
+    out = [title, line]
+    for k, r in enumerate(cells):
+        out.append("  ".join(c.rjust(w) if k and i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        if k == 0:
+            out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def text_report(S: dict, top: int = 10) -> str:
+    j, t = S["job"], S["time"]
+    parts = [_table("Job", ["figure", "value"], [
+        ["duration", _time(j["duration_us"])], ["processes", j["processes"]],
+        ["threads", j["threads"]], ["hosts", j["hosts"]], ["files", j["files"]],
+        ["events", j["events"]], ["metadata events", j["metadata_events"]],
+    ])]
+    app = t["app_us"] or 1
+    parts.append(_table("Time (summed over processes; unions of intervals per process)",
+                        ["figure", "time", "% of app"], [
+        [k, _time(t[k + "_us"]), f"{100 * t[k + '_us'] / app:.1f}"]
+        for k in ("lifetime", "app", "io", "compute", "io_not_overlapped", "compute_not_overlapped",
+                  "io_call_time")]))
+    parts.append(_table("I/O calls", ["call", "count", "time", "bytes", "min", "p25", "mean",
+                                      "median", "p75", "max", "MB/s"], [
+        [c["name"], c["count"], _time(c["time_us"]), _size(c["bytes"]), c["size_min"], c["size_p25"],
+         c["size_mean"], c["size_median"], c["size_p75"], c["size_max"], c["bandwidth_MBps"]]
+        for c in S["calls"][:top * 2]]))
+    m = S["metadata_calls"]
+    parts.append(f"Metadata calls: {m['count']} calls, {_time(m['time_us'])} "
+                 f"({100 * m['count_share']:.1f}% of I/O calls, {100 * m['time_share']:.1f}% of I/O call time)\n")
+    parts.append(_table("Files (top by I/O time)", ["file", "calls", "time", "read", "written", "procs"], [
+        [f["file"], f["count"], _time(f["time_us"]), _size(f["bytes_read"]), _size(f["bytes_written"]),
+         f["processes"]] for f in S["files"][:top]]))
+    parts.append(_table("Processes (top by I/O time)", ["host", "pid", "events", "app", "io",
+                                                          "io not overlapped", "compute", "read", "written"], [
+        [p["host"], p["pid"], p["events"], _time(p["app_us"]), _time(p["io_us"]),
+         _time(p["io_not_overlapped_us"]), _time(p["compute_us"]), _size(p["bytes_read"]),
+         _size(p["bytes_written"])] for p in S["processes"][:top]]))
+    if S["categories"]:
+        parts.append(_table("Categories of @trace events", ["category", "count", "time", "union",
+                                                            "% of app"], [
+            [c["cat"], c["count"], _time(c["time_us"]), _time(c["union_us"]),
+             f"{100 * c['share_of_app']:.1f}"] for c in S["categories"]]))
+    a = S["access"]
+    parts.append(_table("Access pattern (data calls with an offset)", ["", "first", "consecutive",
+                                                                        "sequential", "random"], [
+        [d, a[d]["first"], a[d]["consecutive"], a[d]["sequential"], a[d]["random"]]
+        for d in ("read", "write")]))
+    labels = list(a["read"]["size_histogram"])
+    parts.append(_table("Access sizes", ["", *labels], [
+        [d, *a[d]["size_histogram"].values()] for d in ("read", "write")]))
+    tl = S["timeline"]
+    w = tl["bin_ns"] / 1e9
+    peak_r = max(tl["bytes_read"] or [0]) / w / 1e6
+    peak_w = max(tl["bytes_written"] or [0]) / w / 1e6
+    parts.append(f"Timeline: {len(tl['ops'])} bins of {_time(tl['bin_ns'] / 1000)}; "
+                 f"peak read {peak_r:.1f} MB/s, peak write {peak_w:.1f} MB/s, "
+                 f"peak {max(tl['ops'] or [0]) / w:.0f} ops/s\n")
+    d = S.get("damage", {})
+    if d.get("damaged_files"):
+        parts.append(f"Damaged input: {d['damaged_files']} file(s); {d['by_kind']}; "
+                     f"{d['bad_lines']} bad line(s); missing metadata in {len(d['missing_metadata'])} file(s); "
+                     f"{d['unresolved_file_hashes']} unresolved file hash(es)\n")
+    return "\n".join(parts)
+
+
+def write_json(S: dict, path: str) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "w") as f:
+        json.dump(S, f, indent=1)
+
+
+def _polyline(values, x0, y0, w, h, vmax) -> str:
+    n = max(len(values), 1)
+    pts = [f"{x0 + w * (i + 0.5) / n:.1f},{y0 + h - h * v / vmax:.1f}" for i, v in enumerate(values)]
+    return " ".join(pts)
+
+
+def write_timeline_html(S: dict, path: str) -> None:
+    """Bandwidth (read, write MB/s) and operations per second per time bin, as SVG."""
+    tl = S["timeline"]
+    w_s = tl["bin_ns"] / 1e9
+    rd = [b / w_s / 1e6 for b in tl["bytes_read"]]
+    wr = [b / w_s / 1e6 for b in tl["bytes_written"]]
+    ops = [o / w_s for o in tl["ops"]]
+    span = len(ops) * w_s
+    W, H, L = 900, 180, 60
+    bw_max = max(rd + wr + [1e-9])
+    ops_max = max(ops + [1e-9])
+
+    def panel(y, title, series, vmax, unit):
+        lines = "".join(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{_polyline(v, L, y, W, H, vmax)}"/>'
+                        for v, c in series)
+        return (f'<text x="{L}" y="{y - 8}" font-size="13">{html.escape(title)}</text>'
+                f'<rect x="{L}" y="{y}" width="{W}" height="{H}" fill="none" stroke="#999"/>'
+                f'<text x="{L - 5}" y="{y + 10}" font-size="11" text-anchor="end">{vmax:.3g}</text>'
+                f'<text x="{L - 5}" y="{y + H}" font-size="11" text-anchor="end">0</text>'
+                f'<text x="{L + W}" y="{y + H + 14}" font-size="11" text-anchor="end">{span:.3g} s</text>'
+                f'<text x="{L}" y="{y + H + 14}" font-size="11">0 s ({unit})</text>' + lines)
+
+    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + L + 20}" height="{2 * H + 110}">'
+           + panel(30, "Bandwidth, MB/s (blue: read, red: write)", [(rd, "#1f77b4"), (wr, "#d62728")], bw_max, "MB/s")
+           + panel(H + 80, "I/O operations per second", [(ops, "#2ca02c")], ops_max, "ops/s")
+           + "</svg>")
+    j = S["job"]
+    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>iotrace timeline</title></head>"
+            f"<body style='font-family:sans-serif'><h3>iotrace timeline</h3>"
+            f"<p>{j['processes']} processes, {j['events']} events, job {j['duration_us'] / 1e6:.3f} s; "
+            f"bins of {w_s:.6g} s</p>{svg}</body></html>")
+    with open(path, "w") as f:
+        f.write(page)

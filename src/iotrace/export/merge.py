@@ -62,6 +62,8 @@ class FileResult:
     filtered: int = 0  # left out by --cat/--name/--from/--to/--min-dur
     cut: int = 0  # left out by --max-events
     bad_lines: int = 0
+    damaged: int = 0  # places where the reader met damage (truncation, corruption)
+    threads: int = 0
     flows_out: list[int] = field(default_factory=list)
     flows_in: list[int] = field(default_factory=list)
     flows_dropped: int = 0
@@ -78,8 +80,8 @@ class ExportResult:
     cut: int
     cutoff_us: float | None
     bad_lines: int
+    damaged: int
     flows: int
-    files_skipped: int
     errors: list[str]
 
     def summary(self) -> dict:
@@ -228,7 +230,7 @@ def export_file(job: FileJob) -> FileResult:
     thread_names: dict[int, str] = {}
     tids: set[int] = set()
     loads = orjson.loads
-    damage: dict = {}
+    damage: list = []
     try:
         for line in r.iter_lines(job.file.path, damage):
             try:
@@ -267,6 +269,8 @@ def export_file(job: FileJob) -> FileResult:
     flows.finish()
     for tid in sorted(tids | thread_names.keys()):
         out.thread(proc.pid, tid, _thread_label(proc, tid, thread_names.get(tid)))
+    res.damaged = len(damage)
+    res.threads = len(tids | thread_names.keys())
     res.flows_out, res.flows_in = flows.drawn_out, flows.drawn_in
     res.flows_dropped = getattr(out, "flows_dropped", 0)
     res.crc, res.size = out.close()
@@ -371,12 +375,13 @@ def _summarise(output: str, procs: list[Proc], results: list[FileResult],
     outs = {f for r in results for f in r.flows_out}
     ins = {f for r in results for f in r.flows_in}
     return ExportResult(
-        output=output, processes=len(procs), threads=0,
+        output=output, processes=len(procs), threads=sum(r.threads for r in results),
         events=sum(r.events for r in results), filtered=sum(r.filtered for r in results),
         cut=sum(r.cut for r in results), cutoff_us=cutoff,
         bad_lines=sum(r.bad_lines for r in results),
+        damaged=sum(r.damaged for r in results),
         flows=len(outs & ins) - sum(r.flows_dropped for r in results),
-        files_skipped=0, errors=[r.error for r in results if r.error])
+        errors=[r.error for r in results if r.error])
 
 
 def _notes(result: ExportResult, filt: EventFilter) -> list[dict]:

@@ -40,25 +40,50 @@ from .labels import Proc
 
 SLICE_BEGIN, SLICE_END, INSTANT, COUNTER = 1, 2, 3, 4
 INCREMENTAL_STATE_CLEARED, NEEDS_INCREMENTAL_STATE = 1, 2
-BATCH_BYTES = 1 << 18  # packets per compressed_packets batch
+BATCH_PACKETS = 4096  # packets per compressed_packets batch (about 200 kB)
 
-# Track uuids: processes are their vpid; threads, counters and notes live in
-# disjoint high ranges.
-THREAD_TRACKS = 1 << 62
-COUNTER_TRACKS = 1 << 61
-NOTE_TRACK = 1 << 60
+# Track uuids, kept small because every event repeats its track's. The low two
+# bits tell the kind: 0 thread (numbered by process and tid, so that the files
+# of an exec'd process share the thread), 1 process, 2 counter, 3 notes.
+NOTE_TRACK = 3
+COMPRESSION_LEVEL = 3  # zlib level of compressed_packets: size against speed
 
 
 def process_uuid(vpid: int) -> int:
-    return vpid
+    return vpid << 2 | 1
 
 
-def thread_uuid(vpid: int, vtid: int) -> int:
-    return THREAD_TRACKS | vpid << 31 | vtid
+def thread_uuid(proc: Proc, tid: int) -> int:
+    return (proc.sort_index << 22 | tid & 0x3FFFFF) << 2
 
 
-def _varint(n: int) -> bytes:
-    n &= 0xFFFFFFFFFFFFFFFF  # negative int64: two's complement, ten bytes
+def counter_uuid(file_index: int, n: int) -> int:
+    return (file_index << 20 | n) << 2 | 2
+
+
+def varint(n: int) -> bytes:
+    """Base-128 varint, unrolled up to 7 bytes (timestamps in ns take 6 or 7):
+    this is the hot path."""
+    if n < 0x80:
+        if n >= 0:
+            return _BYTE[n]
+        n += 1 << 64  # negative int64: two's complement, ten bytes
+    if n < 0x4000:
+        return bytes((n & 0x7F | 0x80, n >> 7))
+    if n < 0x200000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14))
+    if n < 0x10000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80, n >> 21))
+    if n < 0x800000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80,
+                      n >> 21 & 0x7F | 0x80, n >> 28))
+    if n < 0x40000000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80,
+                      n >> 21 & 0x7F | 0x80, n >> 28 & 0x7F | 0x80, n >> 35))
+    if n < 0x2000000000000:
+        return bytes((n & 0x7F | 0x80, n >> 7 & 0x7F | 0x80, n >> 14 & 0x7F | 0x80,
+                      n >> 21 & 0x7F | 0x80, n >> 28 & 0x7F | 0x80, n >> 35 & 0x7F | 0x80,
+                      n >> 42))
     out = bytearray()
     while n > 0x7F:
         out.append(n & 0x7F | 0x80)
@@ -67,11 +92,7 @@ def _varint(n: int) -> bytes:
     return bytes(out)
 
 
-_SMALL = [_varint(n) for n in range(1 << 14)]
-
-
-def varint(n: int) -> bytes:
-    return _SMALL[n] if 0 <= n < 16384 else _varint(n)
+_BYTE = [bytes((n,)) for n in range(128)]
 
 
 def tag(field: int, wire: int) -> bytes:
@@ -154,44 +175,50 @@ def note_packets(notes: list[dict], seq: int) -> bytes:
 
 
 class Interner:
-    """One interning table of a sequence: strings to iids, new ones queued for
-    the InternedData of the packet that first uses them."""
+    """One interning table of a sequence: strings to iids. A new string's entry
+    is queued on `pending` for the InternedData of the packet that first uses it."""
 
-    def __init__(self, field: int):
+    def __init__(self, field: int, pending: list):
         self.field = field
         self.iids: dict[str, int] = {}
-        self.new: list[bytes] = []
+        self.pending = pending
 
     def __call__(self, s: str) -> int:
         iid = self.iids.get(s)
         if iid is None:
             iid = self.iids[s] = len(self.iids) + 1
-            self.new.append(ld(self.field, tag(1, 0) + varint(iid) + string(2, s)))
+            self.pending.append((self.field, ld(self.field, tag(1, 0) + varint(iid) + string(2, s))))
         return iid
 
 
 class ProtoPart:
     """Packets of one input file: one trusted packet sequence."""
 
+    ANNOTATION_CACHE = 1 << 16  # (key, value) pairs whose encoding is kept
+
     def __init__(self, path: str, seq: int, proc: Proc, file_index: int):
         self.file = open(path, "wb")
         self.seq_field = tag(10, 0) + varint(seq)
         self.proc = proc
         self.pid_shift = proc.vpid - proc.pid
-        self.counter_base = COUNTER_TRACKS | file_index << 24
-        self.names = Interner(2)
-        self.cats = Interner(1)
-        self.arg_names = Interner(3)
-        self.values = Interner(29)
-        self.interners = (self.cats, self.names, self.arg_names, self.values)
+        self.file_index = file_index
+        self.pending: list[tuple[int, bytes]] = []  # new interned entries
+        self.names = Interner(2, self.pending)
+        self.cats = Interner(1, self.pending)
+        self.arg_names = Interner(3, self.pending)
+        self.values = Interner(29, self.pending)
+        self.heads: dict[tuple, bytes] = {}  # (ph, tid, name, cat) -> TrackEvent start
+        self.annotation_cache: dict[tuple, bytes] = {}
+        self.int_heads: dict[str, list[bytes]] = {}
         self.tracks: dict[int, int] = {}  # tid -> thread track uuid
+        self.end_tails: dict[int, bytes] = {}  # tid -> a SLICE_END packet after its timestamp
         self.counters: dict[str, int] = {}  # counter name -> track uuid
         self.batch: list[bytes] = []
-        self.batch_size = 0
         self.flows_dropped = 0
-        # The first packet clears the sequence's incremental state (interning).
+        # The first packet clears the sequence's incremental state (interning);
+        # later ones need not repeat a flag (Perfetto only drops flagged packets
+        # when the state is missing, which cannot happen in one file).
         self.flags = tag(13, 0) + varint(INCREMENTAL_STATE_CLEARED | NEEDS_INCREMENTAL_STATE)
-        self.needs_state = tag(13, 0) + varint(NEEDS_INCREMENTAL_STATE)
 
     # -- events -------------------------------------------------------------
 
@@ -200,44 +227,98 @@ class ProtoPart:
         if ph == "C":
             self._counters(ev)
             return
-        track = self._thread_track(ev.get("tid", self.proc.pid))
-        ts = round(ev["ts"] * 1000)
-        te = (T_TYPE + (b"\x01" if ph == "X" else b"\x03") + T_TRACK_UUID + varint(track)
-              + T_NAME_IID + varint(self.names(ev.get("name", "")))
-              + T_CATEGORY_IID + varint(self.cats(ev.get("cat", ""))))
+        tid = ev.get("tid", self.proc.pid)
+        key = (ph, tid, ev.get("name", ""), ev.get("cat", ""))
+        te = self.heads.get(key) or self._head(key)
         args = ev.get("args")
         if args:
             te += self._annotations(args)
-        flow_in = ev.get("_in")
-        if flow_in:
-            te += T_TERMINATING_FLOW + struct.pack("<Q", flow_in)
-        for flow in ev.get("_out", ()):
-            te += T_FLOW + struct.pack("<Q", flow)
-        self._emit(ts, te)
+        if "_in" in ev or "_out" in ev:
+            te += self._flows(ev)
+        ts = int(ev["ts"] * 1000 + 0.5)
+        pending = self.pending
+        if pending:
+            interned = self._interned()
+        else:
+            interned = b""
+        n = len(te)
+        body = b"".join((T_TIMESTAMP, varint(ts), self.seq_field, interned, T_TRACK_EVENT,
+                         _BYTE[n] if n < 128 else varint(n), te, self.flags))
+        self.flags = b""
+        n = len(body)
+        batch = self.batch
+        batch.append(T_PACKET + (_BYTE[n] if n < 128 else varint(n)) + body)
         if ph == "X":
-            end = ts + round(ev.get("dur", 0.0) * 1000)
-            self._emit(end, END_TYPE + T_TRACK_UUID + varint(track))
+            # SLICE_END: all but the timestamp is the same for every end on a thread.
+            body = T_TIMESTAMP + varint(ts + int(ev.get("dur", 0.0) * 1000 + 0.5)) \
+                + self.end_tails[tid]
+            batch.append(T_PACKET + _BYTE[len(body)] + body)
+        if len(batch) >= BATCH_PACKETS:
+            self._flush()
+
+    @staticmethod
+    def _flows(ev: dict) -> bytes:
+        out = b""
+        if ev.get("_in"):
+            out += T_TERMINATING_FLOW + struct.pack("<Q", ev["_in"])
+        for flow in ev.get("_out", ()):
+            out += T_FLOW + struct.pack("<Q", flow)
+        return out
+
+    def _head(self, key: tuple) -> bytes:
+        """The start of every TrackEvent with this phase, thread, name and category."""
+        ph, tid, name, cat = key
+        track = self._thread_track(tid)
+        self.heads[key] = head = (T_TYPE + varint(SLICE_BEGIN if ph == "X" else INSTANT)
+                + T_TRACK_UUID + varint(track) + T_NAME_IID + varint(self.names(name))
+                + T_CATEGORY_IID + varint(self.cats(cat)))
+        return head
 
     def _annotations(self, args: dict) -> bytes:
         out = []
-        for key, value in args.items():
-            body = T_A_NAME_IID + varint(self.arg_names(key))
-            if value is True or value is False:
-                body += T_A_BOOL + (b"\x01" if value else b"\x00")
-            elif isinstance(value, int):
-                body += T_A_INT + varint(value)
-            elif isinstance(value, float):
-                body += T_A_DOUBLE + struct.pack("<d", value)
-            elif isinstance(value, str) and len(value) <= MAX_INTERNED_STRING:
-                body += T_A_STRING_IID + varint(self.values(value))
-            else:  # lists, dicts, long strings: shown as their JSON text
-                text = orjson.dumps(value)
-                body += T_A_JSON + varint(len(text)) + text
-            out.append(T_ANNOTATION + varint(len(body)) + body)
+        cache = self.annotation_cache
+        int_heads = self.int_heads
+        for item in args.items():
+            try:
+                enc = cache.get(item)
+            except TypeError:  # a list or dict value: not hashable
+                enc = None
+            if enc is None:
+                key, value = item
+                head = int_heads.get(key)
+                if head is not None and value.__class__ is int:
+                    # The common miss: a new integer (an offset) for a known key.
+                    v = varint(value)
+                    enc = head[len(v)] + v
+                else:
+                    enc = self._annotation(key, value)
+                    if len(cache) < self.ANNOTATION_CACHE and isinstance(value, (int, float, str)):
+                        cache[item] = enc
+            out.append(enc)
         return b"".join(out)
 
+    def _annotation(self, key: str, value) -> bytes:
+        name = T_A_NAME_IID + varint(self.arg_names(key))
+        if key not in self.int_heads:
+            # Per value length, the bytes before an integer value of this key.
+            self.int_heads[key] = [T_ANNOTATION + _BYTE[len(name) + 1 + n] + name + T_A_INT
+                                   for n in range(11)]
+        body = name
+        if value is True or value is False:
+            body += T_A_BOOL + (b"\x01" if value else b"\x00")
+        elif isinstance(value, int):
+            body += T_A_INT + varint(value)
+        elif isinstance(value, float):
+            body += T_A_DOUBLE + struct.pack("<d", value)
+        elif isinstance(value, str) and len(value) <= MAX_INTERNED_STRING:
+            body += T_A_STRING_IID + varint(self.values(value))
+        else:  # lists, dicts, long strings: shown as their JSON text
+            text = orjson.dumps(value)
+            body += T_A_JSON + varint(len(text)) + text
+        return T_ANNOTATION + varint(len(body)) + body
+
     def _counters(self, ev: dict) -> None:
-        ts = round(ev["ts"] * 1000)
+        ts = int(ev["ts"] * 1000 + 0.5)
         for key, value in (ev.get("args") or {}).items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 continue
@@ -249,24 +330,27 @@ class ProtoPart:
                 te += T_DOUBLE_COUNTER + struct.pack("<d", value)
             self._emit(ts, te)
 
+    def _interned(self) -> bytes:
+        """InternedData for the entries new since the last packet, by field."""
+        interned = ld(12, b"".join(e for _, e in sorted(self.pending, key=lambda p: p[0])))
+        self.pending.clear()
+        return interned
+
     def _emit(self, ts: int, te: bytes) -> None:
-        body = T_TIMESTAMP + varint(ts) + self.seq_field
-        if any(i.new for i in self.interners):
-            interned = b""
-            for i in self.interners:
-                interned += b"".join(i.new)
-                i.new.clear()
-            body += ld(12, interned)
-        body += T_TRACK_EVENT + varint(len(te)) + te + self.flags
-        self.flags = self.needs_state
-        self._add(T_PACKET + varint(len(body)) + body)
+        interned = self._interned() if self.pending else b""
+        body = b"".join((T_TIMESTAMP, varint(ts), self.seq_field, interned, T_TRACK_EVENT,
+                         varint(len(te)), te, self.flags))
+        self.flags = b""
+        self.batch.append(T_PACKET + varint(len(body)) + body)
 
     # -- tracks -------------------------------------------------------------
 
     def _thread_track(self, tid: int) -> int:
         uuid = self.tracks.get(tid)
         if uuid is None:
-            uuid = self.tracks[tid] = thread_uuid(self.proc.vpid, tid + self.pid_shift)
+            uuid = self.tracks[tid] = thread_uuid(self.proc, tid)
+            end = END_TYPE + T_TRACK_UUID + varint(uuid)
+            self.end_tails[tid] = self.seq_field + T_TRACK_EVENT + varint(len(end)) + end
             self._add(self._thread_descriptor(tid, None))
         return uuid
 
@@ -279,7 +363,7 @@ class ProtoPart:
     def _counter_track(self, name: str) -> int:
         uuid = self.counters.get(name)
         if uuid is None:
-            uuid = self.counters[name] = self.counter_base | len(self.counters)
+            uuid = self.counters[name] = counter_uuid(self.file_index, len(self.counters))
             self._add(track_descriptor(uuid, name=name, counter=True,
                                        parent=process_uuid(self.proc.vpid)))
         return uuid
@@ -294,15 +378,11 @@ class ProtoPart:
 
     def _add(self, framed: bytes) -> None:
         self.batch.append(framed)
-        self.batch_size += len(framed)
-        if self.batch_size >= BATCH_BYTES:
-            self._flush()
 
     def _flush(self) -> None:
         if self.batch:
-            self.file.write(packet(ld(50, zlib.compress(b"".join(self.batch), 6))))
+            self.file.write(packet(ld(50, zlib.compress(b"".join(self.batch), COMPRESSION_LEVEL))))
             self.batch.clear()
-            self.batch_size = 0
 
     def close(self) -> tuple[int, int]:
         self._flush()

@@ -1,0 +1,179 @@
+"""Benchmark `iotrace export`: N events of a job -> .pftrace and .json.gz.
+
+    PYTHONPATH=src:analyzer python benchmarks/export_bench.py [--events 10000000]
+        [--traces DIR] [--keep DIR]
+
+Without --traces it writes a job in the documented per-process format
+(docs/trace-format.md, zstd frames as the tracer writes them): rank 0..3, each
+with two dataloader workers, POSIX reads/writes on a few hundred files, Python
+steps around them and a counter. Prints seconds and sizes for each output.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import random
+import shutil
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path[:0] = [os.path.join(HERE, "..", "src"), os.path.join(HERE, "..", "analyzer")]
+
+
+def _import_export():
+    """iotrace.export, even where the compiled core of `iotrace` is not built:
+    the exporter needs none of it."""
+    try:
+        import iotrace  # noqa: F401
+    except ImportError:
+        import types
+
+        for name in [m for m in sys.modules if m.split(".")[0] == "iotrace"]:
+            del sys.modules[name]
+        pkg = types.ModuleType("iotrace")
+        pkg.__path__ = [os.path.join(HERE, "..", "src", "iotrace")]
+        sys.modules["iotrace"] = pkg
+    from iotrace.export.merge import export
+
+    return export
+
+RANKS = 4
+WORKERS = 2  # per rank
+FILES = 300
+FRAME_LINES = 4096  # lines per zstd frame, like the tracer's flushes
+
+
+def _fnv1a(path: str) -> str:
+    h = 0xCBF29CE484222325
+    for b in path.encode():
+        h = (h ^ b) * 0x100000001B3 & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def write_process(path: str, pid: int, role: str, rank: int, n_events: int,
+                  parent: int | None, start_us: float, seed: int, worker_id: int | None = None):
+    """One per-process trace of about n_events events."""
+    import orjson
+    import zstandard
+
+    rng = random.Random(seed)
+    info = {"version": 1, "hostname": "bench", "pid": pid, "ppid": parent or 1,
+            "exe": "/usr/bin/python3.11", "cmdline": ["python3.11", "train.py"],
+            "wall_ns": 0, "mono_ns": int(start_us * 1000), "role": role,
+            "ranks": {"RANK": str(rank), "WORLD_SIZE": str(RANKS)}, "compression": "zstd"}
+    if parent:
+        info["parent_pid"] = parent
+    if worker_id is not None:
+        info["worker_id"] = worker_id
+    head = [orjson.dumps({"ph": "M", "name": "iotrace_process", "pid": pid, "tid": pid,
+                          "args": info}).decode(),
+            f'{{"ph":"M","name":"process_name","pid":{pid},"tid":{pid},"args":{{"name":"python3.11"}}}}']
+    lines = head
+    seen = set()
+    ts = start_us + 10
+    tids = [pid, pid + 1]
+    cctx = zstandard.ZstdCompressor(level=3)
+    written = 0
+    with open(path, "wb") as out:
+        out.write(cctx.compress(b"[\n"))
+
+        def flush(final=False):
+            nonlocal lines
+            text = ",\n".join(lines) + ("]\n" if final else ",\n")
+            out.write(cctx.compress(text.encode()))
+            lines = []
+
+        offset = 0
+        while written < n_events:
+            tid = tids[written % 7 == 0]
+            k = rng.randrange(FILES)
+            fname = f"/data/shard-{k:05d}.bin"
+            fh = _fnv1a(fname)
+            if fh not in seen:
+                seen.add(fh)
+                lines.append(f'{{"ph":"M","name":"FH","pid":{pid},"tid":{tid},'
+                             f'"args":{{"name":"{fname}","value":"{fh}"}}}}')
+            r = rng.random()
+            if r < 0.02:  # a step around the next reads
+                lines.append(f'{{"ph":"X","name":"train.step","cat":"python","pid":{pid},'
+                             f'"tid":{pid},"ts":{ts:.3f},"dur":{50.0:.3f},'
+                             f'"args":{{"step":{written}}}}}')
+            elif r < 0.03:
+                lines.append(f'{{"ph":"C","name":"memory","pid":{pid},"tid":{pid},'
+                             f'"ts":{ts:.3f},"args":{{"rss":{rng.randrange(1 << 30)}}}}}')
+            else:
+                size = 1 << rng.randrange(9, 20)
+                dur = rng.random() * 20
+                name = "read" if r < 0.8 else "write"
+                lines.append(f'{{"ph":"X","name":"{name}","cat":"posix","pid":{pid},'
+                             f'"tid":{tid},"ts":{ts:.3f},"dur":{dur:.3f},"args":{{"fhash":'
+                             f'"{fh}","size":{size},"offset":{offset},"ret":{size},"fd":{3 + k % 50}}}}}')
+                offset += size
+            ts += rng.random() * 30 + 1
+            written += 1
+            if len(lines) >= FRAME_LINES:
+                flush()
+        lines.append(f'{{"ph":"M","name":"iotrace_end","pid":{pid},"tid":{pid},'
+                     f'"args":{{"events":{written},"reason":"exit"}}}}')
+        flush(final=True)
+
+
+def _write_one(args):
+    write_process(*args)
+
+
+def make_job(directory: str, events: int) -> None:
+    """RANKS ranks with WORKERS dataloader workers each, events spread evenly."""
+    from concurrent.futures import ProcessPoolExecutor
+
+    per_proc = events // (RANKS * (1 + WORKERS))
+    jobs = []
+    for rank in range(RANKS):
+        pid = 1000 + rank * 100
+        jobs.append((os.path.join(directory, f"python3.11-bench-{pid}.pfw.zst"), pid, "main",
+                     rank, per_proc, None, 1e6, pid))
+        for w in range(WORKERS):
+            wpid = pid + 10 + w * 2
+            jobs.append((os.path.join(directory, f"python3.11-bench-{wpid}.pfw.zst"), wpid,
+                         "dataloader", rank, per_proc, pid, 1e6 + 500 + w, wpid, w))
+    with ProcessPoolExecutor(2) as pool:
+        list(pool.map(_write_one, jobs))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--events", type=int, default=10_000_000)
+    ap.add_argument("--traces", help="existing per-process traces (skip generation)")
+    ap.add_argument("--keep", help="write the generated traces here and keep them")
+    ap.add_argument("--jobs", type=int, default=2)
+    args = ap.parse_args()
+
+    export = _import_export()
+    work = tempfile.mkdtemp(prefix="iotrace-export-bench-")
+    try:
+        traces = args.traces
+        if not traces:
+            traces = args.keep or os.path.join(work, "traces")
+            os.makedirs(traces, exist_ok=True)
+            if not os.listdir(traces):
+                t = time.perf_counter()
+                make_job(traces, args.events)
+                print(f"generated {args.events} events in {time.perf_counter() - t:.1f} s")
+        size_in = sum(os.path.getsize(os.path.join(traces, f)) for f in os.listdir(traces))
+        print(f"input: {len(os.listdir(traces))} files, {size_in / 1e6:.1f} MB")
+        for name in ("job.pftrace", "job.json.gz"):
+            out = os.path.join(work, name)
+            t = time.perf_counter()
+            res = export([traces], out, jobs=args.jobs)
+            took = time.perf_counter() - t
+            print(f"{name:12s} {took:6.1f} s  {os.path.getsize(out) / 1e6:8.1f} MB  "
+                  f"{res.events} events, {res.processes} processes, {res.flows} flows")
+    finally:
+        shutil.rmtree(work)
+
+
+if __name__ == "__main__":
+    main()

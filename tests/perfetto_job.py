@@ -108,6 +108,7 @@ def write_job(directory, compression="none"):
 
     rank1 = ProcWriter(400, "main", {"RANK": "1", "WORLD_SIZE": "2"})
     rank1.io("read", "/data/b.bin", T0 + 15, 4.0, ret=8, size=8, fd=3)
+    rank1.slice("epoch", "python", T0 + 15, 10.0)  # same start, written after the read
 
     paths = [rank0.write(p("python3.11", 100), compression, closed=False),
              child.write(p("python3.11", 200), compression),
@@ -117,7 +118,7 @@ def write_job(directory, compression="none"):
              rank1.write(p("python3.11", 400), compression)]
     return {
         "paths": paths,
-        "slices": 9 + 3 + 1 + 1 + 1 + 1,  # X events
+        "slices": 8 + 3 + 1 + 1 + 1 + 2,  # X events
         "instants": 1,
         "labels": {100: "rank 0", 200: "rank 0 · fork 0", 300: "rank 0 · worker 1",
                    301: "rank 0 · worker 0", 400: "rank 1"},

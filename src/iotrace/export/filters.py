@@ -18,8 +18,10 @@ class EventFilter:
     ranks: set[int] = field(default_factory=set)
     cats: list[str] = field(default_factory=list)  # glob patterns
     names: list[str] = field(default_factory=list)  # glob patterns
-    start_us: float | None = None  # --from, on the trace clock
-    end_us: float | None = None  # --to
+    window_from_us: float | None = None  # --from, since the job's start
+    window_to_us: float | None = None  # --to, since the job's start
+    start_us: float | None = None  # the window on the trace clock (set by at_job_start)
+    end_us: float | None = None
     min_dur_us: float = 0.0
     max_events: int | None = None
 
@@ -28,6 +30,13 @@ class EventFilter:
         if self.pids and not (self.pids & {pid, *ancestors}):
             return False
         return not self.ranks or rank in self.ranks
+
+    def at_job_start(self, job_start_us: float) -> None:
+        """Place the --from/--to window on the trace clock."""
+        if self.window_from_us is not None:
+            self.start_us = job_start_us + self.window_from_us
+        if self.window_to_us is not None:
+            self.end_us = job_start_us + self.window_to_us
 
     @property
     def per_event(self) -> bool:

@@ -22,31 +22,26 @@ class JsonPart:
         self.out = DeflatePiece(self.file) if gzip else self.file
         self.pid_shift = pid_shift  # vpid - pid: nonzero only with several hosts
         self.lines: list[bytes] = []
-        self.flows_dropped = 0
 
     def event(self, ev: dict) -> None:
         if self.pid_shift:
             ev["pid"] += self.pid_shift
-            ev["tid"] = ev.get("tid", ev["pid"] - self.pid_shift) + self.pid_shift
+            ev["tid"] += self.pid_shift
         if "_in" in ev or "_out" in ev:
-            self._bind_flows(ev)
+            self._flows(ev, ev.pop("_in", 0), ev.pop("_out", ()))
         self.lines.append(orjson.dumps(ev))
         if len(self.lines) >= 4096:
             self._flush()
 
-    def _bind_flows(self, ev: dict) -> None:
-        """Flow events v2: the event names the flow (`bind_id`) that ends in it
-        (`flow_in`) or starts from it (`flow_out`). One flow id per event, so an
-        event that would start one flow and end another keeps only the first."""
-        flow_in = ev.pop("_in", None)
-        flow_out = ev.pop("_out", [])
-        ids = ([flow_in] if flow_in else []) + flow_out
-        ev["bind_id"] = f"0x{ids[0]:x}"
+    def _flows(self, ev: dict, flow_in: int, flows_out: list[int]) -> None:
+        """Flow events (v1) at the slice's start on its thread: Perfetto binds
+        each to the slice open there ("bp":"e" for the arrow's end as well)."""
+        where = {"pid": ev["pid"], "tid": ev["tid"], "ts": ev["ts"], "cat": "flow",
+                 "name": "flow"}
         if flow_in:
-            ev["flow_in"] = True
-        else:
-            ev["flow_out"] = True
-        self.flows_dropped += len(ids) - 1
+            self.lines.append(orjson.dumps({"ph": "f", "bp": "e", "id": flow_in, **where}))
+        for flow in flows_out:
+            self.lines.append(orjson.dumps({"ph": "s", "id": flow, **where}))
 
     def thread(self, pid: int, tid: int, name: str) -> None:
         self.lines.append(orjson.dumps(

@@ -66,7 +66,6 @@ class FileResult:
     threads: int = 0
     flows_out: list[int] = field(default_factory=list)
     flows_in: list[int] = field(default_factory=list)
-    flows_dropped: int = 0
     error: str = ""
 
 
@@ -104,7 +103,12 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
     fmt = output_format(output)
     paths = r.find_traces(inputs)
     files = [trace_file(p, i, _first_event(r, p)) for i, p in enumerate(paths)]
-    procs = [p for p in build_processes(files) if _keeps_process(filt, p)]
+    everyone = build_processes(files)
+    starts = [p.start_us for p in everyone if p.start_us is not None]
+    filt.at_job_start(min(starts) if starts else 0.0)
+    procs = [p for p in everyone if _keeps_process(filt, p)]
+    if not procs:
+        raise ValueError("no process left after --pid/--rank")
     kept = [f for p in procs for f in p.files]
 
     with _pool(jobs) as pool:
@@ -161,15 +165,13 @@ def _first_event(r, path: str) -> dict | None:
 
 
 def _keeps_process(filt: EventFilter, p: Proc) -> bool:
-    ancestors, node = [], p.parent
-    while node is not None:
-        ancestors.append(node.pid)
-        node = node.parent
-    root = node = p
-    while node.parent is not None:
-        root = node = node.parent
-    rank = p.rank if p.rank is not None else root.rank
-    return filt.keeps_process(p.pid, rank, ancestors)
+    """--pid keeps a process and its descendants; --rank a rank with its workers
+    (which inherit the rank variables, or else are counted under their root)."""
+    chain = [p]
+    while chain[-1].parent is not None:
+        chain.append(chain[-1].parent)
+    rank = next((n.rank for n in chain if n.rank is not None), None)
+    return filt.keeps_process(p.pid, rank, [n.pid for n in chain[1:]])
 
 
 def _scan(arg: tuple[str, EventFilter | None]) -> tuple[dict[str, str], TimeHistogram | None]:
@@ -272,7 +274,6 @@ def export_file(job: FileJob) -> FileResult:
     res.damaged = len(damage)
     res.threads = len(tids | thread_names.keys())
     res.flows_out, res.flows_in = flows.drawn_out, flows.drawn_in
-    res.flows_dropped = getattr(out, "flows_dropped", 0)
     res.crc, res.size = out.close()
     return res
 
@@ -380,7 +381,7 @@ def _summarise(output: str, procs: list[Proc], results: list[FileResult],
         cut=sum(r.cut for r in results), cutoff_us=cutoff,
         bad_lines=sum(r.bad_lines for r in results),
         damaged=sum(r.damaged for r in results),
-        flows=len(outs & ins) - sum(r.flows_dropped for r in results),
+        flows=len(outs & ins),
         errors=[r.error for r in results if r.error])
 
 

@@ -46,6 +46,7 @@ BATCH_PACKETS = 4096  # packets per compressed_packets batch (about 200 kB)
 # bits tell the kind: 0 thread (numbered by process and tid, so that the files
 # of an exec'd process share the thread), 1 process, 2 counter, 3 notes.
 NOTE_TRACK = 3
+RECENT_STARTS = 4096  # per thread, slice starts remembered to order equal starts
 COMPRESSION_LEVEL = 3  # zlib level of compressed_packets: size against speed
 
 
@@ -211,10 +212,10 @@ class ProtoPart:
         self.annotation_cache: dict[tuple, bytes] = {}
         self.int_heads: dict[str, list[bytes]] = {}
         self.tracks: dict[int, int] = {}  # tid -> thread track uuid
+        self.starts: dict[int, dict[int, int]] = {}  # tid -> recent slice start -> dur
         self.end_tails: dict[int, bytes] = {}  # tid -> a SLICE_END packet after its timestamp
         self.counters: dict[str, int] = {}  # counter name -> track uuid
         self.batch: list[bytes] = []
-        self.flows_dropped = 0
         # The first packet clears the sequence's incremental state (interning);
         # later ones need not repeat a flag (Perfetto only drops flagged packets
         # when the state is missing, which cannot happen in one file).
@@ -236,6 +237,10 @@ class ProtoPart:
         if "_in" in ev or "_out" in ev:
             te += self._flows(ev)
         ts = int(ev["ts"] * 1000 + 0.5)
+        if ph == "X":
+            dur = int(ev.get("dur", 0.0) * 1000 + 0.5)
+            end_ts = ts + dur
+            ts = self._begin(tid, ts, dur)
         pending = self.pending
         if pending:
             interned = self._interned()
@@ -250,11 +255,26 @@ class ProtoPart:
         batch.append(T_PACKET + (_BYTE[n] if n < 128 else varint(n)) + body)
         if ph == "X":
             # SLICE_END: all but the timestamp is the same for every end on a thread.
-            body = T_TIMESTAMP + varint(ts + int(ev.get("dur", 0.0) * 1000 + 0.5)) \
-                + self.end_tails[tid]
+            body = T_TIMESTAMP + varint(end_ts) + self.end_tails[tid]
             batch.append(T_PACKET + _BYTE[len(body)] + body)
         if len(batch) >= BATCH_PACKETS:
             self._flush()
+
+    def _begin(self, tid: int, ts: int, dur: int) -> int:
+        """The time of a SLICE_BEGIN. Perfetto keeps the file order of packets with
+        equal times, and a thread's slices come in order of their ends, children
+        first: a parent starting at the same ns as an already written child would
+        open inside it. Such a parent starts 1 ns earlier. (Recent starts only:
+        RECENT_STARTS per thread.)"""
+        starts = self.starts.get(tid)
+        if starts is None:
+            starts = self.starts[tid] = {}
+        if starts.get(ts, dur + 1) <= dur:
+            return ts - 1
+        starts[ts] = dur
+        if len(starts) > RECENT_STARTS:
+            del starts[next(iter(starts))]
+        return ts
 
     @staticmethod
     def _flows(ev: dict) -> bytes:

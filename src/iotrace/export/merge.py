@@ -257,6 +257,9 @@ def export_file(job: FileJob) -> FileResult:
     else:
         out = json_out.JsonPart(job.part_path, job.fmt == "json.gz", proc.vpid - proc.pid)
     flows = _Flows(job, out.event)
+    # Most files start and end no arrow: their slices go straight out.
+    write_slice = flows.slice if flows.active else out.event
+    pid = proc.pid
     fnames = dict(job.fnames)
     keep = job.filter.keeps if job.filter.per_event else None
     cutoff = job.cutoff_us
@@ -280,13 +283,13 @@ def export_file(job: FileJob) -> FileResult:
                     res.cut += 1
                     continue
                 args = ev.get("args")
-                if args:
+                if args and ("fhash" in args or "fhash2" in args):
                     _restore_names(args, fnames)
-                ev["pid"] = proc.pid  # an exec'd image may not repeat it
-                tids.add(ev.setdefault("tid", proc.pid))
+                ev["pid"] = pid  # an exec'd image may not repeat it
+                tids.add(ev.setdefault("tid", pid))
                 res.events += 1
                 if ph == "X":
-                    flows.slice(ev)
+                    write_slice(ev)
                 else:
                     res.counters += ph == "C"
                     out.event(ev)
@@ -344,6 +347,7 @@ class _Flows:
         self.first: dict | None = None
         self.drawn_out: list[int] = []
         self.drawn_in: list[int] = []
+        self.active = bool(self.flow_in or self.forks or self.starts)
 
     def slice(self, ev: dict) -> None:
         if self.forks and ev.get("cat") == "process" and ev.get("name") in FORK_NAMES:

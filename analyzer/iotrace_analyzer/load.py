@@ -13,6 +13,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import parquet, summary
 from .parse import parse_block
@@ -26,11 +27,19 @@ _EXPANSION = {"zstd": 10.0, "gzip": 8.0, "plain": 1.0}  # rough text/stored rati
 _BYTES_PER_EVENT = 170
 
 
+# The same settings for processes started from here (Dask workers): glibc reads them at start.
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+              "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
+
+
 def tune_malloc() -> None:
-    """Keep freed memory in the process: on VMs that lazily back memory, returning pages to
-    the kernel and faulting them in again costs more than parsing."""
+    """Keep freed memory in the process and in one heap: on VMs that lazily back memory,
+    returning pages to the kernel and faulting them in again costs more than parsing. One
+    arena, because the heaps of thread arenas cannot grow past 64 MiB and send big blocks
+    to mmap. Call it before starting threads."""
     try:
         libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, 1)  # M_ARENA_MAX
         libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
         libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
     except (OSError, AttributeError):
@@ -138,9 +147,7 @@ def finish_file(path: str, index: int, outs: list[ChunkOut], out_dir: str | None
     res.missing_metadata = not is_iotrace and not hosts and ev.num_rows > 0
     hashes: set = set()
     if ev.num_rows:
-        col = ev.column("fhash").combine_chunks()
-        d = col.dictionary.to_pylist() if pa.types.is_dictionary(col.type) else []
-        hashes = {h for h in d if h is not None}
+        hashes = {h for h in pc.unique(ev.column("fhash")).to_pylist() if h is not None}
     res.unresolved_hashes = len(hashes - set(names))
     pids = sorted(set(ev.column("pid").to_pylist())) if ev.num_rows and not proc.get("pid") else []
     if proc.get("pid") is not None or pids:
@@ -211,6 +218,7 @@ class DaskRunner:
         if scheduler:
             self.client = Client(scheduler)
         else:
+            os.environ.update(MALLOC_ENV)
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
                                         dashboard_address=None, silence_logs=40)
             self.client = Client(self.cluster)

@@ -76,35 +76,44 @@ def cut_strings(buf: np.ndarray, start: np.ndarray, length: np.ndarray) -> pa.St
     return pa.LargeStringArray.from_buffers(n, pa.py_buffer(offsets), pa.py_buffer(data)).cast(pa.string())
 
 
+def _ints(values: np.ndarray, has: np.ndarray | None = None) -> pa.Array:
+    """An int64 Arrow array over a numpy column, nulls where `has` is False."""
+    n = len(values)
+    if has is None or has.all():
+        return pa.array(values)
+    if not has.any():
+        return pa.nulls(n, pa.int64())
+    validity = pa.py_buffer(np.packbits(has, bitorder="little"))
+    return pa.Array.from_buffers(pa.int64(), n, [validity, pa.py_buffer(values)])
+
+
 def _fast(buf: np.ndarray, sc: dict) -> dict:
-    """Arrow columns of the lines the scanner parsed (status FAST)."""
-    idx = np.flatnonzero(sc["status"] == scan.FAST)
-    m = len(idx)
-    spos, slen, iv = sc["spos"][idx], sc["slen"][idx], sc["ivals"][idx]
-    present = sc["present"][idx]
-    out = {
-        "ph": pa.repeat(pa.scalar("X"), m),
-        "name": cut_strings(buf, spos[:, 0], slen[:, 0]).dictionary_encode(),
-        "cat": cut_strings(buf, spos[:, 1], slen[:, 1]).dictionary_encode(),
-        "pid": pa.array(iv[:, 0]), "tid": pa.array(iv[:, 1]),
-        "ts_ns": pa.array(iv[:, 2]), "dur_ns": pa.array(iv[:, 3]),
-    }
+    """Arrow columns of the lines the scanner parsed. String columns are dictionary arrays
+    over the block's pool of distinct strings."""
+    m = sc["n"]
+    codes, iv, present = sc["codes"], sc["ivals"], sc["present"]
+    pool = cut_strings(buf, sc["pool_start"], sc["pool_len"])
+
+    def strings(row, has=None):
+        if has is not None and not has.any():
+            return pa.nulls(m, pa.string())
+        ind = pa.array(codes[row], mask=None if has is None or has.all() else ~has)
+        return pa.DictionaryArray.from_arrays(ind, pool)
+
+    out = {"ph": pa.repeat(pa.scalar("X"), m), "name": strings(0), "cat": strings(1),
+           "pid": _ints(iv[0]), "tid": _ints(iv[1]), "ts_ns": _ints(iv[2]), "dur_ns": _ints(iv[3])}
     for k, key in enumerate(scan.IO_KEYS):
         has = (present & (1 << k)) != 0
-        if k < scan.N_STR:
-            rows = np.flatnonzero(has)
-            pos = np.full(m, -1, np.int64)
-            pos[rows] = np.arange(len(rows))
-            vals = cut_strings(buf, spos[rows, 2 + k], slen[rows, 2 + k])
-            out[key] = vals.take(pa.array(pos, mask=~has)).dictionary_encode()
-        else:
-            out[key] = pa.array(iv[:, 2 + k], mask=~has)
+        out[key] = strings(2 + k, has) if k < scan.N_STR else _ints(iv[2 + k], has)
     out["hhash"] = pa.nulls(m, pa.string())
-    ap = sc["args_pos"][idx]
-    ex = np.flatnonzero(ap[:, 0] >= 0)
-    pos = np.full(m, -1, np.int64)
-    pos[ex] = np.arange(len(ex))
-    out["args"] = cut_strings(buf, ap[ex, 0], ap[ex, 1] - ap[ex, 0]).take(pa.array(pos, mask=pos < 0))
+    ap = sc["args_pos"]
+    ex = np.flatnonzero(ap[0] >= 0)
+    if len(ex) == 0:
+        out["args"] = pa.nulls(m, pa.string())
+    else:
+        pos = np.full(m, -1, np.int64)
+        pos[ex] = np.arange(len(ex))
+        out["args"] = cut_strings(buf, ap[0, ex], ap[1, ex] - ap[0, ex]).take(pa.array(pos, mask=pos < 0))
     return out
 
 
@@ -209,10 +218,10 @@ def parse_block(text: bytes) -> Parsed:
     buf = np.frombuffer(text + b"\n" + bytes(_PAD), dtype=np.uint8)
     sc = scan.scan(buf[: len(text)])
     tables = [_table(_fast(buf, sc))]
-    rest = np.flatnonzero(sc["status"] == scan.GENERAL)
+    gen = sc["gen"]
     meta, bad, examples = [], 0, []
-    if len(rest):
-        lines = [text[a:b] for a, b in zip(sc["lstart"][rest], sc["lend"][rest])]
+    if gen.shape[1]:
+        lines = [text[a:b] for a, b in zip(gen[0], gen[1])]
         cols, meta, bad, examples = _general(lines)
         if cols is not None:
             tables.append(_table(cols))

@@ -15,9 +15,6 @@ from numba import njit
 IO_KEYS = ("fhash", "fhash2", "fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
 N_STR = 2  # fhash, fhash2 are strings; the others integers
 
-# line status
-FAST, GENERAL, SKIP = 0, 1, 2
-
 _PREFIX = np.frombuffer(b'{"ph":"X","name":"', dtype=np.uint8).copy()
 _KEYS = [np.frombuffer(k.encode(), dtype=np.uint8).copy() for k in IO_KEYS]
 _KEYBUF = np.zeros((len(IO_KEYS), 8), np.uint8)
@@ -46,7 +43,7 @@ def _string_end(buf, p, end):
         c = buf[p]
         if c == 34:
             return p
-        if c == 92:
+        if c == 92 or c == 10:
             return -1
         p += 1
     return -1
@@ -107,6 +104,8 @@ def _skip_value(buf, p, end):
     if c == 34:
         p += 1
         while p < end:
+            if buf[p] == 10:
+                return -1
             if buf[p] == 92:
                 p += 2
                 continue
@@ -118,6 +117,8 @@ def _skip_value(buf, p, end):
         depth = 0
         while p < end:
             c = buf[p]
+            if c == 10:
+                return -1
             if c == 34:
                 p = _skip_value(buf, p, end)
                 if p < 0:
@@ -153,168 +154,227 @@ def _key_id(buf, a, b, keybuf, keylen):
 
 
 @njit(cache=True, nogil=True)
-def _scan(buf, n_bytes, status, lstart, lend, spos, slen, ivals, present, args_pos, prefix,
-          keybuf, keylen):
-    """Fill the per-line arrays; returns the number of lines.
+def _intern(buf, a, n, slots, pool):
+    """Id of the string buf[a:a+n] in the block's string pool (added if new), or -1 when the
+    hash table is over half full (the caller retries with a bigger one).
 
-    spos/slen columns: 0 name, 1 cat, 2 fhash, 3 fhash2. ivals columns: 0 pid, 1 tid,
-    2 ts_ns, 3 dur_ns, then 2 + k for IO_KEYS[k] (k >= N_STR). present: bit k for IO key k.
-    args_pos: [start, end) of the args object's content when it holds keys we do not type.
-    """
-    n = 0
+    pool columns: 0 start, 1 length, 2 hash; pool[0, 3] holds the number of strings."""
+    h = np.uint64(14695981039346656037)
+    for j in range(n):
+        h = (h ^ np.uint64(buf[a + j])) * np.uint64(1099511628211)
+    mask = slots.shape[0] - 1
+    k = np.int64(h & np.uint64(mask))
+    hs = np.int64(h >> np.uint64(1))
+    while True:
+        sid = slots[k]
+        if sid < 0:
+            count = pool[0, 3]
+            if 2 * (count + 1) > slots.shape[0] or count >= pool.shape[0]:
+                return -1
+            slots[k] = count
+            pool[count, 0] = a
+            pool[count, 1] = n
+            pool[count, 2] = hs
+            pool[0, 3] = count + 1
+            return count
+        if pool[sid, 2] == hs and pool[sid, 1] == n:
+            b = pool[sid, 0]
+            same = True
+            for j in range(n):
+                if buf[b + j] != buf[a + j]:
+                    same = False
+                    break
+            if same:
+                return sid
+        k = (k + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def _line(buf, s, n_bytes, codes, ivals, present, args_pos, j, prefix, keybuf, keylen,
+          slots, pool, lits):
+    """Parse one line starting at s as a fast X event into row j. Returns the index after
+    the event's closing brace, -1 if the line does not fit, -2 if the string pool is full."""
+    e = n_bytes
+    q = _expect(buf, s, e, prefix)
+    if q < 0:
+        return -1
+    for f in range(2):  # name, cat
+        a = q
+        q = _string_end(buf, q, e)
+        if q < 0:
+            return -1
+        c = _intern(buf, a, q - a, slots, pool)
+        if c < 0:
+            return -2
+        codes[f, j] = c
+        if f == 0:
+            q = _expect(buf, q, e, lits[0])  # ","cat":"
+            if q < 0:
+                return -1
+    q = _expect(buf, q, e, lits[1])  # ","pid":
+    if q < 0:
+        return -1
+    q = _int(buf, q, e, ivals[0], j)
+    if q < 0:
+        return -1
+    q = _expect(buf, q, e, lits[2])  # ,"tid":
+    if q < 0:
+        return -1
+    q = _int(buf, q, e, ivals[1], j)
+    if q < 0:
+        return -1
+    q = _expect(buf, q, e, lits[3])  # ,"ts":
+    if q < 0:
+        return -1
+    q = _usec(buf, q, e, ivals[2], j)
+    if q < 0:
+        return -1
+    q = _expect(buf, q, e, lits[4])  # ,"dur":
+    if q < 0:
+        return -1
+    q = _usec(buf, q, e, ivals[3], j)
+    if q < 0:
+        return -1
+    q = _expect(buf, q, e, lits[5])  # ,"args":{
+    if q < 0:
+        return -1
+    args_start = q - 1
+    extra = False
+    mask = 0
+    if q < e and buf[q] == 125:
+        q += 1
+    else:
+        while True:
+            if q >= e or buf[q] != 34:
+                return -1
+            ka = q + 1
+            kb = _string_end(buf, ka, e)
+            if kb < 0 or kb + 1 >= e or buf[kb + 1] != 58:
+                return -1
+            q = kb + 2
+            k = _key_id(buf, ka, kb, keybuf, keylen)
+            if k < 0:
+                extra = True
+                q = _skip_value(buf, q, e)
+                if q < 0:
+                    return -1
+            elif k < N_STR:  # fhash, fhash2: a string
+                if q >= e or buf[q] != 34:
+                    return -1
+                a = q + 1
+                q = _string_end(buf, a, e)
+                if q < 0:
+                    return -1
+                c = _intern(buf, a, q - a, slots, pool)
+                if c < 0:
+                    return -2
+                codes[2 + k, j] = c
+                q += 1
+                mask |= 1 << k
+            else:
+                q = _int(buf, q, e, ivals[2 + k], j)
+                if q < 0:
+                    return -1
+                mask |= 1 << k
+            if q < e and buf[q] == 44:
+                q += 1
+                continue
+            if q < e and buf[q] == 125:
+                q += 1
+                break
+            return -1
+    if q >= e or buf[q] != 125:
+        return -1
+    present[j] = mask
+    if extra:
+        args_pos[0, j] = args_start  # the braces included: a JSON object
+        args_pos[1, j] = q
+    else:
+        args_pos[0, j] = -1
+    return q + 1
+
+
+@njit(cache=True, nogil=True)
+def _scan(buf, n_bytes, codes, ivals, present, args_pos, gen, counts, prefix, keybuf, keylen,
+          slots, pool, lits):
+    """Parse every line of buf. Fast lines fill row j of codes/ivals/present/args_pos
+    (column-major); the others are recorded as [start, end) in gen for the general parser.
+    counts <- (fast rows, general rows). Returns 0, or -1 if the string pool filled up.
+
+    codes rows (ids in the string pool): 0 name, 1 cat, 2 fhash, 3 fhash2. ivals rows:
+    0 pid, 1 tid, 2 ts_ns, 3 dur_ns, then 2 + k for IO_KEYS[k] (k >= N_STR). present: bit k
+    for IO key k. args_pos: [start, end) of the args object when it holds untyped keys."""
+    j = 0
+    g = 0
     p = 0
-    lit_cat = np.array([34, 44, 34, 99, 97, 116, 34, 58, 34], np.uint8)  # ","cat":"
-    lit_pid = np.array([34, 44, 34, 112, 105, 100, 34, 58], np.uint8)  # ","pid":
-    lit_tid = np.array([44, 34, 116, 105, 100, 34, 58], np.uint8)  # ,"tid":
-    lit_ts = np.array([44, 34, 116, 115, 34, 58], np.uint8)  # ,"ts":
-    lit_dur = np.array([44, 34, 100, 117, 114, 34, 58], np.uint8)  # ,"dur":
-    lit_args = np.array([44, 34, 97, 114, 103, 115, 34, 58, 123], np.uint8)  # ,"args":{
     while p < n_bytes:
-        # line bounds, without whitespace, the trailing ',' or ']' and a leading '['
-        e = p
+        s = p
+        while s < n_bytes and (buf[s] == 32 or buf[s] == 9):
+            s += 1
+        if s < n_bytes and buf[s] == 91 and s + 1 < n_bytes and buf[s + 1] == 123:
+            s += 1  # "[{" : the first event on the "[" line
+        q = _line(buf, s, n_bytes, codes, ivals, present, args_pos, j, prefix, keybuf, keylen,
+                  slots, pool, lits)
+        if q == -2:
+            return -1
+        if q > 0:
+            # the event must end its line: `,` or `]`, optional spaces, newline
+            if q < n_bytes and (buf[q] == 44 or buf[q] == 93):
+                q += 1
+            while q < n_bytes and (buf[q] == 32 or buf[q] == 13 or buf[q] == 9):
+                q += 1
+            if q >= n_bytes or buf[q] == 10:
+                j += 1
+                p = q + 1
+                continue
+        # not a fast line: find its bounds, strip it, hand it to the general parser
+        e = s
         while e < n_bytes and buf[e] != 10:
             e += 1
-        nxt = e + 1
-        s = p
-        while s < e and (buf[s] == 32 or buf[s] == 9):
-            s += 1
-        if s < e and buf[s] == 91:
-            s += 1
+        p = e + 1
         while e > s and (buf[e - 1] == 13 or buf[e - 1] == 32 or buf[e - 1] == 9):
             e -= 1
         if e > s and (buf[e - 1] == 44 or buf[e - 1] == 93):
             e -= 1
         while e > s and (buf[e - 1] == 32 or buf[e - 1] == 9):
             e -= 1
-        p = nxt
-        i = n
-        n += 1
-        lstart[i] = s
-        lend[i] = e
-        present[i] = 0
-        args_pos[i, 0] = -1
-        if e <= s:
-            status[i] = SKIP
-            continue
-        status[i] = GENERAL
-        q = _expect(buf, s, e, prefix)
-        if q < 0:
-            continue
-        a = q
-        q = _string_end(buf, q, e)
-        if q < 0:
-            continue
-        spos[i, 0] = a
-        slen[i, 0] = q - a
-        q = _expect(buf, q, e, lit_cat)
-        if q < 0:
-            continue
-        a = q
-        q = _string_end(buf, q, e)
-        if q < 0:
-            continue
-        spos[i, 1] = a
-        slen[i, 1] = q - a
-        q = _expect(buf, q, e, lit_pid)
-        if q < 0:
-            continue
-        q = _int(buf, q, e, ivals[:, 0], i)
-        if q < 0:
-            continue
-        q = _expect(buf, q, e, lit_tid)
-        if q < 0:
-            continue
-        q = _int(buf, q, e, ivals[:, 1], i)
-        if q < 0:
-            continue
-        q = _expect(buf, q, e, lit_ts)
-        if q < 0:
-            continue
-        q = _usec(buf, q, e, ivals[:, 2], i)
-        if q < 0:
-            continue
-        q = _expect(buf, q, e, lit_dur)
-        if q < 0:
-            continue
-        q = _usec(buf, q, e, ivals[:, 3], i)
-        if q < 0:
-            continue
-        q = _expect(buf, q, e, lit_args)
-        if q < 0:
-            continue
-        args_start = q
-        extra = False
-        ok = True
-        mask = 0
-        if q < e and buf[q] == 125:
-            q += 1
-        else:
-            while True:
-                if q >= e or buf[q] != 34:
-                    ok = False
-                    break
-                ka = q + 1
-                kb = _string_end(buf, ka, e)
-                if kb < 0 or kb + 1 >= e or buf[kb + 1] != 58:
-                    ok = False
-                    break
-                q = kb + 2
-                k = _key_id(buf, ka, kb, keybuf, keylen)
-                if k < 0:
-                    extra = True
-                    q = _skip_value(buf, q, e)
-                    if q < 0:
-                        ok = False
-                        break
-                elif k < 2:  # fhash, fhash2: a string
-                    if q >= e or buf[q] != 34:
-                        ok = False
-                        break
-                    a = q + 1
-                    q = _string_end(buf, a, e)
-                    if q < 0:
-                        ok = False
-                        break
-                    spos[i, 2 + k] = a
-                    slen[i, 2 + k] = q - a
-                    q += 1
-                    mask |= 1 << k
-                else:
-                    q = _int(buf, q, e, ivals[:, 2 + k], i)
-                    if q < 0:
-                        ok = False
-                        break
-                    mask |= 1 << k
-                if q < e and buf[q] == 44:
-                    q += 1
-                    continue
-                if q < e and buf[q] == 125:
-                    q += 1
-                    break
-                ok = False
-                break
-        if not ok or q + 1 != e or buf[q] != 125:
-            continue
-        present[i] = mask
-        if extra:
-            args_pos[i, 0] = args_start - 1  # the braces included: a JSON object
-            args_pos[i, 1] = q
-        status[i] = FAST
-    return n
+        if e - s == 1 and buf[s] == 91:
+            continue  # the "[" line
+        if e > s:
+            gen[0, g] = s
+            gen[1, g] = e
+            g += 1
+    counts[0] = j
+    counts[1] = g
+    return 0
+
+
+_LITS = [np.frombuffer(x.encode(), np.uint8).copy() for x in
+         ('","cat":"', '","pid":', ',"tid":', ',"ts":', ',"dur":', ',"args":{')]
 
 
 def scan(buf: np.ndarray):
-    """Scan a uint8 buffer of whole lines. Returns a dict of per-line arrays."""
-    n_lines = int(np.count_nonzero(buf == 10)) + 1
-    status = np.empty(n_lines, np.uint8)
-    lstart = np.empty(n_lines, np.int64)
-    lend = np.empty(n_lines, np.int64)
-    spos = np.empty((n_lines, 4), np.int64)
-    slen = np.empty((n_lines, 4), np.int64)
-    ivals = np.empty((n_lines, 2 + len(IO_KEYS)), np.int64)
-    present = np.empty(n_lines, np.int32)
-    args_pos = np.empty((n_lines, 2), np.int64)
-    n = _scan(buf, len(buf), status, lstart, lend, spos, slen, ivals, present, args_pos,
-              _PREFIX, _KEYBUF, _KEYLEN)
-    return dict(status=status[:n], lstart=lstart[:n], lend=lend[:n], spos=spos[:n],
-                slen=slen[:n], ivals=ivals[:n], present=present[:n], args_pos=args_pos[:n])
+    """Scan a uint8 buffer of whole lines. Returns a dict: the fast rows' arrays (trimmed),
+    the general lines' bounds, and the pool of distinct strings (start, length in buf) the
+    codes refer to."""
+    cap = int(np.count_nonzero(buf == 10)) + 1
+    codes = np.empty((4, cap), np.int32)
+    ivals = np.empty((2 + len(IO_KEYS), cap), np.int64)
+    present = np.empty(cap, np.int32)
+    args_pos = np.empty((2, cap), np.int64)
+    gen = np.empty((2, cap), np.int64)
+    counts = np.zeros(2, np.int64)
+    lits = tuple(_LITS)
+    size = 1 << 12
+    while True:
+        slots = np.full(size, -1, np.int64)
+        pool = np.zeros((size // 2 + 1, 4), np.int64)
+        if _scan(buf, len(buf), codes, ivals, present, args_pos, gen, counts, _PREFIX,
+                 _KEYBUF, _KEYLEN, slots, pool, lits) == 0:
+            break
+        size *= 8
+    j, g = int(counts[0]), int(counts[1])
+    n_pool = int(pool[0, 3])
+    return dict(n=j, codes=codes[:, :j], ivals=ivals[:, :j], present=present[:j],
+                args_pos=args_pos[:, :j], gen=gen[:, :g],
+                pool_start=pool[:n_pool, 0], pool_len=pool[:n_pool, 1])

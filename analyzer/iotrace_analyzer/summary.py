@@ -57,6 +57,15 @@ def _np(col, fill=0, dtype=np.int64):
     return pc.fill_null(col, fill).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
 
 
+def _isum(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
+    """Exact int64 sums of values per group (bincount's float weights lose bits past 2**53)."""
+    if len(values) == 0 or np.abs(values).sum(dtype=np.float64) < 2**52:
+        return np.bincount(groups, weights=values, minlength=n).astype(np.int64)
+    out = np.zeros(n, np.int64)
+    np.add.at(out, groups, values)
+    return out
+
+
 def _codes(col) -> tuple[np.ndarray, list]:
     """Dictionary codes and values of a string column (nulls get code -1)."""
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
@@ -127,26 +136,40 @@ def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
             compute_not_overlapped_ns=int(u_both[i] - u_io[i]), io_call_time_ns=int(io_dur[i]),
             bytes_read=int(rd[i]), bytes_written=int(wr[i])))
 
-    # --- per call name (I/O events)
-    sub = pa.table({
-        "name": pc.take(ev.column("name"), pa.array(np.flatnonzero(io))).cast(pa.string()),
-        "dur": dur[io], "bytes": moved[io], "read": np.where(is_read, moved, 0)[io],
-        "written": np.where(is_write, moved, 0)[io],
-        "err": pc.is_valid(ev.column("errno")).to_numpy(zero_copy_only=False)[io].astype(np.int64),
-    })
-    P.calls = sub.group_by("name").aggregate(
-        [("dur", "count"), ("dur", "sum"), ("bytes", "sum"), ("err", "sum")])
-    size_col = pc.take(ev.column("size"), pa.array(np.flatnonzero(io)))
-    sz = pa.table({"name": sub.column("name"), "size": size_col}).filter(pc.is_valid(size_col))
-    P.sizes = sz.group_by(["name", "size"]).aggregate([("size", "count")])
+    # --- per call name (I/O events), grouped on the dictionary codes
+    err = pc.is_valid(ev.column("errno")).to_numpy(zero_copy_only=False)
+    nc = name_codes[io]
+    nv = len(name_vals)
+    used = np.flatnonzero(np.bincount(nc, minlength=nv))
+    P.calls = pa.table({
+        "name": [str(name_vals[c]) for c in used],
+        "dur_count": np.bincount(nc, minlength=nv)[used],
+        "dur_sum": _isum(nc, dur[io], nv)[used],
+        "bytes_sum": _isum(nc, moved[io], nv)[used],
+        "err_sum": np.bincount(nc, weights=err[io], minlength=nv)[used].astype(np.int64)})
+    has_size = pc.is_valid(ev.column("size")).to_numpy(zero_copy_only=False)
+    size_raw = _np(ev.column("size"))
+    names, sizes, counts = [], [], []
+    for c in used:  # one pass per call name, not per event
+        v, k = np.unique(size_raw[io & has_size & (name_codes == c)], return_counts=True)
+        names += [str(name_vals[c])] * len(v)
+        sizes.append(v)
+        counts.append(k)
+    P.sizes = pa.table({"name": pa.array(names, pa.string()),
+                        "size": np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
+                        "size_count": np.concatenate(counts) if counts else np.zeros(0, np.int64)})
 
-    # --- per file (by hash)
-    fcol = pc.take(ev.column("fhash"), pa.array(np.flatnonzero(io))).cast(pa.string())
-    ft = pa.table({"fhash": fcol, "pid": pid[io], "dur": dur[io],
-                   "read": sub.column("read"), "written": sub.column("written")})
-    ft = ft.filter(pc.is_valid(fcol))
-    P.files = ft.group_by(["fhash", "pid"]).aggregate(
-        [("dur", "count"), ("dur", "sum"), ("read", "sum"), ("written", "sum")])
+    # --- per file (by hash) and process
+    fh_codes, fh_vals = _codes(ev.column("fhash"))
+    m = io & (fh_codes >= 0)
+    key = fh_codes[m] * n + pidx[m]
+    uk, kidx = np.unique(key, return_inverse=True)
+    P.files = pa.table({
+        "fhash": [str(fh_vals[k // n]) for k in uk], "pid": upids[uk % n],
+        "dur_count": np.bincount(kidx, minlength=len(uk)),
+        "dur_sum": _isum(kidx, dur[m], len(uk)),
+        "read_sum": _isum(kidx, np.where(is_read, moved, 0)[m], len(uk)),
+        "written_sum": _isum(kidx, np.where(is_write, moved, 0)[m], len(uk))})
 
     # --- @trace categories (X events that are neither I/O nor process events)
     other = is_x & ~is_io_cat & ~is_proc_cat
@@ -171,18 +194,19 @@ def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
     # --- access pattern and sizes (data calls)
     offset_valid = pc.is_valid(ev.column("offset")).to_numpy(zero_copy_only=False)
     offset = _np(ev.column("offset"))
-    fh_codes, _ = _codes(ev.column("fhash"))
-    size = np.where(pc.is_valid(ev.column("size")).to_numpy(zero_copy_only=False),
-                    _np(ev.column("size")), moved)
+    size = np.where(has_size, size_raw, moved)
     for direction, m in (("read", is_read), ("write", is_write)):
-        P.size_hist[direction] = np.histogram(size[m], bins=SIZE_EDGES + [2**63 - 1])[0].tolist()
+        P.size_hist[direction] = np.bincount(np.searchsorted(SIZE_EDGES, size[m], side="right") - 1,
+                                             minlength=len(SIZE_EDGES)).tolist()
         m = m & offset_valid
-        key = np.stack([pid[m], fh_codes[m]])
-        order = np.lexsort((ts[m], key[1], key[0]))
-        k0, k1 = key[0][order], key[1][order]
+        # streams = (process, file); order by time within each stream (two stable sorts)
+        _, stream = np.unique(fh_codes[m] * n + pidx[m], return_inverse=True)
+        order = np.argsort(ts[m], kind="stable")
+        order = order[np.argsort(stream[order], kind="stable")]
+        st = stream[order]
         off, prev_end = offset[m][order], (offset[m] + moved[m])[order]
         same = np.zeros(len(off), bool)
-        same[1:] = (k0[1:] == k0[:-1]) & (k1[1:] == k1[:-1])
+        same[1:] = st[1:] == st[:-1]
         pe = np.empty_like(prev_end)
         pe[1:] = prev_end[:-1]
         consecutive = same & (off == pe)
@@ -195,10 +219,14 @@ def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
     span = max(P.end - P.start, 1)
     P.tl_exp = max(int(np.ceil(np.log2(span / FINE_BINS))), 10) if span > FINE_BINS else 10
     b = (ts[io] + shift_ns) >> P.tl_exp
-    ub, bidx = np.unique(b, return_inverse=True)
-    P.tl = (ub, np.bincount(bidx, weights=np.where(is_read, moved, 0)[io], minlength=len(ub)),
-            np.bincount(bidx, weights=np.where(is_write, moved, 0)[io], minlength=len(ub)),
-            np.bincount(bidx, minlength=len(ub)).astype(np.float64))
+    b0 = int(b.min()) if len(b) else 0
+    bidx = b - b0  # at most ~FINE_BINS distinct values
+    nb = int(bidx.max()) + 1 if len(b) else 0
+    ops = np.bincount(bidx, minlength=nb)
+    keep = np.flatnonzero(ops)
+    P.tl = (keep + b0, np.bincount(bidx, weights=np.where(is_read, moved, 0)[io], minlength=nb)[keep],
+            np.bincount(bidx, weights=np.where(is_write, moved, 0)[io], minlength=nb)[keep],
+            ops[keep].astype(np.float64))
     return P
 
 

@@ -21,6 +21,7 @@ static long env_long(const char* name, long dflt, long lo, long hi) {
   long x = strtol(v, &end, 10);
   if (*end == 'k' || *end == 'K') x <<= 10;
   else if (*end == 'm' || *end == 'M') x <<= 20;
+  else if (*end == 'g' || *end == 'G') x <<= 30;
   if (x < lo) return lo;
   if (x > hi) return hi;
   return x;
@@ -57,7 +58,7 @@ void config_from_env(Config& c) {
     else if (strcmp(z, "none") == 0) c.compression = Compression::none;
     else c.compression = Compression::zstd;
   }
-  c.level = int(env_long("IOTRACE_COMPRESSION_LEVEL", c.compression == Compression::gzip ? 6 : 3,
+  c.level = int(env_long("IOTRACE_COMPRESSION_LEVEL", c.compression == Compression::gzip ? 6 : 1,
                          1, 19));
   c.buffer_size = size_t(env_long("IOTRACE_BUFFER_SIZE", 1 << 20, 64 << 10, 256 << 20));
   c.max_buffered = size_t(env_long("IOTRACE_MAX_BUFFERED", 64 << 20, 1 << 20, 1L << 34));

@@ -20,7 +20,7 @@ struct Config {
   int n_exclude = 0;
   bool trace_libs = false;        // IOTRACE_TRACE_LIBS: also shared libraries and .pyc files
   Compression compression = Compression::zstd;  // IOTRACE_COMPRESSION
-  int level = 3;                  // IOTRACE_COMPRESSION_LEVEL
+  int level = 1;                  // IOTRACE_COMPRESSION_LEVEL (zstd 1: smallest and fastest on traces)
   size_t buffer_size = 1 << 20;   // IOTRACE_BUFFER_SIZE: bytes per thread buffer
   size_t max_buffered = 64 << 20; // IOTRACE_MAX_BUFFERED: bytes in flight before writers wait
   int flush_ms = 1000;            // IOTRACE_FLUSH_INTERVAL_MS

@@ -1,6 +1,5 @@
 #include "encoder.h"
 
-#include <charconv>
 
 namespace iot {
 
@@ -15,15 +14,62 @@ const char* const kCallCats[C_COUNT] = {
 #undef CALL
 };
 
+namespace {
+// "00".."99": integers are written two digits at a time.
+struct Digits {
+  char d[200];
+  constexpr Digits() : d() {
+    for (int i = 0; i < 100; i++) {
+      d[2 * i] = char('0' + i / 10);
+      d[2 * i + 1] = char('0' + i % 10);
+    }
+  }
+};
+constexpr Digits kDigits;
+
+struct HexPairs {
+  char d[512];
+  constexpr HexPairs() : d() {
+    const char* hex = "0123456789abcdef";
+    for (int i = 0; i < 256; i++) {
+      d[2 * i] = hex[i >> 4];
+      d[2 * i + 1] = hex[i & 15];
+    }
+  }
+};
+constexpr HexPairs kHex;
+
+// Decimal digits of v written backwards ending at `end`; returns the first char.
+inline char* write_u64(char* end, uint64_t v) {
+  while (v >= 100) {
+    end -= 2;
+    memcpy(end, kDigits.d + 2 * (v % 100), 2);
+    v /= 100;
+  }
+  if (v >= 10) {
+    end -= 2;
+    memcpy(end, kDigits.d + 2 * v, 2);
+  } else {
+    *--end = char('0' + v);
+  }
+  return end;
+}
+}  // namespace
+
 void Out::i64(int64_t v) {
   reserve(24);
-  n = size_t(std::to_chars(p + n, p + n + 24, v).ptr - p);
+  char tmp[24];
+  char* end = tmp + sizeof tmp;
+  uint64_t u = v < 0 ? 0 - uint64_t(v) : uint64_t(v);
+  char* b = write_u64(end, u);
+  if (v < 0) *--b = '-';
+  memcpy(p + n, b, size_t(end - b));
+  n += size_t(end - b);
 }
 
 void Out::u64hex(uint64_t v) {
-  static const char kHex[] = "0123456789abcdef";
   reserve(16);
-  for (int i = 15; i >= 0; i--, v >>= 4) p[n + i] = kHex[v & 15];
+  for (int i = 7; i >= 0; i--, v >>= 8) memcpy(p + n + 2 * i, kHex.d + 2 * (v & 255), 2);
   n += 16;
 }
 
@@ -98,15 +144,49 @@ void encode_fh(Out& o, Str* s, int tid, const EncodeCtx& ctx) {
   o.put("\"}},\n");
 }
 
+// The constant start of an I/O event line, `{"ph":"X",...,"tid":T,"ts":`, built once per
+// (thread, call) and copied afterwards: most of a line, for one memcpy.
+namespace {
+struct PrefixCache {
+  int pid = -1, tid = -1;
+  uint32_t gen = 0;
+  uint8_t len[C_COUNT] = {};
+  char text[C_COUNT][96];
+} g_prefix;
+}  // namespace
+
+static void io_prefix(Out& o, uint16_t call, int tid, const EncodeCtx& ctx) {
+  PrefixCache& c = g_prefix;
+  if (c.tid != tid || c.pid != ctx.pid || c.gen != ctx.gen) {
+    c.tid = tid;
+    c.pid = ctx.pid;
+    c.gen = ctx.gen;
+    memset(c.len, 0, sizeof c.len);
+  }
+  if (!c.len[call]) {
+    Out t;
+    const char* name = kCallNames[call];
+    const char* cat = kCallCats[call];
+    head(t, 'X', name, strlen(name), true, cat, strlen(cat), ctx, tid);
+    t.put(",\"ts\":");
+    if (t.n <= sizeof c.text[0]) {
+      memcpy(c.text[call], t.p, t.n);
+      c.len[call] = uint8_t(t.n);
+    }
+    o.put(t.p, t.n);
+    free(t.p);
+    return;
+  }
+  o.put(c.text[call], c.len[call]);
+}
+
 static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   int events = 1;
   uint32_t f = r->fields;
   if ((f & F_FHASH) && r->file->written_gen != ctx.gen) encode_fh(o, r->file, tid, ctx), events++;
   if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
-  const char* name = kCallNames[r->h.call];
-  const char* cat = kCallCats[r->h.call];
-  head(o, 'X', name, strlen(name), true, cat, strlen(cat), ctx, tid);
-  o.put(",\"ts\":");
+  o.reserve(256);
+  io_prefix(o, r->h.call, tid, ctx);
   o.usec(r->start);
   o.put(",\"dur\":");
   o.usec(r->dur);
@@ -114,8 +194,8 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   // Fixed key order (the analyzer relies on it for its fast path): see docs/trace-format.md.
   const char* sep = "";
   auto key = [&](const char* k) {
-    o.put(sep);
-    o.put(k);
+    if (*sep) o.ch(',');
+    o.put(k, strlen(k));  // constant strings: the compiler folds strlen
     sep = ",";
   };
   if (f & F_FHASH) { key("\"fhash\":\""); o.u64hex(r->file->hash); o.ch('"'); }

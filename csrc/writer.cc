@@ -68,12 +68,14 @@ void wake_writer() {
   pthread_mutex_unlock(&g_wake_mu);
 }
 
-// A free buffer of at least `need` bytes. Waits while the writer is behind (bounded memory);
-// NULL once recording has stopped.
+// A free buffer of at least `need` bytes. While more than IOTRACE_MAX_BUFFERED is in flight
+// the producer waits for the writer (back-pressure), but never more than ~50 ms per buffer: the
+// writer may be unable to free anything (its only candidates are not sealed yet), and the
+// traced program must never hang. NULL once recording has stopped.
 Buffer* pool_take(uint32_t need) {
   uint32_t cap = uint32_t(g_config.buffer_size);
   if (need > cap) cap = rec_align(need);
-  for (int tries = 0;; tries++) {
+  for (int waits = 0;; waits++) {
     pthread_mutex_lock(&g_pool_mu);
     Buffer** pp = &g_pool;
     while (*pp && (*pp)->cap < need) pp = &(*pp)->pool_next;
@@ -83,7 +85,7 @@ Buffer* pool_take(uint32_t need) {
       reset_buffer(b);
       return b;
     }
-    bool room = g_in_flight + cap <= g_config.max_buffered || !g_writer_running;
+    bool room = g_in_flight + cap <= g_config.max_buffered || !g_writer_running || waits >= 250;
     if (room) g_in_flight += cap;
     pthread_mutex_unlock(&g_pool_mu);
     if (room) return new_buffer(cap);

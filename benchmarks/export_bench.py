@@ -121,6 +121,15 @@ def write_process(path: str, pid: int, role: str, rank: int, n_events: int,
         flush(final=True)
 
 
+def _cpu_seconds() -> float:
+    """CPU time of this process and its finished children (the export workers)."""
+    import resource
+
+    own = resource.getrusage(resource.RUSAGE_SELF)
+    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def _write_one(args):
     write_process(*args)
 
@@ -149,6 +158,8 @@ def main() -> None:
     ap.add_argument("--traces", help="existing per-process traces (skip generation)")
     ap.add_argument("--keep", help="write the generated traces here and keep them")
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--formats", default="job.pftrace,job.json.gz",
+                    help="outputs to time (comma-separated names)")
     args = ap.parse_args()
 
     export = _import_export()
@@ -164,12 +175,15 @@ def main() -> None:
                 print(f"generated {args.events} events in {time.perf_counter() - t:.1f} s")
         size_in = sum(os.path.getsize(os.path.join(traces, f)) for f in os.listdir(traces))
         print(f"input: {len(os.listdir(traces))} files, {size_in / 1e6:.1f} MB")
-        for name in ("job.pftrace", "job.json.gz"):
+        for name in args.formats.split(","):
             out = os.path.join(work, name)
+            cpu = _cpu_seconds()
             t = time.perf_counter()
             res = export([traces], out, jobs=args.jobs)
             took = time.perf_counter() - t
-            print(f"{name:12s} {took:6.1f} s  {os.path.getsize(out) / 1e6:8.1f} MB  "
+            # CPU seconds tell the cost apart from other load on a shared machine.
+            print(f"{name:12s} {took:6.1f} s  (cpu {_cpu_seconds() - cpu:6.1f} s)  "
+                  f"{os.path.getsize(out) / 1e6:8.1f} MB  "
                   f"{res.events} events, {res.processes} processes, {res.flows} flows")
     finally:
         shutil.rmtree(work)

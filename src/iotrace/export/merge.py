@@ -19,7 +19,7 @@ import os
 import sys
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import orjson
 
@@ -238,9 +238,11 @@ def _plan(procs: list[Proc], fmt: str, tmp: str, fnames: dict[str, str],
         forks = {c.pid: c.flow_id for c in p.children if c.role == "fork"}
         spawns = sorted((c.start_us, c.flow_id) for c in p.children
                         if c.role != "fork" and c.start_us is not None)
+        # Workers need the process's own fields, not the whole tree it links to.
+        alone = replace(p, parent=None, children=[], files=[])
         for n, f in enumerate(p.files):
             jobs.append(FileJob(
-                file=f, proc=p, fmt=fmt, part_path=os.path.join(tmp, f"{f.index}.part"),
+                file=f, proc=alone, fmt=fmt, part_path=os.path.join(tmp, f"{f.index}.part"),
                 fnames=fnames, filter=filt, cutoff_us=cutoff,
                 flow_in=p.flow_id if n == 0 else 0,
                 fork_flows=forks, spawn_flows=spawns))

@@ -1,0 +1,27 @@
+/* What the C test programs print for each call: "label ret errno", one line, unbuffered
+ * (dprintf is not traced). errno is set to 777 before the call, so a successful call that
+ * leaves errno alone prints 777: the tracer must not change errno either way. */
+#pragma once
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define CALL(label, expr)                                              \
+  ({                                                                   \
+    errno = 777;                                                       \
+    long _r = (long)(expr);                                            \
+    int _e = errno;                                                    \
+    dprintf(1, "%s %ld %d\n", label, _r, _e);                          \
+    _r;                                                                \
+  })
+
+/* path under the folder given as argv[1] */
+static char g_dir[2048];
+static const char* P(const char* rel) {
+  static char bufs[8][4096];
+  static int i;
+  char* b = bufs[i++ & 7];
+  snprintf(b, 4096, "%s/%s", g_dir, rel);
+  return b;
+}

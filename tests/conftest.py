@@ -1,0 +1,47 @@
+"""Shared fixtures for the tracer tests; the helpers themselves live in tests/tracing.py.
+
+    def test_x(tmp_path, trace):
+        ts = trace(["cat", "f"], include=[tmp_path])   # tracing.run_traced bound to tmp_path
+    def test_y(tmp_path, cprog):
+        exe = cprog("posix_calls.c")                   # tracing.compile_c bound to tmp_path
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+
+import tracing  # noqa: E402
+
+
+@pytest.fixture
+def trace(tmp_path):
+    """run_traced(cmd, tmp_path, ...) with tmp_path already given."""
+
+    def run(cmd, env=None, **kw):
+        return tracing.run_traced(cmd, tmp_path, env, **kw)
+
+    return run
+
+
+@pytest.fixture
+def cprog(tmp_path_factory):
+    """compile_c(dir, source, ...) building into one session folder (builds are cached)."""
+    build = tmp_path_factory.getbasetemp() / "cbuild"
+    build.mkdir(exist_ok=True)
+
+    def build_it(source, name="prog", flags=()):
+        return tracing.compile_c(build, source, name=name, flags=flags)
+
+    return build_it
+
+
+@pytest.fixture
+def data_dir(tmp_path):
+    """A folder for a test's data files, apart from the trace folder (tmp_path/trace)."""
+    d = tmp_path / "data"
+    d.mkdir()
+    return d

@@ -25,3 +25,13 @@ static const char* P(const char* rel) {
   snprintf(b, 4096, "%s/%s", g_dir, rel);
   return b;
 }
+
+/* the same for calls returning a pointer: ret printed as 1 (non-NULL) or 0 (NULL) */
+#define CALLP(label, expr)                                             \
+  ({                                                                   \
+    errno = 777;                                                       \
+    void* _p = (void*)(expr);                                          \
+    int _e = errno;                                                    \
+    dprintf(1, "%s %d %d\n", label, _p != NULL, _e);                   \
+    _p;                                                                \
+  })

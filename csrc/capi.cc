@@ -22,8 +22,14 @@ Rec* reserve_rec(uint32_t args_len, uint32_t* size, ThreadState** ts) {
   return reinterpret_cast<Rec*>(reserve(*size, ts));
 }
 
+void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
+             const char* args, uint32_t len);
 void mark(char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args,
           uint32_t len) {
+  mark_on(0, ph, name, cat, ts_ns, args, len);
+}
+void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
+             const char* args, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name) return;
   if (!args) len = 0;
   uint32_t size;
@@ -33,6 +39,7 @@ void mark(char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const c
   r->h = RecHeader{size, R_MARK, 0};
   r->args_len = len;
   r->ph = ph;
+  r->tid = tid;
   r->ts = ts_ns;
   r->name = const_cast<Str*>(name);
   r->cat = const_cast<Str*>(cat);
@@ -56,6 +63,12 @@ IOT_API iotrace_str_t iotrace_intern(const char* s, uint32_t len) { return inter
 
 IOT_API void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns,
                               int64_t dur_ns, const char* args, uint32_t len) {
+  iotrace_complete_on(0, name, cat, start_ns, dur_ns, args, len);
+}
+
+IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t cat,
+                                 int64_t start_ns, int64_t dur_ns, const char* args,
+                                 uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name || !cat) return;
   if (!args) len = 0;
   uint32_t size;
@@ -64,6 +77,7 @@ IOT_API void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t sta
   if (!r) return;
   r->h = RecHeader{size, R_SPAN, 0};
   r->args_len = len;
+  r->tid = tid;
   r->start = start_ns;
   r->dur = dur_ns;
   r->name = const_cast<Str*>(name);
@@ -82,12 +96,16 @@ IOT_API void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args
 }
 
 IOT_API void iotrace_thread_name(const char* name, uint32_t len) {
+  iotrace_thread_name_of(0, name, len);
+}
+
+IOT_API void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed)) return;
   Out o;
   o.put("\"name\":");
   o.json_str(name, len);
   static Str* key = intern_name("thread_name", 11);
-  mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
+  mark_on(tid, 'M', key, nullptr, 0, o.p, uint32_t(o.n));
   free(o.p);
 }
 

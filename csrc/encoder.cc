@@ -214,6 +214,7 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
 }
 
 static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) {
+  if (r->tid) tid = r->tid;
   head(o, 'X', r->name->str, r->name->len, false, r->cat->str, r->cat->len, ctx, tid);
   o.put(",\"ts\":");
   o.usec(r->start);
@@ -226,6 +227,7 @@ static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) 
 }
 
 static int encode_mark(Out& o, const MarkRec* r, int tid, const EncodeCtx& ctx) {
+  if (r->tid) tid = r->tid;
   o.put("{\"ph\":\"");
   o.ch(r->ph);
   o.put("\",\"name\":");

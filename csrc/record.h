@@ -67,7 +67,7 @@ struct IoRec {
 struct SpanRec {
   RecHeader h;
   uint32_t args_len;
-  uint32_t pad;
+  int32_t tid;    // 0: the recording thread; else a virtual thread (an asyncio task)
   int64_t start, dur;
   Str* name;
   Str* cat;
@@ -79,6 +79,8 @@ struct MarkRec {
   uint32_t args_len;
   char ph;        // 'M', 'i' or 'C'
   char pad[3];
+  int32_t tid;    // 0: the recording thread
+  int32_t pad2;
   int64_t ts;     // ignored for 'M'
   Str* name;
   Str* cat;       // may be NULL

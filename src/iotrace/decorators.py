@@ -1,0 +1,161 @@
+"""@trace, region, iter, instant and counter: Python events on the core's clock and file.
+
+The per-call work happens in C (`_core.TracedFunction`, `_core.TracedIter`); this module only
+decides, once per decorated function, what kind of callable it wraps and which arguments to
+record.
+"""
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import itertools
+import weakref
+from typing import Any, Callable, Iterable, Iterator, Sequence
+
+from . import _core
+
+__all__ = ["trace", "region", "iter", "instant", "counter"]
+
+_builtin_iter = iter
+
+
+def _argspec(fn: Callable, names: Sequence[str] | None) -> tuple:
+    """(position, name) pairs for the arguments to record; position -1: keyword-only."""
+    if not names:
+        return ()
+    try:
+        params = list(inspect.signature(fn).parameters.values())
+    except (TypeError, ValueError):
+        return tuple((-1, n) for n in names)
+    pos = {p.name: i for i, p in enumerate(params)
+           if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)}
+    known = {p.name for p in params}
+    unknown = [n for n in names if n not in known]
+    if unknown:
+        raise ValueError(f"iotrace.trace: {fn.__qualname__} has no argument(s) {unknown}")
+    return tuple((pos.get(n, -1), n) for n in names)
+
+
+# asyncio tasks run interleaved on one thread; each gets a track (a virtual tid) of its own so
+# that its spans nest correctly.
+_task_tids: "weakref.WeakKeyDictionary[asyncio.Task, int]" = weakref.WeakKeyDictionary()
+_next_task_tid = itertools.count(1 << 26)
+
+
+def _task_tid() -> int:
+    try:
+        task = asyncio.current_task()
+    except RuntimeError:
+        return 0
+    if task is None:
+        return 0
+    tid = _task_tids.get(task)
+    if tid is None:
+        tid = _task_tids[task] = next(_next_task_tid)
+        _core.thread_name(f"asyncio {task.get_name()}", tid)
+    return tid
+
+
+def _wrap_coroutine(fn: Callable, name: str, cat: str, spec: tuple) -> Callable:
+    sig = inspect.signature(fn) if spec else None
+
+    @functools.wraps(fn)
+    async def traced(*args: Any, **kwargs: Any) -> Any:
+        if not (_core.active() and _core.category_enabled(cat)):
+            return await fn(*args, **kwargs)
+        recorded = {}
+        if sig is not None:
+            bound = sig.bind_partial(*args, **kwargs).arguments
+            recorded = {n: bound[n] for _, n in spec if n in bound}
+        tid = _task_tid()
+        t0 = _core.now_ns()
+        try:
+            return await fn(*args, **kwargs)
+        except BaseException as e:
+            recorded["exception"] = type(e).__name__
+            raise
+        finally:
+            _core.complete(name, cat, t0, _core.now_ns() - t0, recorded, tid)
+
+    return traced
+
+
+def _wrap(fn: Callable, name: str | None, cat: str, args: Sequence[str] | None) -> Any:
+    if isinstance(fn, staticmethod):
+        return staticmethod(_wrap(fn.__func__, name, cat, args))
+    if isinstance(fn, classmethod):
+        return classmethod(_wrap(fn.__func__, name, cat, args))
+    name = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
+    spec = _argspec(fn, args)
+    if inspect.iscoroutinefunction(fn):
+        return _wrap_coroutine(fn, name, cat, spec)
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def generator(*a: Any, **k: Any) -> Iterator:
+            return _core.TracedIter(fn(*a, **k), name, cat)
+        return generator
+    traced = _core.TracedFunction(fn, name, cat, spec)
+    functools.update_wrapper(traced, fn)
+    return traced
+
+
+def trace(fn: Callable | None = None, *, name: str | None = None, cat: str = "python",
+          args: Sequence[str] | None = None) -> Any:
+    """Record each call of a function as one complete event.
+
+    `@trace` or `@trace(name=..., cat=..., args=["idx", "path"])` on functions, methods,
+    static/class methods, generators (one event per step) and `async def` (one event per call,
+    on a track per asyncio task). An exception is recorded (`args.exception`) and re-raised.
+    """
+    if fn is None:
+        return lambda f: _wrap(f, name, cat, args)
+    return _wrap(fn, name, cat, args)
+
+
+class region:
+    """`with iotrace.region("checkpoint", cat="ckpt", step=i) as r: r.update(nbytes=n)`."""
+
+    __slots__ = ("name", "cat", "args", "_t0")
+
+    def __init__(self, name: str, cat: str = "python", **args: Any) -> None:
+        self.name, self.cat, self.args, self._t0 = name, cat, args, 0
+
+    def update(self, **args: Any) -> None:
+        self.args.update(args)
+
+    def __enter__(self) -> "region":
+        self._t0 = _core.now_ns()
+        return self
+
+    def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
+        t1 = _core.now_ns()
+        if et is not None:
+            self.args["exception"] = et.__name__
+        _core.complete(self.name, self.cat, self._t0, t1 - self._t0, self.args, _task_tid() if _in_task() else 0)
+        return False
+
+    def __call__(self, fn: Callable) -> Any:  # also a decorator: @region("load")
+        return trace(fn, name=self.name, cat=self.cat)
+
+
+def _in_task() -> bool:
+    try:
+        return asyncio.current_task() is not None
+    except RuntimeError:
+        return False
+
+
+def iter(iterable: Iterable, name: str = "iter", cat: str = "python") -> Iterator:
+    """Wrap an iterable (a data loader): one event per item, the time spent waiting for it."""
+    return _core.TracedIter(iterable, name, cat)
+
+
+def instant(name: str, cat: str = "python", **args: Any) -> None:
+    """A point in time (Perfetto draws an arrow-head)."""
+    _core.instant(name, cat, args)
+
+
+def counter(name: str, **values: float) -> None:
+    """Counter values (Perfetto draws a track per name and key)."""
+    _core.counter(name, values)

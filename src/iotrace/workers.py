@@ -1,0 +1,88 @@
+"""Worker processes and threads: roles, parents and thread names in the trace.
+
+fork children already get their own trace from the core (atfork handlers); this adds what only
+Python knows: that a child is a multiprocessing worker, and the names of Python threads.
+"""
+from __future__ import annotations
+
+import os
+import threading
+
+from . import _core
+
+
+def _mark_worker(_obj: object = None) -> None:
+    import multiprocessing
+
+    parent = multiprocessing.parent_process()
+    _core.set_process_info("worker", parent.pid if parent is not None else os.getppid())
+
+
+def set_role(role: str, parent_pid: int = 0) -> None:
+    """Name this process's role (e.g. "dataloader") in its trace; call early in the worker."""
+    _core.set_process_info(role, parent_pid)
+
+
+def dataloader_worker_init(worker_id: int) -> None:
+    """`DataLoader(worker_init_fn=iotrace.dataloader_worker_init)` labels loader workers."""
+    _core.set_process_info("dataloader", os.getppid())
+    _core.thread_name(f"dataloader worker {worker_id}")
+
+
+_patched = False
+
+
+def install() -> None:
+    """Hooks, once per interpreter: cheap, and no import of multiprocessing until it is used."""
+    global _patched
+    if _patched:
+        return
+    _patched = True
+    original = threading.Thread._bootstrap_inner  # type: ignore[attr-defined]
+
+    def _bootstrap_inner(self: threading.Thread) -> None:
+        _core.thread_name(self.name)
+        original(self)
+
+    threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
+    import sys
+
+    # multiprocessing runs its after-fork hooks in every child it starts (fork, spawn,
+    # forkserver), after the start method's own work: the right moment to say "worker".
+    if "multiprocessing" in sys.modules:
+        _register_mp()
+    else:
+        _defer_until_imported("multiprocessing.util", _register_mp)
+
+
+def _register_mp() -> None:
+    from multiprocessing import util
+
+    util.register_after_fork(_mark_worker, _mark_worker)
+
+
+def _defer_until_imported(module: str, hook: "callable") -> None:
+    import importlib.abc
+    import sys
+
+    class _Finder(importlib.abc.MetaPathFinder):
+        def find_spec(self, name, path, target=None):  # noqa: ANN001
+            if name != module:
+                return None
+            sys.meta_path.remove(self)
+            spec = importlib.util.find_spec(name)
+            if spec is None or spec.loader is None:
+                return spec
+            loader = spec.loader
+            exec_module = loader.exec_module
+
+            def exec_and_hook(mod):  # noqa: ANN001
+                exec_module(mod)
+                hook()
+
+            loader.exec_module = exec_and_hook  # type: ignore[method-assign]
+            return spec
+
+    import importlib.util  # noqa: F401  (used inside find_spec)
+
+    sys.meta_path.insert(0, _Finder())

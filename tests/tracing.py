@@ -122,7 +122,8 @@ class TraceFile:
                 if r.get("ph") == "M" and r.get("name") == "FH"}
 
     def events(self) -> list[dict]:
-        """X/i/C events in file order, with `fname`/`fname2` resolved from this file's FH."""
+        """X/i/C events in file order, with `fname`/`fname2` resolved from this file's FH
+        (None when the event names no file, or its FH line is missing)."""
         fh = self.fh
         out = []
         for r in self.records:
@@ -130,10 +131,8 @@ class TraceFile:
                 continue
             e = dict(r)
             a = e.get("args", {})
-            if "fhash" in a:
-                e["fname"] = fh.get(a["fhash"])
-            if "fhash2" in a:
-                e["fname2"] = fh.get(a["fhash2"])
+            e["fname"] = fh.get(a["fhash"]) if "fhash" in a else None
+            e["fname2"] = fh.get(a["fhash2"]) if "fhash2" in a else None
             out.append(e)
         return out
 

@@ -5,14 +5,19 @@ from __future__ import annotations
 import numpy as np
 
 
-def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int) -> np.ndarray:
+def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int,
+                  presorted: bool = False) -> np.ndarray:
     """|∪ [start, end)| for each group 0..n_groups-1 (int64, same unit as the input).
 
     Groups are laid end to end on one axis (each shifted by its index times the whole span)
-    so that one sort and one running maximum serve all of them.
+    so that one sort and one running maximum serve all of them. `presorted`: the input is
+    already ordered by (group, start).
     """
     out = np.zeros(n_groups, np.int64)
     if len(start) == 0:
+        return out
+    if presorted:
+        _add_segments(start, end, group, out)
         return out
     t0 = int(start.min())
     span = int(end.max()) - t0 + 1

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from . import parquet, summary
-from .parse import parse_block
+from .parse import PADDING, parse_block
 from .reader import Chunk, Damage, find_traces, iter_blocks, plan_chunks
 
 CHUNK_BYTES = 4 << 20  # stored bytes per chunk (zstd frames / plain lines)
@@ -81,7 +81,8 @@ def parse_chunk(chunk: Chunk) -> ChunkOut:
 
     def flush():
         nonlocal bad
-        p = parse_block(b"".join(pending))
+        length = sum(len(b) for b in pending)
+        p = parse_block(b"".join(pending + [PADDING]), length)
         tables.append(p.events)
         meta.extend(p.meta)
         bad += p.bad_lines

@@ -100,7 +100,8 @@ def _fast(buf: np.ndarray, sc: dict) -> dict:
         ind = pa.array(codes[row], mask=None if has is None or has.all() else ~has)
         return pa.DictionaryArray.from_arrays(ind, pool)
 
-    out = {"ph": pa.repeat(pa.scalar("X"), m), "name": strings(0), "cat": strings(1),
+    ph = pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, np.int32)), pa.array(["X"]))
+    out = {"ph": ph, "name": strings(0), "cat": strings(1),
            "pid": _ints(iv[0]), "tid": _ints(iv[1]), "ts_ns": _ints(iv[2]), "dur_ns": _ints(iv[3])}
     for k, key in enumerate(scan.IO_KEYS):
         has = (present & (1 << k)) != 0
@@ -213,10 +214,18 @@ def _general(lines: list[bytes]) -> tuple[dict | None, list[dict], int, list[byt
 # --------------------------------------------------------------------------- entry point
 
 
-def parse_block(text: bytes) -> Parsed:
-    """Parse a block of whole trace lines (each ending in a newline)."""
-    buf = np.frombuffer(text + b"\n" + bytes(_PAD), dtype=np.uint8)
-    sc = scan.scan(buf[: len(text)])
+PADDING = b"\n" + bytes(_PAD)  # what parse_block needs after the text
+
+
+def parse_block(text: bytes, length: int | None = None) -> Parsed:
+    """Parse a block of whole trace lines (each ending in a newline).
+
+    If `length` is given, text[:length] is the block and text ends with PADDING (saves a
+    copy of the block); else the padding is added here."""
+    if length is None:
+        length, text = len(text), text + PADDING
+    buf = np.frombuffer(text, dtype=np.uint8)
+    sc = scan.scan(buf[:length])
     tables = [_table(_fast(buf, sc))]
     gen = sc["gen"]
     meta, bad, examples = [], 0, []
@@ -229,17 +238,22 @@ def parse_block(text: bytes) -> Parsed:
     return Parsed(events, meta, bad, examples)
 
 
+_DICT_COLS = {"ph", "name", "cat", "fhash", "fhash2", "hhash"}
+_DICT = pa.dictionary(pa.int32(), pa.string())
+
+
 def _table(cols: dict) -> pa.Table:
-    """Columns in EVENT_SCHEMA order and types (string columns as dictionaries)."""
+    """Columns in EVENT_SCHEMA order and types (repetitive strings as dictionaries)."""
     arrays = []
     for f in EVENT_SCHEMA:
         a = cols[f.name]
         if isinstance(a, pa.ChunkedArray):
             a = a.combine_chunks()
-        if pa.types.is_string(f.type):
-            a = a.cast(pa.string()) if not pa.types.is_dictionary(a.type) else a
-            if not pa.types.is_dictionary(a.type):
-                a = a.dictionary_encode()
+        if f.name in _DICT_COLS:
+            if a.null_count == len(a):
+                a = pa.nulls(len(a), _DICT)
+            elif not pa.types.is_dictionary(a.type):
+                a = a.cast(pa.string()).dictionary_encode()
         else:
             a = a.cast(f.type)
         arrays.append(a)

@@ -84,11 +84,18 @@ def _usec(buf, p, end, out, i):
     v *= 1000
     if q < end and buf[q] == 46:
         q += 1
-        scale = 100
+        f = 0
+        k = 0
         while q < end and 48 <= buf[q] <= 57:
-            v += (buf[q] - 48) * scale
-            scale //= 10
+            if k < 3:  # digits past the ns are dropped (no division in the loop)
+                f = f * 10 + (buf[q] - 48)
+                k += 1
             q += 1
+        if k == 1:
+            f *= 100
+        elif k == 2:
+            f *= 10
+        v += f
     if q < end and (buf[q] == 101 or buf[q] == 69):  # exponent: leave it to the general path
         return -1
     out[i] = -v if neg else v
@@ -159,12 +166,12 @@ def _intern(buf, a, n, slots, pool):
     hash table is over half full (the caller retries with a bigger one).
 
     pool columns: 0 start, 1 length, 2 hash; pool[0, 3] holds the number of strings."""
-    h = np.uint64(14695981039346656037)
+    h = 1469598103
     for j in range(n):
-        h = (h ^ np.uint64(buf[a + j])) * np.uint64(1099511628211)
+        h = (h * 31 + buf[a + j]) & 0xFFFFFFFFFFFF
     mask = slots.shape[0] - 1
-    k = np.int64(h & np.uint64(mask))
-    hs = np.int64(h >> np.uint64(1))
+    k = (h ^ (h >> 17)) & mask
+    hs = h
     while True:
         sid = slots[k]
         if sid < 0:
@@ -190,8 +197,33 @@ def _intern(buf, a, n, slots, pool):
 
 
 @njit(cache=True, nogil=True)
+def _intern_recent(buf, a, n, col, recent, slots, pool):
+    """_intern, trying first the two strings last seen in this column (most lines repeat
+    them: the same file, alternating call names), which costs a compare, not a hash."""
+    for r in range(2):
+        sid = recent[col, r]
+        if sid >= 0 and pool[sid, 1] == n:
+            b = pool[sid, 0]
+            same = True
+            for j in range(n):
+                if buf[b + j] != buf[a + j]:
+                    same = False
+                    break
+            if same:
+                if r == 1:
+                    recent[col, 1] = recent[col, 0]
+                    recent[col, 0] = sid
+                return sid
+    sid = _intern(buf, a, n, slots, pool)
+    if sid >= 0:
+        recent[col, 1] = recent[col, 0]
+        recent[col, 0] = sid
+    return sid
+
+
+@njit(cache=True, nogil=True)
 def _line(buf, s, n_bytes, codes, ivals, present, args_pos, j, prefix, keybuf, keylen,
-          slots, pool, lits):
+          slots, pool, lits, recent):
     """Parse one line starting at s as a fast X event into row j. Returns the index after
     the event's closing brace, -1 if the line does not fit, -2 if the string pool is full."""
     e = n_bytes
@@ -203,7 +235,7 @@ def _line(buf, s, n_bytes, codes, ivals, present, args_pos, j, prefix, keybuf, k
         q = _string_end(buf, q, e)
         if q < 0:
             return -1
-        c = _intern(buf, a, q - a, slots, pool)
+        c = _intern_recent(buf, a, q - a, f, recent, slots, pool)
         if c < 0:
             return -2
         codes[f, j] = c
@@ -265,7 +297,7 @@ def _line(buf, s, n_bytes, codes, ivals, present, args_pos, j, prefix, keybuf, k
                 q = _string_end(buf, a, e)
                 if q < 0:
                     return -1
-                c = _intern(buf, a, q - a, slots, pool)
+                c = _intern_recent(buf, a, q - a, 2 + k, recent, slots, pool)
                 if c < 0:
                     return -2
                 codes[2 + k, j] = c
@@ -307,6 +339,7 @@ def _scan(buf, n_bytes, codes, ivals, present, args_pos, gen, counts, prefix, ke
     j = 0
     g = 0
     p = 0
+    recent = np.full((4, 2), -1, np.int64)
     while p < n_bytes:
         s = p
         while s < n_bytes and (buf[s] == 32 or buf[s] == 9):
@@ -314,7 +347,7 @@ def _scan(buf, n_bytes, codes, ivals, present, args_pos, gen, counts, prefix, ke
         if s < n_bytes and buf[s] == 91 and s + 1 < n_bytes and buf[s + 1] == 123:
             s += 1  # "[{" : the first event on the "[" line
         q = _line(buf, s, n_bytes, codes, ivals, present, args_pos, j, prefix, keybuf, keylen,
-                  slots, pool, lits)
+                  slots, pool, lits, recent)
         if q == -2:
             return -1
         if q > 0:

@@ -91,7 +91,8 @@ def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
     pid = _np(ev.column("pid"))
     tid = _np(ev.column("tid"))
     P.start, P.end = int(ts.min()) + shift_ns, int(end.max()) + shift_ns
-    pt = np.unique((pid << 32) | (tid & 0xFFFFFFFF))
+    pt = np.unique((pid << 32) | (tid & 0xFFFFFFFF)) if (tid != tid[0]).any() or (pid != pid[0]).any() \
+        else np.array([(int(pid[0]) << 32) | (int(tid[0]) & 0xFFFFFFFF)])
     P.threads = {(host, int(k >> 32), int(k & 0xFFFFFFFF)) for k in pt}
 
     cat_codes, cat_vals = _codes(ev.column("cat"))
@@ -112,13 +113,22 @@ def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
     moved = np.where(is_read | is_write, moved, 0)
 
     # --- per process: interval unions
-    upids, pidx = np.unique(pid, return_inverse=True)
+    if (pid == pid[0]).all():  # the usual case: one process per file
+        upids, pidx = pid[:1].copy(), np.zeros(len(pid), np.int64)
+    else:
+        upids, pidx = np.unique(pid, return_inverse=True)
     n = len(upids)
-    u_io = union_lengths(pidx[io], ts[io], end[io], n)
-    u_comp = union_lengths(pidx[comp], ts[comp], end[comp], n)
+    # one ordering by (process, start) serves every union: subsets of it stay ordered
+    order = np.argsort(ts, kind="stable")
+    if n > 1:
+        order = order[np.argsort(pidx[order], kind="stable")]
+
+    def union(mask):
+        o = order[mask[order]]
+        return union_lengths(pidx[o], ts[o], end[o], n, presorted=True)
+
     both = io | comp
-    u_both = union_lengths(pidx[both], ts[both], end[both], n)
-    u_all = union_lengths(pidx[is_x], ts[is_x], end[is_x], n)
+    u_io, u_comp, u_both, u_all = union(io), union(comp), union(both), union(is_x)
     first = np.full(n, np.iinfo(np.int64).max)
     last = np.full(n, np.iinfo(np.int64).min)
     np.minimum.at(first, pidx, ts)
@@ -200,9 +210,12 @@ def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
                                              minlength=len(SIZE_EDGES)).tolist()
         m = m & offset_valid
         # streams = (process, file); order by time within each stream (two stable sorts)
-        _, stream = np.unique(fh_codes[m] * n + pidx[m], return_inverse=True)
+        sk = fh_codes[m] * n + pidx[m]
+        stream = np.unique(sk, return_inverse=True)[1] if len(sk) and (sk != sk[0]).any() \
+            else np.zeros(len(sk), np.int64)
         order = np.argsort(ts[m], kind="stable")
-        order = order[np.argsort(stream[order], kind="stable")]
+        if len(sk) and stream.max() > 0:
+            order = order[np.argsort(stream[order], kind="stable")]
         st = stream[order]
         off, prev_end = offset[m][order], (offset[m] + moved[m])[order]
         same = np.zeros(len(off), bool)

@@ -1,0 +1,316 @@
+"""docs/trace-format.md, held line by line against what the tracer writes: the JSON-array
+shape, the schema of every event line, FH resolution, the three compression forms, files cut
+off by a crash, and Perfetto's own JSON importer taking the files as they are."""
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import zlib
+from pathlib import Path
+
+import pytest
+import zstandard
+
+import tracing
+from tracing import TraceSet, compile_c, decompress, fnv1a_hex, read_trace_file, run_traced, tracer_env
+
+ROOT = Path(__file__).resolve().parent.parent
+CALLS = dict(re.findall(r"CALL\((\w+), (\w+)\)", (ROOT / "csrc" / "calls.def").read_text()))
+IO_KEYS = ["fhash", "fhash2", "fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode"]
+X_KEYS = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"]
+M_KEYS = ["ph", "name", "pid", "tid", "args"]
+HEX16 = re.compile(r"^[0-9a-f]{16}$")
+USEC = r"-?\d+\.\d{3}"
+X_TIMES = re.compile(rf',"ts":{USEC},"dur":{USEC},"args":')
+PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "wall_ns", "mono_ns", "role",
+                "parent_pid", "ranks", "compression"]
+SUFFIX = {"zstd": ".pfw.zst", "gzip": ".pfw.gz", "none": ".pfw"}
+
+
+# -- a workload: every kind of event, no filter (pipes, /etc, stdout... all recorded) --------
+
+
+def _workload(base: Path, compression: str) -> TraceSet:
+    build = base / "build"
+    out = base / f"trace-{compression}"
+    runs = [("posix_calls.c", ()), ("at_calls.c", ()), ("stdio_calls.c", ("-fno-builtin",))]
+    for src, flags in runs:
+        exe = compile_c(build, src, name=src[:-2], flags=flags)
+        d = base / f"{compression}-{src[:-2]}"
+        d.mkdir()
+        run_traced([exe, d], base, compression=compression, trace_dir=out)
+    proc = compile_c(build, "proc.c", name="proc")
+    for mode, check in (("fork", True), ("segv", False)):
+        d = base / f"{compression}-{mode}"
+        d.mkdir()
+        run_traced([proc, mode, d], base, compression=compression, trace_dir=out, check=check)
+    d = base / f"{compression}-py"
+    d.mkdir()
+    run_traced([sys.executable, "-I", "-c",
+                f"import os, json\nopen({str(d / 'j')!r}, 'w').write(json.dumps(list(range(9))))\n"
+                f"print(os.listdir({str(d)!r}))"], base, compression=compression, trace_dir=out)
+    return TraceSet.load(out)
+
+
+@pytest.fixture(scope="module", params=["zstd", "gzip", "none"])
+def workload(request, tmp_path_factory):
+    if not tracing.c_compiler():
+        pytest.skip("no C compiler: the workload programs cannot be built")
+    return request.param, _workload(tmp_path_factory.mktemp(f"fmt-{request.param}"), request.param)
+
+
+def _check_io_args(name: str, args: dict) -> None:
+    keys = list(args)
+    assert keys == [k for k in IO_KEYS if k in args], f"{name}: args out of the fixed order: {keys}"
+    for k, v in args.items():
+        if k.startswith("fhash"):
+            assert HEX16.match(v), (name, k, v)
+        else:
+            assert type(v) is int, (name, k, v)
+    if "errno" in args:
+        assert args["errno"] > 0
+        assert args["ret"] in (-1, 0) or name in ("fread", "fwrite"), (name, args)
+    if args.get("ret") == -1 and CALLS[name] == "posix" and name not in ("posix_fallocate",):
+        assert "errno" in args, (name, args)
+    if "offset" in args and name not in ("lseek", "lseek64", "fseek", "fseeko", "fseeko64"):
+        assert args["offset"] >= 0, (name, args)
+
+
+def check_file_schema(f: tracing.TraceFile) -> dict:
+    """Every line of one decoded trace file against docs/trace-format.md; returns a tally."""
+    assert f.lines[0] == "[", f.path
+    assert not f.bad_lines, f.bad_lines[:3]
+    body = f.lines[1:]
+    assert len(body) == len(f.records)
+    for i, line in enumerate(body):
+        last = i == len(body) - 1
+        assert line.endswith("]" if (last and f.closed) else ","), (f.path, i, line[-40:])
+        assert line.startswith("{")
+    assert f.text.endswith("\n")
+    first, second = f.records[0], f.records[1]
+    assert first["name"] == "iotrace_process" and first["ph"] == "M"
+    assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
+    assert first["args"]["version"] == 1
+    pid = first["pid"]
+    assert first["args"]["pid"] == pid == first["tid"]
+    assert second["name"] == "process_name" and second["args"] == {"name": second["args"]["name"]}
+    seen_fh = {}
+    tally = {"X": 0, "M": 0, "fh": 0}
+    for rec, line in zip(f.records, body):
+        assert rec["pid"] == pid and type(rec["tid"]) is int and rec["tid"] > 0
+        ph = rec["ph"]
+        tally[ph] = tally.get(ph, 0) + 1
+        if ph == "X":
+            assert list(rec) == X_KEYS, line
+            assert X_TIMES.search(line), line  # µs with three decimals
+            assert rec["dur"] >= 0 and rec["ts"] > 0
+            name, args = rec["name"], rec["args"]
+            if name in CALLS:
+                assert rec["cat"] == CALLS[name], line
+                _check_io_args(name, args)
+                for k in ("fhash", "fhash2"):
+                    if k in args:  # the FH line comes first, in this file
+                        assert args[k] in seen_fh, (line, "no FH before")
+        elif ph == "M":
+            assert list(rec) == M_KEYS, line
+            if rec["name"] == "FH":
+                a = rec["args"]
+                assert list(a) == ["name", "value"] and a["name"].startswith(("/", "pipe:", "socket:", "anon_inode:")), a
+                assert a["value"] == fnv1a_hex(a["name"]), a
+                assert a["value"] not in seen_fh, f"FH written twice: {a}"
+                seen_fh[a["value"]] = a["name"]
+                tally["fh"] += 1
+            elif rec["name"] == "thread_name":
+                assert list(rec["args"]) == ["name"]
+            elif rec["name"] == "iotrace_end":
+                assert rec is f.records[-1] and f.closed
+                assert list(rec["args"]) == ["events", "reason"]
+                assert rec["args"]["events"] == len(f.records) - 1
+                assert rec["args"]["reason"] in ("exit", "_exit", "exec", "finalize") or \
+                    re.match(r"^signal:\d+$", rec["args"]["reason"])
+            else:
+                assert rec["name"] in ("iotrace_process", "process_name"), rec
+        else:
+            assert ph in ("i", "C"), line
+    if f.closed:
+        assert f.records[-1]["name"] == "iotrace_end"
+        assert isinstance(json.loads(f.text), list)  # a closed file is strict JSON
+    return tally
+
+
+def test_every_line_holds_to_the_schema(workload):
+    compression, ts = workload
+    # 6 programs + 1 fork child
+    assert len(ts.files) == 7
+    calls_seen = set()
+    for f in ts.files:
+        assert f.path.endswith(SUFFIX[compression])
+        assert f.header["compression"] == compression
+        tally = check_file_schema(f)
+        assert tally["X"] > 0 and tally["fh"] > 0
+        calls_seen |= {r["name"] for r in f.records if r["ph"] == "X"}
+    assert all(f.closed for f in ts.files)
+    reasons = sorted(f.end["reason"] for f in ts.files)
+    assert reasons == ["_exit", "exit", "exit", "exit", "exit", "exit", "signal:11"]
+    # the workload touched each family of calls
+    for name in ("open", "openat", "read", "write", "pread", "pwritev", "stat", "lstat", "fstat",
+                 "fstatat", "statx", "mmap", "munmap", "readdir", "dup2", "fopen", "fread",
+                 "fwrite", "fgets", "getline", "fork", "open64", "close", "fclose"):
+        assert name in calls_seen, name
+
+
+def test_file_names(workload):
+    compression, ts = workload
+    import socket
+    host = socket.gethostname().split(".")[0]
+    for f in ts.files:
+        h = f.header
+        stem = os.path.basename(h["exe"])
+        assert f.name == f"{stem}-{host}-{h['pid']}{SUFFIX[compression]}"
+
+
+def test_compression_forms(workload):
+    compression, ts = workload
+    for f in ts.files:
+        raw = Path(f.path).read_bytes()
+        if compression == "zstd":
+            assert raw[:4] == b"\x28\xb5\x2f\xfd"
+            # independent frames: each decodes on its own, and together they are the text
+            texts, rest = [], raw
+            while rest:
+                size = zstandard.frame_content_size(rest)  # noqa: F841 (may be unknown)
+                dctx = zstandard.ZstdDecompressor()
+                obj = dctx.decompressobj()
+                texts.append(obj.decompress(rest))
+                rest = obj.unused_data
+            assert b"".join(texts).decode() == f.text
+            for t in texts:  # each frame holds whole lines
+                assert t.endswith(b"\n")
+        elif compression == "gzip":
+            assert raw[:2] == b"\x1f\x8b"
+            d = zlib.decompressobj(16 + zlib.MAX_WBITS)
+            text = d.decompress(raw)
+            assert d.eof and d.unused_data == b"", "exactly one gzip member"
+            assert text.decode() == f.text == gzip.decompress(raw).decode()
+        else:
+            assert json.loads(raw) == json.loads(f.text)
+
+
+# -- files cut off ------------------------------------------------------------------------
+
+
+def _killed_trace(tmp_path: Path, compression: str) -> tuple[Path, int]:
+    """A `proc wait` run killed with SIGKILL after several 10 ms flushes (no `]`)."""
+    proc = compile_c(tmp_path / "build", "proc.c", name="proc")
+    d = tmp_path / "data"
+    d.mkdir(parents=True, exist_ok=True)
+    out = tracing.fresh_dir(tmp_path)
+    env = tracer_env(out, compression=compression, flush_ms=10, include=[d])
+    p = subprocess.Popen([proc, "wait", str(d)], env=env, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "ready\n"
+    time.sleep(0.2)
+    p.kill()
+    assert p.wait() == -signal.SIGKILL
+    (path,) = tracing.trace_files(out)
+    return Path(path), p.pid
+
+
+@pytest.mark.parametrize("compression", ["zstd", "gzip", "none"])
+def test_sigkill_file_is_a_valid_unclosed_array(tmp_path, compression):
+    if not tracing.c_compiler():
+        pytest.skip("no C compiler")
+    path, pid = _killed_trace(tmp_path, compression)
+    f = read_trace_file(path)
+    assert not f.closed and f.end is None
+    tally = check_file_schema(f)
+    assert tally["X"] == 7  # open, 5 writes, close: everything before the kill
+    # what a reader does with it: add the missing `]` and it is strict JSON
+    events = json.loads(f.text.rstrip().rstrip(",") + "]")
+    assert len(events) == len(f.records)
+
+
+PERIODIC = ("import os, time, sys\n"
+            "for i in range(6):\n"
+            "    with open(os.path.join(sys.argv[1], f'p{i}'), 'wb', buffering=0) as f:\n"
+            "        f.write(b'x' * (i + 1))\n"
+            "    time.sleep(0.04)\n")
+
+
+def _periodic(tmp_path, compression):
+    """A run that writes a file every 40 ms under 10 ms flushes: one frame (or deflate full
+    flush) per burst."""
+    d = tmp_path / "data"
+    d.mkdir()
+    ts = run_traced([sys.executable, "-I", "-c", PERIODIC, d], tmp_path, include=[d], flush_ms=10,
+                    compression=compression)
+    (f,) = ts.files
+    assert ts.count("write") == 6
+    return f
+
+
+def test_zstd_cut_anywhere_decodes_whole_lines(tmp_path):
+    f = _periodic(tmp_path, "zstd")
+    raw = Path(f.path).read_bytes()
+    cut = tmp_path / "cut.pfw.zst"
+    prefixes = set()
+    for n in range(len(raw) + 1):
+        cut.write_bytes(raw[:n])
+        text = decompress(cut).decode()
+        assert f.text.startswith(text)
+        assert text == "" or text.endswith("\n")  # frames hold whole lines
+        prefixes.add(len(text))
+    assert len(prefixes) >= 6, "one frame per burst at least"
+
+
+def test_gzip_cut_inflates_to_the_last_flush(tmp_path):
+    f = _periodic(tmp_path, "gzip")
+    raw = Path(f.path).read_bytes()
+    prefixes = set()
+    for n in range(10, len(raw) + 1):
+        dco = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        text = dco.decompress(raw[:n]).decode(errors="replace")
+        assert f.text.startswith(text)
+        if text.endswith("\n"):
+            prefixes.add(len(text))
+    assert len(prefixes) >= 6
+
+
+# -- Perfetto's JSON importer ----------------------------------------------------------
+
+
+def test_perfetto_loads_raw_files(tmp_path):
+    """A plain, a gzip and a SIGKILL-truncated per-process file, loaded as they are: one slice
+    per X event."""
+    from perfetto_tp import load_trace, require_trace_processor
+
+    require_trace_processor()
+    if not tracing.c_compiler():
+        pytest.skip("no C compiler")
+    exe = compile_c(tmp_path / "build", "posix_calls.c", name="posix_calls")
+    files = []
+    for compression in ("none", "gzip"):
+        d = tmp_path / f"d-{compression}"
+        d.mkdir()
+        ts = run_traced([exe, d], tmp_path, compression=compression)
+        (f,) = ts.files
+        assert f.closed
+        files.append(f)
+    path, _ = _killed_trace(tmp_path / "k", "none")
+    killed = read_trace_file(path)
+    assert not killed.closed and not killed.text.rstrip().endswith("]")
+    files.append(killed)
+    for f in files:
+        n_x = sum(r["ph"] == "X" for r in f.records)
+        assert n_x > 0
+        with load_trace(f.path) as tp:
+            assert tp.scalar("select count(*) from slice") == n_x, f.path
+            assert tp.scalar("select count(*) from process where pid = "
+                             f"{f.header['pid']}") == 1
+            names = {r["name"] for r in tp.query("select distinct name from slice")}
+            assert names == {r["name"] for r in f.records if r["ph"] == "X"}

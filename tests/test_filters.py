@@ -123,20 +123,19 @@ def test_close_of_unlearned_fd_is_named(cprog, trace, files, tmp_path):
     pipes_named = all(e["fname"] and e["fname"].startswith("pipe:[") for e in pipes)
     # an inherited fd under the included folder, closed without being used first
     prog = cprog(r"""
+#include <stdlib.h>
 #include <unistd.h>
-int main() { return close(5); }
-""", name="close5")
+int main(int argc, char** argv) { return close(atoi(argv[1])); }
+""", name="closefd")
     import subprocess, os
     from tracing import tracer_env, TraceSet, fresh_dir
     out = fresh_dir(tmp_path)
     fd = os.open(files["data/a"], os.O_RDONLY)
-    os.dup2(fd, 5)
     try:
-        subprocess.run([prog], env=tracer_env(out, include=[tmp_path / "data"]), pass_fds=[5],
-                       check=True)
+        subprocess.run([prog, str(fd)], env=tracer_env(out, include=[tmp_path / "data"]),
+                       pass_fds=[fd], check=True)
     finally:
         os.close(fd)
-        os.close(5)
     ts2 = TraceSet.load(out)
     inherited = [(e["name"], e["fname"]) for e in ts2.events()]
     assert pipes_named and inherited == [("close", files["data/a"])], (pipes, inherited)

@@ -34,11 +34,13 @@ MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
 
 
-def tune_malloc() -> None:
-    """Keep freed memory in the process and in one heap: on VMs that lazily back memory,
+def tune_process() -> None:
+    """One Arrow thread: parallelism is ours (a file per worker), nested pools only contend.
+    Then keep freed memory in the process and in one heap: on VMs that lazily back memory,
     returning pages to the kernel and faulting them in again costs more than parsing. One
     arena, because the heaps of thread arenas cannot grow past 64 MiB and send big blocks
     to mmap. Call it before starting threads."""
+    pa.set_cpu_count(1)
     try:
         libc = ctypes.CDLL("libc.so.6")
         libc.mallopt(-8, 1)  # M_ARENA_MAX
@@ -76,7 +78,7 @@ class FileResult:
 
 
 def parse_chunk(chunk: Chunk) -> ChunkOut:
-    tune_malloc()
+    tune_process()
     damage: list[Damage] = []
     tables, meta, bad, examples = [], [], 0, []
     pending, size = [], 0
@@ -132,7 +134,7 @@ def _metadata(path: str, meta: list[dict]):
 
 def finish_file(path: str, index: int, outs: list[ChunkOut], out_dir: str | None,
                 compute_cats: tuple[str, ...]) -> FileResult:
-    tune_malloc()
+    tune_process()
     outs = sorted(outs, key=lambda o: o.index)
     meta = [m for o in outs for m in o.meta]
     proc, thread_names, names, hosts = _metadata(path, meta)
@@ -268,7 +270,7 @@ def _progress(done: int, total: int, t0: float) -> None:
 
 def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
     """Read, parse, write Parquet (if opts.out_dir) and summarize; returns (summary, results)."""
-    tune_malloc()
+    tune_process()
     files = find_traces(paths)
     plan = [plan_chunks(f, opts.chunk_bytes) for f in files]
     est = estimate_events(plan)

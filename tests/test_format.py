@@ -249,6 +249,7 @@ def _periodic(tmp_path, compression):
     d.mkdir()
     ts = run_traced([sys.executable, "-I", "-c", PERIODIC, d], tmp_path, include=[d], flush_ms=10,
                     compression=compression)
+    assert len(ts.files) == 1, [(f.name, f.header.get("pid"), f.end, len(f.records)) for f in ts.files]
     (f,) = ts.files
     assert ts.count("write") == 6
     return f

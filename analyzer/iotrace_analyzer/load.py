@@ -154,7 +154,7 @@ def finish_file(path: str, index: int, outs: list[ChunkOut], out_dir: str | None
     if ev.num_rows:
         hashes = {h for h in pc.unique(ev.column("fhash")).to_pylist() if h is not None}
     res.unresolved_hashes = len(hashes - set(names))
-    pids = sorted(set(ev.column("pid").to_pylist())) if ev.num_rows and not proc.get("pid") else []
+    pids = sorted(pc.unique(ev.column("pid")).to_pylist()) if ev.num_rows and not proc.get("pid") else []
     if proc.get("pid") is not None or pids:
         if proc.get("pid") is None:
             proc["pid"] = pids[0]

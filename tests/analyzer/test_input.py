@@ -111,3 +111,22 @@ def test_empty_file_is_reported(tmp_path):
     S, _ = analyze([str(tmp_path)], Options(engine="local"))
     assert S["damage"]["by_kind"] == {"empty-file": 1}
     assert S["calls"][0]["count"] == 3
+
+
+def test_dftracer_bulk_uses_json_reader(tmp_path):
+    # > 1000 general-path lines go through pyarrow's JSON reader (not line by line)
+    n = 1500
+    lines = ['[', '{"id":1,"name":"FH","cat":"dftracer","pid":9,"tid":9,"ph":"M",'
+             '"args":{"name":"/p/big.bin","value":"b1g"}}']
+    for i in range(n):
+        lines.append(f'{{"id":{i + 2},"name":"pread","cat":"POSIX","pid":9,"tid":9,'
+                     f'"ts":{1000 + 10 * i},"dur":4,"ph":"X","args":{{"fhash":"b1g","fd":3,'
+                     f'"count":512,"offset":{512 * i},"ret":512}}}}')
+    p = tmp_path / "big.pfw.gz"
+    p.write_bytes(gzip.compress(("\n".join(lines) + "\n]\n").encode()))
+    S, _ = analyze([str(p)], Options(engine="local"))
+    c = S["calls"][0]
+    assert (c["name"], c["count"], c["bytes"], c["time_us"], c["size_median"]) == ("pread", n, 512 * n, 4 * n, 512.0)
+    assert S["time"]["io_us"] == 4 * n
+    assert S["access"]["read"]["consecutive"] == n - 1
+    assert S["files"][0]["file"] == "/p/big.bin"

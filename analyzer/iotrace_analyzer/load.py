@@ -289,10 +289,14 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         window = 2 * runner.workers
         pending = list(enumerate(zip(files, plan)))[::-1]
         in_flight, results = set(), []
+        # A file is parsed as parallel chunk tasks only when it is a big share of the input;
+        # else one task reads it all: no chunk tables travel between workers.
+        total = sum(ch[0].size for ch in plan)
+        big = total / (2 * runner.workers)
 
         def submit_next():
             i, (path, chunks) = pending.pop()
-            if len(chunks) == 1:
+            if len(chunks) == 1 or chunks[0].size < big:
                 f = runner.submit(process_file, path, i, chunks, opts.out_dir, opts.compute_cats)
             else:
                 parts = [runner.submit(parse_chunk, c) for c in chunks]

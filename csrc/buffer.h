@@ -24,10 +24,10 @@ struct ThreadState {
   Buffer* cur = nullptr;   // producer's buffer
   uint32_t pos = 0;        // producer's write position in cur
   int32_t tid = 0;
-  pthread_t handle{};
   Buffer* read = nullptr;  // writer's buffer (oldest not yet consumed)
   std::atomic<bool> dead{false};
   bool named = false;      // writer: thread_name written to the current file
+  char name[16] = "";      // saved at thread exit (the kernel forgets it with the thread)
   uint64_t recorded = 0;   // producer: records appended
   ThreadState* next = nullptr;  // registry
 };

@@ -102,7 +102,7 @@ int on_two_paths(CallId id, int dfd1, const char* p1, int dfd2, const char* p2, 
 auto seq_xfer(int64_t size) {
   return [size](IoRec& r, OpenFile* f, auto ret) {
     r.set_size(size);
-    r.set_offset(fd_advance(f, int64_t(ret)));
+    r.set_pos(fd_advance(f, int64_t(ret)));
   };
 }
 auto pos_xfer(int64_t size, int64_t off) {
@@ -252,10 +252,14 @@ IOT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
                  [&] { return real___openat64_2()(dirfd, path, flags); });
 }
 
+// An fd the tracer has not seen opened (pipe, socket, inherited) can only be named while it is
+// open: look it up before the real call.
+inline Str* path_before_close(int fd) { return posix_on() && !t_guard ? fd_path(fd) : nullptr; }
+
 IOT_EXPORT int close(int fd) {
+  Str* p = path_before_close(fd);
   return traced<int>(posix_on(), C_close, [&] { return real_close()(fd); },
                      [&](IoRec& r, int ret, int err) {
-                       Str* p = fd_path_of(fd_get(fd));
                        if (!(ret < 0 && err == EBADF)) fd_close(fd);  // closed even on EINTR/EIO
                        if (!passes(p)) return false;
                        r.set_file(p);
@@ -306,7 +310,8 @@ PVXFER(pwritev64, C_pwritev64, off64_t)
     return on_fd<ssize_t>(id, fd, [&] { return real_##fn()(fd, iov, n, off, flags); },         \
                           [&](IoRec& r, OpenFile* f, ssize_t ret) {                            \
                             r.set_size(total);                                                 \
-                            r.set_offset(off == -1 ? fd_advance(f, ret) : int64_t(off));       \
+                            if (off == -1) r.set_pos(fd_advance(f, ret));                                   \
+                            else r.set_offset(int64_t(off));       \
                             r.set_flags(flags);                                                \
                           });                                                                  \
   }
@@ -523,9 +528,9 @@ IOT_EXPORT struct dirent64* readdir64(DIR* d) {
 }
 IOT_EXPORT int closedir(DIR* d) {
   int fd = d ? dirfd(d) : -1;
+  Str* p = path_before_close(fd);
   return traced<int>(posix_on(), C_closedir, [&] { return real_closedir()(d); },
                      [&](IoRec& r, int ret, int err) {
-                       Str* p = fd_path(fd);
                        if (ret == 0) fd_close(fd);
                        if (!passes(p)) return false;
                        r.set_file(p);
@@ -652,7 +657,8 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
                            r.set_fd(in);
                            r.set_fd2(out);
                            r.set_size(int64_t(n));
-                           r.set_offset(start >= 0 ? start : fd_advance(fi, ret));
+                           if (start >= 0) r.set_offset(start);
+                           else r.set_pos(fd_advance(fi, ret));
                            if (!out_off) fd_advance(fo, ret);
                            set_result(r, ret, err);
                            return true;
@@ -673,7 +679,8 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
                              r.set_fd(in);                                                      \
                              r.set_fd2(out);                                                    \
                              r.set_size(int64_t(n));                                            \
-                             r.set_offset(start >= 0 ? start : fd_advance(fi, ret));            \
+                             if (start >= 0) r.set_offset(start);                               \
+                             else r.set_pos(fd_advance(fi, ret));                               \
                              fd_advance(fo, ret);                                               \
                              set_result(r, ret, err);                                           \
                              return true;                                                       \

@@ -1,5 +1,6 @@
 // Process events: fork (the child's own trace starts in the atfork handler), exec (flush and
 // close before the image is replaced), _exit/_Exit (flush: no atexit handlers will run).
+#include <alloca.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -13,8 +14,6 @@ using namespace iot;
 namespace {
 REAL_FN(fork, pid_t (*)(void))
 REAL_FN(execve, int (*)(const char*, char* const[], char* const[]))
-REAL_FN(execv, int (*)(const char*, char* const[]))
-REAL_FN(execvp, int (*)(const char*, char* const[]))
 REAL_FN(execvpe, int (*)(const char*, char* const[], char* const[]))
 REAL_FN(fexecve, int (*)(int, char* const[], char* const[]))
 REAL_FN(_exit, void (*)(int))
@@ -30,22 +29,42 @@ void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret,
   append(&rec, sizeof rec);
 }
 
+// The environment for the next image: the same, plus IOTRACE_ROLE=exec when it will be traced.
+// Built on the stack: after vfork the heap is the parent's.
+#define EXEC_ENV(envp, out)                                                             \
+  size_t out##_n = 0;                                                                   \
+  bool out##_traced = false;                                                            \
+  for (char* const* e = (envp); e && *e && out##_n < 65536; e++, out##_n++)             \
+    if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "libiotrace")) out##_traced = true; \
+  char** out = static_cast<char**>(alloca((out##_n + 2) * sizeof(char*)));              \
+  {                                                                                     \
+    size_t k = 0;                                                                       \
+    for (size_t i = 0; i < out##_n; i++)                                                \
+      if (strncmp((envp)[i], "IOTRACE_ROLE=", 13)) out[k++] = (envp)[i];                 \
+    if (out##_traced) out[k++] = const_cast<char*>("IOTRACE_ROLE=exec");                \
+    out[k] = nullptr;                                                                   \
+  }
+
 // exec: one event written just before the image goes (no ret: it does not come back), and if
-// it does come back, a second one with the failure, in a new file.
+// it does come back, a second one with the failure, in a new file. `call(envp)` runs the real
+// exec with the environment to use.
 template <class Call>
-int do_exec(CallId id, const char* path, int fd, Call&& call) {
-  if (!process_on() || t_guard) return call();
+int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call) {
+  // A vfork child (posix_spawn, subprocess) shares the parent's memory: it must not flush or
+  // close the parent's trace. It is the one process whose pid is not ours.
+  if (!process_on() || t_guard || syscall(SYS_getpid) != g_pid) return call(envp);
   int64_t t0 = now_ns();
   Str* prog;
   {
     Guard g;
     prog = fd >= 0 ? fd_path(fd)
            : strchr(path ? path : "", '/') ? intern_path(path)
-                                           : path ? intern_abs_path(path, uint32_t(strlen(path))) : nullptr;
+           : path ? intern_abs_path(path, uint32_t(strlen(path))) : nullptr;
     record_exec(id, prog, fd, t0, false, 0, 0);
   }
+  EXEC_ENV(envp, env)
   before_exec();
-  int ret = call();
+  int ret = call(env);
   int err = errno;
   {
     Guard g;
@@ -74,36 +93,45 @@ IOT_EXPORT pid_t fork(void) {
                        });
 }
 
+// The environ-based forms run as their envp-taking siblings, so the next image can be told it
+// was exec'ed.
 IOT_EXPORT int execve(const char* path, char* const argv[], char* const envp[]) {
-  return do_exec(C_execve, path, -1, [&] { return real_execve()(path, argv, envp); });
+  return do_exec(C_execve, path, -1, envp,
+                 [&](char* const* env) { return real_execve()(path, argv, env); });
 }
 IOT_EXPORT int execv(const char* path, char* const argv[]) {
-  return do_exec(C_execv, path, -1, [&] { return real_execv()(path, argv); });
+  return do_exec(C_execv, path, -1, environ,
+                 [&](char* const* env) { return real_execve()(path, argv, env); });
 }
 IOT_EXPORT int execvp(const char* file, char* const argv[]) {
-  return do_exec(C_execvp, file, -1, [&] { return real_execvp()(file, argv); });
+  return do_exec(C_execvp, file, -1, environ,
+                 [&](char* const* env) { return real_execvpe()(file, argv, env); });
 }
 IOT_EXPORT int execvpe(const char* file, char* const argv[], char* const envp[]) {
-  return do_exec(C_execvpe, file, -1, [&] { return real_execvpe()(file, argv, envp); });
+  return do_exec(C_execvpe, file, -1, envp,
+                 [&](char* const* env) { return real_execvpe()(file, argv, env); });
 }
 IOT_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
-  return do_exec(C_fexecve, nullptr, fd, [&] { return real_fexecve()(fd, argv, envp); });
+  return do_exec(C_fexecve, nullptr, fd, envp,
+                 [&](char* const* env) { return real_fexecve()(fd, argv, env); });
 }
 IOT_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
   COLLECT_ARGS(arg, ap, argv, 4096)
   va_end(ap);
-  return do_exec(C_execl, path, -1,
-                 [&] { return real_execv()(path, const_cast<char* const*>(argv)); });
+  return do_exec(C_execl, path, -1, environ, [&](char* const* env) {
+    return real_execve()(path, const_cast<char* const*>(argv), env);
+  });
 }
 IOT_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
   COLLECT_ARGS(arg, ap, argv, 4096)
   va_end(ap);
-  return do_exec(C_execlp, file, -1,
-                 [&] { return real_execvp()(file, const_cast<char* const*>(argv)); });
+  return do_exec(C_execlp, file, -1, environ, [&](char* const* env) {
+    return real_execvpe()(file, const_cast<char* const*>(argv), env);
+  });
 }
 IOT_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list ap;
@@ -111,8 +139,9 @@ IOT_EXPORT int execle(const char* path, const char* arg, ...) {
   COLLECT_ARGS(arg, ap, argv, 4096)
   char* const* envp = va_arg(ap, char* const*);
   va_end(ap);
-  return do_exec(C_execle, path, -1,
-                 [&] { return real_execve()(path, const_cast<char* const*>(argv), envp); });
+  return do_exec(C_execle, path, -1, envp, [&](char* const* env) {
+    return real_execve()(path, const_cast<char* const*>(argv), env);
+  });
 }
 
 IOT_EXPORT void _exit(int status) {

@@ -110,9 +110,9 @@ FREOPEN(freopen64, C_freopen64)
 
 IOT_EXPORT int fclose(FILE* fp) {
   int fd = fd_of(fp);
+  Str* p = stdio_on() && !t_guard ? fd_path(fd) : nullptr;  // named while still open
   return traced<int>(stdio_on(), C_fclose, [&] { return real_fclose()(fp); },
                      [&](IoRec& r, int ret, int err) {
-                       Str* p = fd_path(fd);
                        fd_close(fd);  // the stream is gone whatever fclose returned
                        if (!passes(p)) return false;
                        r.set_file(p);
@@ -127,7 +127,7 @@ IOT_EXPORT size_t fread(void* buf, size_t size, size_t n, FILE* fp) {
                            [&](IoRec& r, OpenFile* f, size_t ret, int err) {
                              int64_t bytes = int64_t(ret * size);
                              r.set_size(int64_t(size * n));
-                             r.set_offset(fd_advance(f, bytes));
+                             r.set_pos(fd_advance(f, bytes));
                              r.set_ret(int64_t(ret));
                              r.set_bytes(bytes);
                              if (ret < n && ferror_unlocked(fp)) r.set_errno(err);
@@ -138,7 +138,7 @@ IOT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
                            [&](IoRec& r, OpenFile* f, size_t ret, int err) {
                              int64_t bytes = int64_t(ret * size);
                              r.set_size(int64_t(size * n));
-                             r.set_offset(fd_advance(f, bytes));
+                             r.set_pos(fd_advance(f, bytes));
                              r.set_ret(int64_t(ret));
                              r.set_bytes(bytes);
                              if (ret < n) r.set_errno(err);
@@ -149,7 +149,7 @@ IOT_EXPORT char* fgets(char* s, int n, FILE* fp) {
                           [&](IoRec& r, OpenFile* f, char* ret, int err) {
                             int64_t bytes = ret ? int64_t(strlen(ret)) : 0;
                             r.set_size(n);
-                            r.set_offset(fd_advance(f, bytes));
+                            r.set_pos(fd_advance(f, bytes));
                             r.set_ret(ret != nullptr);
                             r.set_bytes(bytes);
                             if (!ret && ferror_unlocked(fp)) r.set_errno(err);
@@ -161,7 +161,7 @@ IOT_EXPORT int fputs(const char* s, FILE* fp) {
                           int64_t len = int64_t(strlen(s));
                           int64_t bytes = ret >= 0 ? len : 0;
                           r.set_size(len);
-                          r.set_offset(fd_advance(f, bytes));
+                          r.set_pos(fd_advance(f, bytes));
                           r.set_ret(ret);
                           r.set_bytes(bytes);
                           if (ret == EOF) r.set_errno(err);
@@ -211,7 +211,7 @@ IOT_EXPORT int fflush(FILE* fp) {
 IOT_EXPORT ssize_t getline(char** line, size_t* n, FILE* fp) {
   return on_stream<ssize_t>(C_getline, fp, [&] { return real_getline()(line, n, fp); },
                             [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
-                              r.set_offset(fd_advance(f, ret));
+                              r.set_pos(fd_advance(f, ret));
                               r.set_ret(ret);
                               if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
                             });
@@ -219,7 +219,7 @@ IOT_EXPORT ssize_t getline(char** line, size_t* n, FILE* fp) {
 IOT_EXPORT ssize_t getdelim(char** line, size_t* n, int delim, FILE* fp) {
   return on_stream<ssize_t>(C_getdelim, fp, [&] { return real_getdelim()(line, n, delim, fp); },
                             [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
-                              r.set_offset(fd_advance(f, ret));
+                              r.set_pos(fd_advance(f, ret));
                               r.set_ret(ret);
                               if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
                             });

@@ -60,11 +60,33 @@ void read_identity() {
   g_proc.mono_ns = now_ns();
 }
 
+// multiprocessing's spawn and forkserver children are new interpreters started with a
+// recognisable command line; name their role and parent even if they never import iotrace.
+void detect_python_worker() {
+  static char buf[4096];
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return;
+  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return;
+  for (long i = 0; i < n; i++)
+    if (!buf[i]) buf[i] = ' ';
+  buf[n] = 0;
+  if (strstr(buf, "multiprocessing.spawn import spawn_main")) {
+    snprintf(g_proc.role, sizeof g_proc.role, "spawn");
+    const char* pp = strstr(buf, "parent_pid=");
+    g_proc.parent_pid = pp ? atoll(pp + 11) : getppid();
+  } else if (strstr(buf, "multiprocessing.forkserver import main")) {
+    snprintf(g_proc.role, sizeof g_proc.role, "forkserver");
+    g_proc.parent_pid = getppid();
+  }
+}
+
 void on_fatal_signal(int sig) {
   int saved = errno;
   char reason[32];
   snprintf(reason, sizeof reason, "signal:%d", sig);
-  finish_file(reason, false);
+  if (syscall(SYS_getpid) == g_pid) finish_file(reason, false, true);
   errno = saved;
   // SA_RESETHAND restored the default action; deliver the signal again to take it.
   raise(sig);
@@ -192,6 +214,7 @@ bool core_start() {
       fd_table_init();
       cwd_refresh();
       read_identity();
+      detect_python_worker();
       if (const char* role = getenv("IOTRACE_ROLE")) {
         snprintf(g_proc.role, sizeof g_proc.role, "%s", role);
         const char* pp = getenv("IOTRACE_PARENT_PID");
@@ -220,7 +243,7 @@ void set_process_info(const char* role, int64_t parent_pid) {
 }
 
 void before_exec() {
-  if (g_started && g_recording.load()) finish_file("exec", true);
+  if (g_started && g_recording.load()) finish_file("exec", true, false);
 }
 
 void after_failed_exec() {
@@ -228,10 +251,11 @@ void after_failed_exec() {
 }
 
 void before_exit_now(const char* reason) {
-  if (!g_started || g_finished) return;
+  // Not in a vfork child: its memory and fds are the parent's, and so is the trace.
+  if (!g_started || g_finished || syscall(SYS_getpid) != g_pid) return;
   g_finished = true;
-  finish_file(reason, true);
-  g_recording.store(false);
+  g_recording.store(false);  // first: no flush may reopen a file after the last one closes
+  finish_file(reason, true, true);
 }
 
 }  // namespace iot

@@ -56,7 +56,8 @@ struct IoRec {
   void set_fd(int64_t v) { fd = v; fields |= F_FD; }
   void set_fd2(int64_t v) { fd2 = v; fields |= F_FD2; }
   void set_size(int64_t v) { size = v; fields |= F_SIZE; }
-  void set_offset(int64_t v) { if (v >= 0) { offset = v; fields |= F_OFFSET; } }
+  void set_offset(int64_t v) { offset = v; fields |= F_OFFSET; }  // an explicit argument
+  void set_pos(int64_t v) { if (v >= 0) set_offset(v); }           // a tracked position, -1: unknown
   void set_ret(int64_t v) { ret = v; fields |= F_RET; }
   void set_bytes(int64_t v) { bytes = v; fields |= F_BYTES; }
   void set_errno(int e) { err = e; fields |= F_ERRNO; }

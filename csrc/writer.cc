@@ -1,6 +1,7 @@
 #include "writer.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <new>
 #include <pthread.h>
 #include <signal.h>
@@ -107,6 +108,7 @@ void thread_exit(void* p) {
   auto* ts = static_cast<ThreadState*>(p);
   if (!ts) return;
   t_state = nullptr;
+  prctl(PR_GET_NAME, ts->name);
   g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
   ts->recorded = 0;
   ts->cur->sealed.store(true, std::memory_order_release);  // next stays NULL: the last one
@@ -150,10 +152,21 @@ bool ensure_file() {
   return true;
 }
 
+// The kernel's name of a thread (comm); a thread that has ended left its name in ts->name.
 void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
   ts->named = true;
   char name[64] = "";
-  if (pthread_getname_np(ts->handle, name, sizeof name) != 0 || !name[0]) return;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts->tid);
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    long n = syscall(SYS_read, fd, name, sizeof name - 1);
+    syscall(SYS_close, fd);
+    name[n > 0 ? n : 0] = 0;
+    if (n > 0 && name[n - 1] == '\n') name[n - 1] = 0;
+  }
+  if (!name[0] || ts->dead.load(std::memory_order_acquire)) snprintf(name, sizeof name, "%s", ts->name);
+  if (!name[0]) return;
   Out o;
   o.put("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
   o.i64(ctx.pid);
@@ -269,7 +282,6 @@ ThreadState* thread_state_create() {
   Guard g;
   auto* ts = new ThreadState();
   ts->tid = int32_t(syscall(SYS_gettid));
-  ts->handle = pthread_self();
   ts->cur = ts->read = pool_take(0);
   if (!ts->cur) {
     delete ts;
@@ -323,10 +335,11 @@ void flush_now(bool may_block) {
   pthread_mutex_unlock(&g_drain_mu);
 }
 
-void finish_file(const char* reason, bool may_block) {
+void finish_file(const char* reason, bool may_block, bool final) {
   Guard g;
   if (!lock_drain(may_block)) return;
   drain_all();
+  if (final) g_file_failed = true;  // ensure_file() opens nothing after the last file
   if (g_sink.is_open()) {
     Out o;
     o.put("{\"ph\":\"M\",\"name\":\"iotrace_end\",\"pid\":");
@@ -362,8 +375,7 @@ void writer_child_after_fork() {
   g_threads = nullptr;
   if (ThreadState* ts = t_state) {
     ts->tid = int32_t(syscall(SYS_gettid));
-    ts->handle = pthread_self();
-    ts->read = ts->cur;
+      ts->read = ts->cur;
     ts->pos = 0;
     ts->recorded = 0;
     ts->named = false;

@@ -13,8 +13,9 @@ void writer_start();  // the background thread (again in a fork child)
 // Drain everything recorded so far into the file. `may_block` false (signal handlers): give
 // up rather than wait for a lock held by the interrupted code.
 void flush_now(bool may_block);
-// Drain, write the end marker and `]`, close the file. The next flush opens a new file.
-void finish_file(const char* reason, bool may_block);
+// Drain, write the end marker and `]`, close the file. `final`: no file is opened again (exit);
+// otherwise the next flush opens a new one (a failed exec).
+void finish_file(const char* reason, bool may_block, bool final);
 // Fork: hold the locks across fork; the child drops the parent's buffers and file.
 void writer_prepare_fork();
 void writer_parent_after_fork();

@@ -87,7 +87,7 @@ def test_default_exclusions_and_unnamed_fds(cprog, trace, files, tmp_path):
     assert not any(p.endswith((".so", ".pyc")) or ".so." in p for p in got if p)
     pipes = [p for p in got if p and p.startswith("pipe:[")]
     assert len(pipes) == 1
-    # the write end is learned at the write; the read end's close: see the xfail below
+    # the write end is learned at the write; the read end is named at its close (before the call)
     assert got[pipes[0]][:2] == ["write", "close"]
     (w,) = ts.events(name="write", fname=pipes[0])
     assert w["args"] == {"fhash": w["args"]["fhash"], "fd": w["args"]["fd"], "size": 1, "ret": 1}  # no offset: a pipe

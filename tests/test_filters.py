@@ -108,13 +108,6 @@ def test_trace_libs_env(cprog, trace, files, tmp_path):
     assert files["data/m.pyc"] in got
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: close()/closedir()/fclose() look the fd's file up AFTER the real call "
-    "(csrc/interpose_posix.cc close(): fd_path_of(fd_get(fd)) in the fill lambda; same in "
-    "closedir and interpose_stdio.cc fclose). For an fd the tracer has not learned yet (pipe(), "
-    "socket(), inherited fds), fd_get() then asks /proc/self/fd/N of an fd that is already "
-    "closed: the event has no fhash (and with IOTRACE_INCLUDE it is dropped). The name should "
-    "be taken before the call."))
 def test_close_of_unlearned_fd_is_named(cprog, trace, files, tmp_path):
     exe = cprog(FILT, name="filt")
     ts = trace([exe])

@@ -181,10 +181,6 @@ def test_at_calls_relative_paths_dup_mmap_dirs(tmp_path, cprog, trace, data_dir)
     assert ts.count(["mmap", "munmap"]) == 3
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: csrc/record.h IoRec::set_offset drops negative values, so lseek(fd, -10, SEEK_END) "
-    "and fseek(fp, -n, SEEK_CUR/SEEK_END) record no `offset` although the format says it is "
-    "the explicit argument for lseek/fseek"))
 def test_lseek_negative_offset_is_recorded(cprog, trace, data_dir):
     exe = cprog(r"""
 #include <fcntl.h>

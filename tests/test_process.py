@@ -63,12 +63,6 @@ def test_eight_threads(proc, trace, data_dir):
     _check_eight_threads(ts, data_dir)
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: csrc/writer.cc name_thread() calls pthread_getname_np(ts->handle) for a thread that "
-    "has already ended and been joined (drain_thread names a ThreadState on its first drain, "
-    "dead or not): the pthread_t is stale and the program dies of SIGSEGV in "
-    "__pthread_getname_np during exit (drain from the destructor). Any program whose threads "
-    "do I/O and end before the first flush crashes under the tracer."))
 def test_eight_short_lived_threads(proc, trace, data_dir):
     """The usual case: threads end (and are joined) before the first flush."""
     ts = trace([proc, "threads", data_dir], include=[data_dir], check=False)
@@ -151,10 +145,6 @@ def test_exec_same_program_adds_suffix(proc, trace, data_dir, tmp_path):
     assert [f.end["reason"] for f in ts.files_of(ts.pid)] == ["exec", "exit"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: the image started by exec reports role 'main'; docs/trace-format.md lists role "
-    "'exec' for it (csrc/lifecycle.cc before_exec() finishes the file but leaves nothing, "
-    "e.g. IOTRACE_ROLE=exec/IOTRACE_PARENT_PID, for the next image's core_start)"))
 def test_exec_image_role(proc, trace, data_dir):
     ts = trace([proc, "exec", data_dir, proc], include=[data_dir])
     assert [f.header["role"] for f in ts.files_of(ts.pid)] == ["main", "exec"]

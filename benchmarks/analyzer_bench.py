@@ -17,6 +17,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -83,7 +84,9 @@ def generate_direct(events: int, procs: int, out: str) -> None:
                                   f'"args":{{"events":{per + 3},"reason":"exit"}}}}]\n'.encode()))
 
 
-def run_analyzer(traces: str, out: str, extra: list[str]) -> tuple[float, int, dict]:
+def run_analyzer(traces: str, out: str, extra: list[str]) -> tuple[float, float, int, dict]:
+    """(wall s, CPU s of the process tree, peak RSS bytes, summary)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.path.join(ROOT, "analyzer") + os.pathsep + env.get("PYTHONPATH", "")
     t0 = time.perf_counter()
@@ -99,10 +102,12 @@ def run_analyzer(traces: str, out: str, extra: list[str]) -> tuple[float, int, d
             pass
         time.sleep(0.02)
     wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if proc.returncode:
         raise SystemExit(f"iotrace-analyze failed with exit code {proc.returncode}")
     with open(os.path.join(out, "summary.json")) as f:
-        return wall, peak, json.load(f)
+        return wall, cpu, peak, json.load(f)
 
 
 def main() -> None:
@@ -119,6 +124,12 @@ def main() -> None:
           f"{psutil.virtual_memory().total / 2**30:.0f} GiB")
     base = args.keep or tempfile.mkdtemp(prefix="iotrace-bench-")
     try:
+        # warm-up on a tiny trace: compiles the numba scanner into its cache once per install
+        tiny = os.path.join(base, "warmup")
+        if not os.path.isdir(tiny):
+            os.makedirs(tiny)
+            generate_direct(1000, 1, tiny)
+        run_analyzer(tiny, os.path.join(base, "out-warmup"), [])
         for n in [int(float(x)) for x in args.events.split(",")]:
             procs = args.procs or min(64, max(16, n // 1_000_000 * 4))
             traces = os.path.join(base, f"traces-{n}")
@@ -132,13 +143,14 @@ def main() -> None:
                 print(f"generated {n:,} events in {time.perf_counter() - t:.1f} s")
             out = os.path.join(base, f"out-{n}")
             shutil.rmtree(out, ignore_errors=True)
-            wall, peak, S = run_analyzer(traces, out, args.analyzer_args.split())
+            load = os.getloadavg()[0]
+            wall, cpu, peak, S = run_analyzer(traces, out, args.analyzer_args.split())
             stored = S["input"]["stored_bytes"]
             print(f"{S['job']['events']:>12,} events  {S['input']['files']:>4} files  "
                   f"{stored / 2**20:8.1f} MiB stored  engine {S['input']['engine']:<5}  "
-                  f"{wall:6.2f} s to Parquet + summary  "
-                  f"{S['job']['events'] / wall / 1e6:5.2f} M events/s  peak RSS {peak / 2**30:5.2f} GiB",
-                  flush=True)
+                  f"{wall:6.2f} s to Parquet + summary  ({S['job']['events'] / wall / 1e6:4.2f} M events/s)  "
+                  f"CPU {cpu:6.2f} s  peak RSS {peak / 2**30:5.2f} GiB  "
+                  f"[load average before: {load:.1f}]", flush=True)
     finally:
         if not args.keep:
             shutil.rmtree(base, ignore_errors=True)

@@ -150,6 +150,11 @@ def finish_file(path: str, index: int, outs: list[ChunkOut], out_dir: str | None
                      bad_lines=sum(o.bad_lines for o in outs),
                      bad_examples=[e for o in outs for e in o.bad_examples][:3])
     res.missing_metadata = not is_iotrace and not hosts and ev.num_rows > 0
+    declared = proc.get("events_written")
+    seen = ev.num_rows + len(meta) + res.bad_lines - 1  # lines before iotrace_end
+    if isinstance(declared, int) and seen < declared:
+        res.damage.append(Damage(path, -1, "lost-events",
+                                 f"iotrace_end counts {declared} events, {seen} lines were read"))
     hashes: set = set()
     if ev.num_rows:
         hashes = {h for h in pc.unique(ev.column("fhash")).to_pylist() if h is not None}

@@ -18,7 +18,7 @@ def sample_lines(n=10, pid=7):
     lines = [process(pid), fh("/data/a", pid)]
     lines += [io("read", pid, 1000 * i, 10, path="/data/a", fd=3, size=4, offset=4 * i, ret=4)
               for i in range(n)]
-    lines.append(end(pid, len(lines) + 1))
+    lines.append(end(pid, len(lines)))
     return lines
 
 

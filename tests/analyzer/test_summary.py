@@ -36,7 +36,7 @@ def trace_a():
             io("read", p, 1036 * US, 2 * US, path="/data/a", fd=3, size=100, offset=8192, ret=100),
             io("close", p, 1050 * US, 1 * US, path="/data/a", fd=3, ret=0),
             span("load", "fetch", p, 1060 * US, 20 * US),
-            end(p, 10)]
+            end(p, 9)]
 
 
 def trace_b():
@@ -53,7 +53,7 @@ def trace_b():
             io("fread", p, 2320 * US, 4 * US, cat="stdio", path="/data/a", size=300, ret=3, bytes=300),
             io("stat", p, 2400 * US, 6 * US, path="/data/b", ret=0),
             io("lseek", p, 2500 * US, 1 * US, path="/data/a", fd=5, offset=-5, ret=-1, errno=22, flags=0),
-            end(p, 14)]
+            end(p, 13)]
 
 
 @pytest.fixture

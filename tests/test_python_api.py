@@ -464,6 +464,46 @@ def test_region_and_iter_exceptions(tmp_path):
         {"index": 0}, {"index": 1, "exception": "RuntimeError"}]
 
 
+REGION_REUSE_CODE = """
+    import time, iotrace
+
+    r = iotrace.region("ckpt", step=1)
+    try:
+        with r:
+            raise ValueError("first use fails")
+    except ValueError:
+        pass
+    with r:                      # second use succeeds
+        pass
+    with r:                      # the same object, re-entered (e.g. a recursive helper)
+        time.sleep(0.002)
+        with r:
+            pass
+"""
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: a region object used again keeps the 'exception' of an earlier failed use: "
+    "region.__exit__ writes it into self.args for good (expected: only the failing event "
+    "has args.exception)"))
+def test_region_reused_after_exception(tmp_path):
+    ts = run_py(REGION_REUSE_CODE, tmp_path)
+    assert [e["args"] for e in py_events(ts, name="ckpt")] == [
+        {"step": 1, "exception": "ValueError"}, {"step": 1}, {"step": 1}, {"step": 1}]
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "BUG: re-entering the same region object (nested `with r:`) loses the outer start: "
+    "region keeps one _t0 per object, the inner __enter__ overwrites it, so the outer event "
+    "starts when the inner one does (expected: outer [t0, t3] around inner [t1, t2])"))
+def test_region_reentered(tmp_path):
+    ts = run_py(REGION_REUSE_CODE, tmp_path)
+    inner, outer = py_events(ts, name="ckpt")[2:]
+    assert outer["dur"] >= 2000
+    assert span(outer)[0] < span(inner)[0]
+    assert_inside(inner, outer)
+
+
 # -- categories --------------------------------------------------------------------------------
 
 
@@ -809,13 +849,25 @@ def _importtime_us(module: str) -> int:
     raise AssertionError(f"no importtime line for {module}: {r.stderr[-500:]}")
 
 
+def _import_cpu_us() -> int:
+    code = ("import time; t = time.process_time_ns(); import iotrace; "
+            "print((time.process_time_ns() - t) // 1000)")
+    r = subprocess.run([PY, "-c", code], env=clean_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    return int(r.stdout.strip())
+
+
 def test_import_time():
-    """Tolerant: the 20 ms budget is a benchmark's business; this catches gross regressions."""
-    samples = [_importtime_us("iotrace") for _ in range(7)]
-    med = statistics.median(samples) / 1000
-    print(f"import iotrace: median {med:.1f} ms (cumulative, -X importtime), "
-          f"samples {[round(s / 1000, 1) for s in samples]}")
-    assert med < 100
+    """Tolerant: the 20 ms budget is a benchmark's business; this catches gross regressions.
+    Asserted on CPU time (not inflated when other tests load the machine); the wall time of
+    `-X importtime` is printed alongside."""
+    wall = [_importtime_us("iotrace") for _ in range(5)]
+    cpu = [_import_cpu_us() for _ in range(5)]
+    print(f"import iotrace: median wall {statistics.median(wall) / 1000:.1f} ms "
+          f"(-X importtime, cumulative), median CPU {statistics.median(cpu) / 1000:.1f} ms; "
+          f"wall {[round(w / 1000, 1) for w in wall]} cpu {[round(c / 1000, 1) for c in cpu]}")
+    assert statistics.median(cpu) < 100_000
 
 
 @pytest.mark.xfail(strict=True, reason=(

@@ -1,0 +1,186 @@
+"""IOTRACE_SAMPLE_MS: a daemon thread writes counter events named "process" (cpu_percent,
+rss_bytes, open_files, and read_bytes/write_bytes where /proc/<pid>/io is readable).
+
+The program goes through phases marked by instant events; the samples of each phase are
+checked against what the phase did: busy loop (CPU), sleep (no CPU), 5 more open files,
+200 MiB more resident memory.  A sample measured just before a phase change can be recorded
+just after its instant (the sampler measures, then waits for the GIL, then records), so a
+phase's samples are those whose window (previous sample, this sample] lies in the phase.
+"""
+from __future__ import annotations
+
+import statistics
+
+import pytest
+
+from pytrace_helpers import metadata, ns, py_events, run_py
+
+PERIOD_MS = 50
+BASE_KEYS = {"cpu_percent", "rss_bytes", "open_files"}
+IO_KEYS = {"read_bytes", "write_bytes"}
+
+PHASES_CODE = """
+    import json, os, sys, threading, time, iotrace
+
+    iotrace.flush()                      # the trace file is open from now on: fds stay put
+    def busy(sec):
+        end = time.perf_counter() + sec
+        while time.perf_counter() < end:
+            pass
+
+    iotrace.instant("busy")
+    busy(0.8)
+    iotrace.instant("idle")
+    time.sleep(0.5)
+    iotrace.instant("files")
+    fs = [open(os.devnull) for _ in range(5)]
+    iotrace.instant("files_open")        # after the 5 opens: later samples see 5 more fds
+    time.sleep(0.4)
+    iotrace.instant("memory")
+    big = bytearray(b"\\x01") * (200 << 20)
+    iotrace.instant("memory_held")
+    time.sleep(0.4)
+    iotrace.instant("end")
+    sampler = [t for t in threading.enumerate() if t.name == "iotrace-sampler"]
+    print(json.dumps({"pid": os.getpid(), "psutil": "psutil" in sys.modules,
+                      "sampler_tid": sampler[0].native_id if sampler else None}))
+"""
+
+
+def _marks(ts):
+    return {e["name"]: ns(e["ts"]) for e in py_events(ts, ph="i")}
+
+
+def _between(samples, lo, hi):
+    return [e for e in samples if lo <= ns(e["ts"]) <= hi]
+
+
+def _check_samples(ts, pid):
+    samples = [e for e in py_events(ts, pid=pid, ph="C") if e["name"] == "process"]
+    assert samples, "no process counters"
+    for e in samples:
+        assert set(e["args"]) in (BASE_KEYS, BASE_KEYS | IO_KEYS), e["args"]
+        assert e["pid"] == pid and "cat" not in e and "dur" not in e
+        assert e["args"]["rss_bytes"] > 5 << 20 and e["args"]["open_files"] >= 3
+        assert 0 <= e["args"]["cpu_percent"] <= 100 * 64
+    times = sorted(ns(e["ts"]) for e in samples)
+    gaps = [b - a for a, b in zip(times, times[1:])]
+    # one sampler, one sample per period (never two samplers: gaps would halve)
+    assert min(gaps) >= (PERIOD_MS - 5) * 1_000_000, gaps
+    return samples
+
+
+def _windows(samples, lo, hi):
+    """Samples whose whole measuring window (previous sample, this sample] lies in [lo, hi]:
+    measured in that phase for sure, however late the sampler thread was scheduled."""
+    times = sorted((ns(e["ts"]), i) for i, e in enumerate(samples))
+    out = []
+    for (t0, _), (t1, i) in zip(times, times[1:]):
+        if lo <= t0 and t1 <= hi:
+            out.append(samples[i])
+    return out
+
+
+def _check_phases(ts, samples):
+    m = _marks(ts)
+    span_ms = (m["end"] - m["busy"]) / 1e6
+    inside = _between(samples, m["busy"], m["end"])
+    assert len(inside) <= span_ms / PERIOD_MS + 1
+    assert len(inside) >= 10, (len(inside), span_ms)      # ~36 when the machine is quiet
+    busy = _windows(samples, m["busy"], m["idle"])
+    idle = _windows(samples, m["idle"], m["files"])
+    assert len(busy) >= 2 and len(idle) >= 2
+    cpu_busy = [e["args"]["cpu_percent"] for e in busy]
+    cpu_idle = [e["args"]["cpu_percent"] for e in idle]
+    print(f"cpu_percent busy {cpu_busy} idle {cpu_idle}")
+    # a busy loop: ~100 % of a core on a quiet machine, less on a loaded one; sleeping: ~0.
+    # CPU time comes in 10 ms ticks: one tick in a 50 ms window reads as ~20 %
+    busy_mean, idle_mean = statistics.mean(cpu_busy), statistics.mean(cpu_idle)
+    assert idle_mean <= 10 and max(cpu_idle) <= 25, cpu_idle
+    assert busy_mean >= idle_mean + 10, (cpu_busy, cpu_idle)
+    # exactly 5 more open files once they are open, as many as before until then
+    before = {e["args"]["open_files"] for e in _windows(samples, m["busy"], m["files"])}
+    after = {e["args"]["open_files"] for e in _windows(samples, m["files_open"], m["end"])}
+    assert len(before) == 1 and after == {before.pop() + 5}, (before, after)
+    # 200 MiB more resident once allocated
+    rss_before = [e["args"]["rss_bytes"] for e in _windows(samples, m["files_open"], m["memory"])]
+    rss_after = [e["args"]["rss_bytes"] for e in _windows(samples, m["memory_held"], m["end"])]
+    assert rss_before and rss_after
+    assert min(rss_after) - max(rss_before) >= 190 << 20, (rss_before, rss_after)
+
+
+def test_sampler_counters_follow_the_program(tmp_path):
+    ts = run_py(PHASES_CODE, tmp_path, env={"IOTRACE_SAMPLE_MS": str(PERIOD_MS)})
+    pid = ts.pid
+    assert ts.out["psutil"] is True
+    samples = _check_samples(ts, pid)
+    _check_phases(ts, samples)
+    # all on the sampler thread, which is named
+    tid = ts.out["sampler_tid"]
+    assert {e["tid"] for e in samples} == {tid} and tid != pid
+    names = [r["args"]["name"] for r in metadata(ts, "thread_name", pid) if r["tid"] == tid]
+    assert names[-1] == "iotrace-sampler"
+
+
+def test_sampler_under_preload_one_file_one_sampler(tmp_path):
+    ts = run_py(PHASES_CODE, tmp_path, mode="preload", env={"IOTRACE_SAMPLE_MS": str(PERIOD_MS)},
+                include=[tmp_path / "none"])
+    pid = ts.pid
+    assert len(ts.files_of(pid)) == 1
+    _check_phases(ts, _check_samples(ts, pid))
+
+
+def test_sampler_via_init(tmp_path):
+    ts = run_py("""
+        import json, os, sys, time, iotrace
+        assert not iotrace.active()
+        ok = iotrace.init(dir=sys.argv[1], sample_ms=50)
+        iotrace.instant("start")
+        time.sleep(0.5)
+        iotrace.instant("end")
+        print(json.dumps({"pid": os.getpid(), "ok": ok}))
+    """, tmp_path, mode="off", args=[tmp_path / "trace"])
+    assert ts.out["ok"] is True
+    samples = _check_samples(ts, ts.pid)
+    m = _marks(ts)
+    assert 6 <= len(_between(samples, m["start"], m["end"])) <= 11
+
+
+@pytest.mark.parametrize("env", [{}, {"IOTRACE_SAMPLE_MS": "0"}], ids=["unset", "zero"])
+def test_no_sampler_unless_asked(tmp_path, env):
+    ts = run_py("""
+        import json, os, sys, threading, time, iotrace
+        time.sleep(0.3)
+        print(json.dumps({"pid": os.getpid(), "psutil": "psutil" in sys.modules,
+                          "threads": sorted(t.name for t in threading.enumerate())}))
+    """, tmp_path, env=env)
+    assert ts.out["psutil"] is False and ts.out["threads"] == ["MainThread"]
+    assert [e for e in py_events(ts, ph="C")] == []
+    assert [f.pid for f in ts.files] == [ts.pid]
+
+
+def test_sampler_restarts_in_fork_child(tmp_path):
+    ts = run_py("""
+        import json, os, sys, threading, time, iotrace
+        time.sleep(0.2)
+        pid = os.fork()
+        if pid == 0:
+            iotrace.instant("child_start")
+            time.sleep(0.5)
+            iotrace.instant("child_end")
+            tid = [t.native_id for t in threading.enumerate() if t.name == "iotrace-sampler"]
+            print(json.dumps({"child_sampler": tid}), flush=True)
+            sys.exit(0)
+        os.waitpid(pid, 0)
+        print(json.dumps({"pid": os.getpid(), "child": pid}))
+    """, tmp_path, env={"IOTRACE_SAMPLE_MS": str(PERIOD_MS)})
+    parent, child = ts.out["pid"], ts.out["child"]
+    assert ts.pids == [parent, child]
+    child_samples = _check_samples(ts, child)
+    parent_samples = _check_samples(ts, parent)
+    m = _marks(ts)
+    assert 6 <= len(_between(child_samples, m["child_start"], m["child_end"])) <= 11
+    # the child's own sampler thread, a new tid; the parent kept sampling meanwhile
+    (child_tid,) = {e["tid"] for e in child_samples}
+    assert child_tid not in {e["tid"] for e in parent_samples} and child_tid != child
+    assert len(_between(parent_samples, m["child_start"], m["child_end"])) >= 6

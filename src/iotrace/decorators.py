@@ -6,10 +6,9 @@ record.
 """
 from __future__ import annotations
 
-import asyncio
 import functools
-import inspect
 import itertools
+import sys
 import weakref
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -20,10 +19,23 @@ __all__ = ["trace", "region", "iter", "instant", "counter"]
 _builtin_iter = iter
 
 
+# asyncio and inspect cost more to import than all of iotrace: neither is imported here. A
+# coroutine or generator function is told by its code flags, and an asyncio task can only be
+# running if the program imported asyncio itself.
+_CO_GENERATOR, _CO_COROUTINE = 0x20, 0x80
+
+
+def _code_flags(fn: Callable) -> int:
+    code = getattr(fn, "__code__", None)
+    return code.co_flags if code is not None else 0
+
+
 def _argspec(fn: Callable, names: Sequence[str] | None) -> tuple:
     """(position, name) pairs for the arguments to record; position -1: keyword-only."""
     if not names:
         return ()
+    import inspect
+
     try:
         params = list(inspect.signature(fn).parameters.values())
     except (TypeError, ValueError):
@@ -39,15 +51,22 @@ def _argspec(fn: Callable, names: Sequence[str] | None) -> tuple:
 
 # asyncio tasks run interleaved on one thread; each gets a track (a virtual tid) of its own so
 # that its spans nest correctly.
-_task_tids: "weakref.WeakKeyDictionary[asyncio.Task, int]" = weakref.WeakKeyDictionary()
+_task_tids: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
 _next_task_tid = itertools.count(1 << 26)
 
 
-def _task_tid() -> int:
+def _current_task():
+    asyncio = sys.modules.get("asyncio")
+    if asyncio is None:
+        return None
     try:
-        task = asyncio.current_task()
-    except RuntimeError:
-        return 0
+        return asyncio.current_task()
+    except RuntimeError:  # no running loop
+        return None
+
+
+def _task_tid() -> int:
+    task = _current_task()
     if task is None:
         return 0
     tid = _task_tids.get(task)
@@ -58,6 +77,8 @@ def _task_tid() -> int:
 
 
 def _wrap_coroutine(fn: Callable, name: str, cat: str, spec: tuple) -> Callable:
+    import inspect
+
     sig = inspect.signature(fn) if spec else None
 
     @functools.wraps(fn)
@@ -88,9 +109,10 @@ def _wrap(fn: Callable, name: str | None, cat: str, args: Sequence[str] | None) 
         return classmethod(_wrap(fn.__func__, name, cat, args))
     name = name or getattr(fn, "__qualname__", None) or getattr(fn, "__name__", repr(fn))
     spec = _argspec(fn, args)
-    if inspect.iscoroutinefunction(fn):
+    flags = _code_flags(fn)
+    if flags & _CO_COROUTINE:
         return _wrap_coroutine(fn, name, cat, spec)
-    if inspect.isgeneratorfunction(fn):
+    if flags & _CO_GENERATOR:
         @functools.wraps(fn)
         def generator(*a: Any, **k: Any) -> Iterator:
             return _core.TracedIter(fn(*a, **k), name, cat)
@@ -132,18 +154,11 @@ class region:
         t1 = _core.now_ns()
         if et is not None:
             self.args["exception"] = et.__name__
-        _core.complete(self.name, self.cat, self._t0, t1 - self._t0, self.args, _task_tid() if _in_task() else 0)
+        _core.complete(self.name, self.cat, self._t0, t1 - self._t0, self.args, _task_tid())
         return False
 
     def __call__(self, fn: Callable) -> Any:  # also a decorator: @region("load")
         return trace(fn, name=self.name, cat=self.cat)
-
-
-def _in_task() -> bool:
-    try:
-        return asyncio.current_task() is not None
-    except RuntimeError:
-        return False
 
 
 def iter(iterable: Iterable, name: str = "iter", cat: str = "python") -> Iterator:

@@ -1,0 +1,100 @@
+"""Cost of Python tracing: ns per @trace call (enabled and disabled), `import iotrace` time,
+and the example training pipeline traced vs untraced.
+
+Each figure is a median over repeated runs in fresh subprocesses; traced and untraced runs
+alternate so that drift on a shared machine hits both. Usage:
+    python benchmarks/python_overhead.py [--calls 1000000] [--repeats 7] [--pipeline-pairs 5]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(HERE)
+
+CALLS = r"""
+import sys, time, iotrace
+n = int(sys.argv[1])
+def plain(x): return x
+@iotrace.trace
+def traced(x): return x
+@iotrace.trace(args=["x"])
+def traced_args(x): return x
+def loop(f):
+    t = time.perf_counter_ns()
+    for i in range(n): f(i)
+    return time.perf_counter_ns() - t
+loop(plain); loop(traced)           # warm up
+base = min(loop(plain) for _ in range(3))
+print((min(loop(traced) for _ in range(3)) - base) / n,
+      (min(loop(traced_args) for _ in range(3)) - base) / n)
+"""
+
+
+def clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
+    env.update(extra)
+    return env
+
+
+def per_call(calls: int, env: dict) -> tuple[float, float]:
+    out = subprocess.run([sys.executable, "-c", CALLS, str(calls)], env=env, check=True,
+                         capture_output=True, text=True).stdout.split()
+    return float(out[0]), float(out[1])
+
+
+def import_ms(repeats: int) -> float:
+    """Cumulative time of `import iotrace` as CPython's -X importtime reports it (median)."""
+    def run() -> float:
+        err = subprocess.run([sys.executable, "-X", "importtime", "-c", "import iotrace"],
+                             env=clean_env(), check=True, capture_output=True, text=True).stderr
+        line = next(l for l in err.splitlines() if l.rstrip().endswith("| iotrace"))
+        return int(line.split("|")[1]) / 1000
+    return statistics.median(run() for _ in range(repeats))
+
+
+def pipeline(pairs: int, tmp: str) -> tuple[float, float]:
+    script = os.path.join(ROOT, "examples", "train_pipeline.py")
+    data = os.path.join(tmp, "data")
+    args = [script, "--data", data, "--samples", "2048", "--epochs", "3"]
+    subprocess.run([sys.executable, *args], env=clean_env(), check=True, capture_output=True)  # dataset
+    plain, traced = [], []
+    for i in range(pairs):
+        t = time.perf_counter()
+        subprocess.run([sys.executable, *args], env=clean_env(), check=True, capture_output=True)
+        plain.append(time.perf_counter() - t)
+        t = time.perf_counter()
+        subprocess.run([sys.executable, "-m", "iotrace", "run", "-o", os.path.join(tmp, f"t{i}"), "--",
+                        sys.executable, *args], env=clean_env(), check=True, capture_output=True)
+        traced.append(time.perf_counter() - t)
+    return statistics.median(plain), statistics.median(traced)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--calls", type=int, default=1_000_000)
+    ap.add_argument("--repeats", type=int, default=7)
+    ap.add_argument("--pipeline-pairs", type=int, default=5, help="0 skips the pipeline figure")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        on = [per_call(args.calls, clean_env(IOTRACE_ENABLE="1", IOTRACE_DIR=tmp)) for _ in range(args.repeats)]
+        off = [per_call(args.calls, clean_env()) for _ in range(args.repeats)]
+        print(f"@trace enabled:   {statistics.median(a for a, _ in on):6.1f} ns per call "
+              f"(with one recorded argument: {statistics.median(b for _, b in on):.1f})   target <= 300")
+        print(f"@trace disabled:  {statistics.median(a for a, _ in off):6.1f} ns per call   target <= 30")
+        print(f"import iotrace:   {import_ms(args.repeats):6.1f} ms   target < 20")
+        if args.pipeline_pairs:
+            plain, traced = pipeline(args.pipeline_pairs, tmp)
+            print(f"example pipeline: {plain:.2f} s untraced, {traced:.2f} s traced (iotrace run): "
+                  f"{100 * (traced - plain) / plain:+.1f} %   target <= 3 %")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -89,7 +89,7 @@ def _check_phases(ts, samples):
     assert len(inside) >= 10, (len(inside), span_ms)      # ~36 when the machine is quiet
     busy = _windows(samples, m["busy"], m["idle"])
     idle = _windows(samples, m["idle"], m["files"])
-    assert len(busy) >= 2 and len(idle) >= 2
+    assert len(busy) >= 1 and len(idle) >= 1      # ~16 and ~10 on a quiet machine
     cpu_busy = [e["args"]["cpu_percent"] for e in busy]
     cpu_idle = [e["args"]["cpu_percent"] for e in idle]
     print(f"cpu_percent busy {cpu_busy} idle {cpu_idle}")

@@ -146,14 +146,6 @@ BUG_SPAWN_ROLE = (
     "multiprocessing.util.register_after_fork, but SpawnProcess._after_fork is a no-op in "
     "CPython (the after-fork registry runs only for fork/forkserver children), contrary to "
     "the comment in workers.install()")
-BUG_VFORK_EXEC = (
-    "BUG (LD_PRELOAD): the main process's trace is split into several files: multiprocessing "
-    "spawn/forkserver start the resource tracker, forkserver and spawn workers with "
-    "_posixsubprocess (vfork + exec); the exec hook runs in the vfork child, which shares the "
-    "parent's memory, and finish_file('exec') closes the *parent's* file (reason 'exec', "
-    "header ppid = the parent itself); the parent then opens <name>-<pid>-1, -2, ... Same with "
-    "subprocess.run. Expected: one file for the main pid, ending 'exit'")
-
 POOL_CASES = [
     pytest.param("fork", "preload", id="fork-preload"),
     pytest.param("spawn", "preload", id="spawn-preload"),
@@ -224,12 +216,14 @@ def test_pool_worker_role(tmp_path_factory, method, mode):
 @pytest.mark.parametrize("method,mode", [
     pytest.param("fork", "preload", id="fork-preload"),
     pytest.param("spawn", "enable", id="spawn-enable"),
-    pytest.param("spawn", "preload", id="spawn-preload",
-                 marks=pytest.mark.xfail(strict=True, reason=BUG_VFORK_EXEC)),
-    pytest.param("forkserver", "preload", id="forkserver-preload",
-                 marks=pytest.mark.xfail(strict=True, reason=BUG_VFORK_EXEC)),
+    pytest.param("spawn", "preload", id="spawn-preload"),
+    pytest.param("forkserver", "preload", id="forkserver-preload"),
 ])
 def test_pool_main_process_one_file(tmp_path_factory, method, mode):
+    """spawn/forkserver start the resource tracker, the forkserver and spawn workers with
+    _posixsubprocess (vfork + exec). The exec hook runs in the vfork child, which shares the
+    parent's memory: it must not close the parent's file (it once did: reason 'exec', and the
+    parent went on in <name>-<pid>-1, -2, ...)."""
     ts = pool_run(tmp_path_factory, method, mode)
     main = ts.out["pid"]
     fs = ts.files_of(main)
@@ -238,8 +232,8 @@ def test_pool_main_process_one_file(tmp_path_factory, method, mode):
     assert h["role"] == "main" and "parent_pid" not in h
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_VFORK_EXEC)
 def test_subprocess_run_keeps_parent_in_one_file_preload(tmp_path):
+    """subprocess.run: vfork + exec, as in test_pool_main_process_one_file."""
     ts = run_py("""
         import json, os, subprocess
         subprocess.run(["/bin/true"], check=True)

@@ -19,7 +19,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.json as pajson
 
-from . import scan
+try:
+    from . import scan
+except ImportError:  # no numba: everything goes through the general path (slower)
+    scan = None
 
 INT_ARGS = ("fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
 STR_ARGS = ("fhash", "fhash2")
@@ -224,6 +227,8 @@ def parse_block(text: bytes, length: int | None = None) -> Parsed:
     copy of the block); else the padding is added here."""
     if length is None:
         length, text = len(text), text + PADDING
+    if scan is None:
+        return _parse_general(text[:length])
     buf = np.frombuffer(text, dtype=np.uint8)
     sc = scan.scan(buf[:length])
     tables = [_table(_fast(buf, sc))]
@@ -235,6 +240,21 @@ def parse_block(text: bytes, length: int | None = None) -> Parsed:
         if cols is not None:
             tables.append(_table(cols))
     events = pa.concat_tables(tables) if len(tables) > 1 else tables[0]
+    return Parsed(events, meta, bad, examples)
+
+
+def _parse_general(text: bytes) -> Parsed:
+    lines = []
+    for ln in text.split(b"\n"):
+        ln = ln.strip()
+        if ln.endswith((b",", b"]")):
+            ln = ln[:-1].rstrip()
+        if ln.startswith(b"["):
+            ln = ln[1:]
+        if ln:
+            lines.append(ln)
+    cols, meta, bad, examples = _general(lines)
+    events = _table(cols) if cols is not None else _table(_rows_to_columns([]))
     return Parsed(events, meta, bad, examples)
 
 

@@ -198,3 +198,16 @@ def test_same_figures_on_dask(tmp_path):
     assert dask["input"]["chunks"] > 2
     for k in ("job", "time", "calls", "files", "categories", "access", "timeline", "metadata_calls"):
         assert dask[k] == local[k], k
+
+
+def test_general_parser_gives_the_same_figures(tmp_path, monkeypatch):
+    """The numba scanner and the general JSON path agree on every figure."""
+    from iotrace_analyzer import parse
+
+    write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a())
+    write_trace(tmp_path / "tr" / "b-node1-200.pfw.zst", trace_b())
+    fast, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    monkeypatch.setattr(parse, "scan", None)
+    slow, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    for k in ("job", "time", "calls", "files", "categories", "access", "timeline", "metadata_calls"):
+        assert slow[k] == fast[k], k

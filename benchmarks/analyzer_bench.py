@@ -81,7 +81,7 @@ def generate_direct(events: int, procs: int, out: str) -> None:
                                      f'"fd":3,"offset":{i % 4096},"ret":{i % 4096},"flags":0}}}},\n')
                 f.write(cctx.compress("".join(lines).encode()))
             f.write(cctx.compress(f'{{"ph":"M","name":"iotrace_end","pid":{pid},"tid":{pid},'
-                                  f'"args":{{"events":{per + 3},"reason":"exit"}}}}]\n'.encode()))
+                                  f'"args":{{"events":{per + 2},"reason":"exit"}}}}]\n'.encode()))
 
 
 def run_analyzer(traces: str, out: str, extra: list[str]) -> tuple[float, float, int, dict]:

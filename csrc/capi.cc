@@ -118,6 +118,7 @@ IOT_API void iotrace_flush(void) {
 }
 
 IOT_API void iotrace_finalize(void) { before_exit_now("finalize"); }
+IOT_API void iotrace_finalize_as(const char* reason) { before_exit_now(reason); }
 
 IOT_API const char* iotrace_trace_path(void) { return trace_path(); }
 

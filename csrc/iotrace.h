@@ -43,6 +43,8 @@ void iotrace_set_process_info(const char* role, int64_t parent_pid);
 void iotrace_flush(void);
 /* Finish the trace file (end marker, `]`); events after it are dropped. */
 void iotrace_finalize(void);
+/* The same, naming why in the end marker (e.g. "_exit"). */
+void iotrace_finalize_as(const char* reason);
 /* Path of the trace file of this process ("" before the first flush). */
 const char* iotrace_trace_path(void);
 /* Events recorded, written, dropped so far in this process. */

@@ -207,14 +207,6 @@ def test_generator_one_event_per_step(tmp_path):
         {"index": 0}, {"index": 1, "exception": "KeyError"}]
 
 
-ITER_BUG = (
-    "BUG: a TracedIter step (generator step via next(), iotrace.iter item) does not cover the "
-    "wait for the item: _core.cpp ti_next calls ti_record(t, iotrace_now_ns(), next(t->it)) "
-    "and C++ leaves argument evaluation order unspecified - GCC calls next() first, so t0 is "
-    "read after the item was produced and dur is ~0 (send()/throw() read t0 first and are right)")
-
-
-@pytest.mark.xfail(strict=True, reason=ITER_BUG)
 def test_generator_step_interval_covers_the_step(tmp_path):
     ts = run_py(GEN_CODE, tmp_path)
     gen = sorted(py_events(ts, name="gen"), key=lambda e: e["ts"])
@@ -226,7 +218,6 @@ def test_generator_step_interval_covers_the_step(tmp_path):
         assert_inside(c, step)             # and the child() it calls
 
 
-@pytest.mark.xfail(strict=True, reason=ITER_BUG)
 def test_iter_event_is_the_wait_for_the_item(tmp_path):
     ts = run_py("""
         import time, iotrace
@@ -253,10 +244,6 @@ def test_iter_event_is_the_wait_for_the_item(tmp_path):
             assert span(body[i - 1])[1] <= span(f)[0]     # after the previous body
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: @trace(args=[...]) on a generator function drops the chosen arguments: "
-    "decorators._wrap's generator branch builds TracedIter(fn(*a, **k), name, cat) and never "
-    "uses `spec`; each step event should carry args {'n': ..., 'index': i}"))
 def test_generator_records_chosen_args(tmp_path):
     ts = run_py("""
         import iotrace
@@ -340,11 +327,6 @@ def test_coroutines_one_event_per_call_on_task_tracks(tmp_path):
     assert names[b["tid"]] == [f"asyncio {ts.out['main_task']}"]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: inside an asyncio task, a synchronous @trace function (TracedFunction, C) and "
-    "iotrace.iter always record on the OS thread (tid 0), while region() and traced "
-    "coroutines record on the task's virtual tid: a sync child of a traced coroutine is not "
-    "on its parent's track (expected: same tid as the coroutine that called it)"))
 def test_sync_children_of_a_coroutine_on_its_track(tmp_path):
     ts = run_py("""
         import asyncio, iotrace
@@ -482,20 +464,12 @@ REGION_REUSE_CODE = """
 """
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: a region object used again keeps the 'exception' of an earlier failed use: "
-    "region.__exit__ writes it into self.args for good (expected: only the failing event "
-    "has args.exception)"))
 def test_region_reused_after_exception(tmp_path):
     ts = run_py(REGION_REUSE_CODE, tmp_path)
     assert [e["args"] for e in py_events(ts, name="ckpt")] == [
         {"step": 1, "exception": "ValueError"}, {"step": 1}, {"step": 1}, {"step": 1}]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "BUG: re-entering the same region object (nested `with r:`) loses the outer start: "
-    "region keeps one _t0 per object, the inner __enter__ overwrites it, so the outer event "
-    "starts when the inner one does (expected: outer [t0, t3] around inner [t1, t2])"))
 def test_region_reentered(tmp_path):
     ts = run_py(REGION_REUSE_CODE, tmp_path)
     inner, outer = py_events(ts, name="ckpt")[2:]
@@ -679,7 +653,7 @@ THREADS_CODE = """
         for i in range(10):
             outer(t, i)
         if sys.argv[1] == "flush":
-            iotrace.flush()            # drained while the thread lives (see the xfail below)
+            iotrace.flush()            # drained while the thread lives
 
     ths = [threading.Thread(target=work, args=(t,), name=f"loader-{t}") for t in range(8)]
     for th in ths: th.start()

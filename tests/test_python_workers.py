@@ -44,14 +44,6 @@ FORK_CODE = """
     print(json.dumps({"pid": os.getpid(), "child": pid, "status": status}))
 """
 
-BUG_OS_EXIT = (
-    "BUG: Python-only tracing (IOTRACE_ENABLE=1, no LD_PRELOAD) loses the whole trace of a "
-    "process that ends in os._exit: only the preloaded interposer wraps _exit "
-    "(interpose_process.cc); when libiotrace.so is loaded by iotrace._core, os._exit goes "
-    "straight to libc, no file is written (not even the header). multiprocessing fork and "
-    "forkserver workers always end in os._exit, so their traces vanish too (unless a periodic "
-    "flush or a SIGTERM from Pool.terminate comes first). Expected: a closed file, reason "
-    "'_exit' (e.g. the Python layer wrapping os._exit to finalize first)")
 
 
 def _check_fork(ts, reason):
@@ -89,7 +81,6 @@ def test_fork_child_sys_exit_enable(tmp_path):
     _check_fork(run_py(FORK_CODE, tmp_path, args=["sys.exit"]), "exit")
 
 
-@pytest.mark.xfail(strict=True, reason=BUG_OS_EXIT)
 def test_fork_child_os_exit_enable(tmp_path):
     _check_fork(run_py(FORK_CODE, tmp_path, args=["_exit"]), "_exit")
 
@@ -140,21 +131,13 @@ def pool_run(tmp_path_factory, method, mode):
     return _POOL_RUNS[key]
 
 
-BUG_SPAWN_ROLE = (
-    "BUG: spawn workers that import iotrace keep role 'spawn' (from the core's command-line "
-    "detection), never 'worker': workers.py registers _mark_worker with "
-    "multiprocessing.util.register_after_fork, but SpawnProcess._after_fork is a no-op in "
-    "CPython (the after-fork registry runs only for fork/forkserver children), contrary to "
-    "the comment in workers.install()")
 POOL_CASES = [
     pytest.param("fork", "preload", id="fork-preload"),
     pytest.param("spawn", "preload", id="spawn-preload"),
     pytest.param("forkserver", "preload", id="forkserver-preload"),
-    pytest.param("fork", "enable", id="fork-enable",
-                 marks=pytest.mark.xfail(strict=True, reason=BUG_OS_EXIT)),
+    pytest.param("fork", "enable", id="fork-enable"),
     pytest.param("spawn", "enable", id="spawn-enable"),
-    pytest.param("forkserver", "enable", id="forkserver-enable",
-                 marks=pytest.mark.xfail(strict=True, reason=BUG_OS_EXIT)),
+    pytest.param("forkserver", "enable", id="forkserver-enable"),
 ]
 
 
@@ -201,10 +184,8 @@ def test_pool_one_trace_per_worker_with_every_event(tmp_path_factory, method, mo
 @pytest.mark.parametrize("method,mode", [
     pytest.param("fork", "preload", id="fork-preload"),
     pytest.param("forkserver", "preload", id="forkserver-preload"),
-    pytest.param("spawn", "preload", id="spawn-preload",
-                 marks=pytest.mark.xfail(strict=True, reason=BUG_SPAWN_ROLE)),
-    pytest.param("spawn", "enable", id="spawn-enable",
-                 marks=pytest.mark.xfail(strict=True, reason=BUG_SPAWN_ROLE)),
+    pytest.param("spawn", "preload", id="spawn-preload"),
+    pytest.param("spawn", "enable", id="spawn-enable"),
 ])
 def test_pool_worker_role(tmp_path_factory, method, mode):
     ts = pool_run(tmp_path_factory, method, mode)

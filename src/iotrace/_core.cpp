@@ -140,6 +140,25 @@ struct ArgBuf {
   }
 };
 
+// --- asyncio tasks: the track (virtual tid) of the running task --------------------------------
+// The coroutine wrapper (decorators.py) keeps the task's tid in a ContextVar; asyncio runs each
+// step of a task in the task's context, so reading it tells which task a call belongs to.
+// Programs that never run a traced coroutine never pay for the lookup.
+PyObject* g_task_var = nullptr;
+
+inline int32_t current_tid() {
+  if (!g_task_var) return 0;
+  PyObject* v = nullptr;
+  if (PyContextVar_Get(g_task_var, nullptr, &v) < 0) {
+    PyErr_Clear();
+    return 0;
+  }
+  if (!v) return 0;
+  long tid = PyLong_Check(v) ? PyLong_AsLong(v) : 0;
+  Py_DECREF(v);
+  return int32_t(tid);
+}
+
 // --- TracedFunction ---------------------------------------------------------------------------
 
 struct TracedFunction {
@@ -182,8 +201,9 @@ PyObject* tf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
   int64_t t0 = iotrace_now_ns();
   PyObject* r = PyObject_Vectorcall(t->func, args, nargsf, kwnames);
   int64_t t1 = iotrace_now_ns();
+  int32_t tid = current_tid();
   if (!t->argspec && r) {
-    iotrace_complete(t->name, t->cat->name, t0, t1 - t0, nullptr, 0);
+    iotrace_complete_on(tid, t->name, t->cat->name, t0, t1 - t0, nullptr, 0);
     return r;
   }
   ArgBuf b;
@@ -194,7 +214,7 @@ PyObject* tf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, Py
     if (!r) PyErr_Restore(et, ev, tb);
   }
   if (!r) b.exception();
-  iotrace_complete(t->name, t->cat->name, t0, t1 - t0, b.p, b.n);
+  iotrace_complete_on(tid, t->name, t->cat->name, t0, t1 - t0, b.p, b.n);
   return r;
 }
 
@@ -269,6 +289,7 @@ PyTypeObject TracedFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 struct TracedIter {
   PyObject_HEAD
   PyObject* it;
+  PyObject* fixed;  // bytes: JSON body of the arguments every item event carries, or NULL
   iotrace_str_t name;
   Category* cat;
   long long index;
@@ -280,10 +301,11 @@ PyObject* ti_record(TracedIter* t, int64_t t0, PyObject* item) {
     return item;  // the end is not an item
   ArgBuf b;
   char tmp[32];
+  if (t->fixed) b.raw(PyBytes_AS_STRING(t->fixed), size_t(PyBytes_GET_SIZE(t->fixed)));
   b.key("index", 5);
   b.raw(tmp, size_t(snprintf(tmp, sizeof tmp, "%lld", t->index++)));
   if (!item) b.exception();
-  iotrace_complete(t->name, t->cat->name, t0, t1 - t0, b.p, b.n);
+  iotrace_complete_on(current_tid(), t->name, t->cat->name, t0, t1 - t0, b.p, b.n);
   return item;
 }
 
@@ -295,7 +317,9 @@ PyObject* ti_next(PyObject* self) {
     return nullptr;
   }
   if (!t->cat->on || !iotrace_active()) return next(t->it);
-  return ti_record(t, iotrace_now_ns(), next(t->it));
+  int64_t t0 = iotrace_now_ns();  // before the wait: argument order is unspecified in C++
+  PyObject* item = next(t->it);
+  return ti_record(t, t0, item);
 }
 
 // Generator protocol: send/throw/close pass through (send and throw are steps too).
@@ -326,10 +350,11 @@ PyObject* ti_self(PyObject* self) {
   return self;
 }
 PyObject* ti_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
-  static const char* kwlist[] = {"iterable", "name", "cat", nullptr};
-  PyObject* src;
+  static const char* kwlist[] = {"iterable", "name", "cat", "args", nullptr};
+  PyObject *src, *fixed = Py_None;
   const char *name, *cat;
-  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss", const_cast<char**>(kwlist), &src, &name, &cat))
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "Oss|O", const_cast<char**>(kwlist), &src, &name, &cat,
+                                   &fixed))
     return nullptr;
   PyObject* it = PyObject_GetIter(src);
   if (!it) return nullptr;
@@ -339,6 +364,12 @@ PyObject* ti_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
     return nullptr;
   }
   t->it = it;
+  t->fixed = nullptr;
+  if (fixed != Py_None && PyDict_Check(fixed) && PyDict_Size(fixed) > 0) {
+    ArgBuf b;
+    b.dict(fixed);
+    t->fixed = PyBytes_FromStringAndSize(b.p, b.n);
+  }
   t->name = iotrace_intern(name, uint32_t(strlen(name)));
   t->cat = category(cat);
   t->index = 0;
@@ -350,6 +381,7 @@ int ti_traverse(PyObject* self, visitproc visit, void* arg) {
 }
 int ti_clear(PyObject* self) {
   Py_CLEAR(reinterpret_cast<TracedIter*>(self)->it);
+  Py_CLEAR(reinterpret_cast<TracedIter*>(self)->fixed);
   return 0;
 }
 void ti_dealloc(PyObject* self) {
@@ -435,10 +467,10 @@ PYBIND11_MODULE(_core, m) {
     py::gil_scoped_release nogil;
     iotrace_flush();
   });
-  m.def("finalize", [] {
+  m.def("finalize", [](const std::string& reason) {
     py::gil_scoped_release nogil;
-    iotrace_finalize();
-  });
+    iotrace_finalize_as(reason.c_str());
+  }, py::arg("reason") = "finalize");
   m.def("trace_path", [] { return std::string(iotrace_trace_path()); });
   m.def("library_path", &library_path);
   m.def("stats", [] {
@@ -463,6 +495,11 @@ PYBIND11_MODULE(_core, m) {
     for (auto& kv : categories()) kv.second->on = on;
   });
   m.def("args_json", &args_json);
+  m.def("use_task_var", [](py::handle var) {
+    if (!PyContextVar_CheckExact(var.ptr())) throw py::type_error("a contextvars.ContextVar");
+    Py_XDECREF(g_task_var);
+    g_task_var = var.inc_ref().ptr();
+  });
   // A complete event with args given as a dict (regions, manual spans). tid 0: this thread.
   m.def("complete", [](const std::string& name, const std::string& cat, int64_t start_ns, int64_t dur_ns,
                        py::handle args, int32_t tid) {

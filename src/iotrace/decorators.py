@@ -65,6 +65,9 @@ def _current_task():
         return None
 
 
+_task_var = None  # ContextVar: the running task's tid, read by the C types (see _core.cpp)
+
+
 def _task_tid() -> int:
     task = _current_task()
     if task is None:
@@ -74,6 +77,19 @@ def _task_tid() -> int:
         tid = _task_tids[task] = next(_next_task_tid)
         _core.thread_name(f"asyncio {task.get_name()}", tid)
     return tid
+
+
+def _enter_task_track(tid: int):
+    """Make synchronous traced calls of this task record on its track too."""
+    global _task_var
+    if not tid:
+        return None
+    if _task_var is None:
+        import contextvars
+
+        _task_var = contextvars.ContextVar("iotrace_task_tid", default=0)
+        _core.use_task_var(_task_var)
+    return _task_var.set(tid)
 
 
 def _wrap_coroutine(fn: Callable, name: str, cat: str, spec: tuple) -> Callable:
@@ -90,6 +106,7 @@ def _wrap_coroutine(fn: Callable, name: str, cat: str, spec: tuple) -> Callable:
             bound = sig.bind_partial(*args, **kwargs).arguments
             recorded = {n: bound[n] for _, n in spec if n in bound}
         tid = _task_tid()
+        token = _enter_task_track(tid)
         t0 = _core.now_ns()
         try:
             return await fn(*args, **kwargs)
@@ -98,6 +115,8 @@ def _wrap_coroutine(fn: Callable, name: str, cat: str, spec: tuple) -> Callable:
             raise
         finally:
             _core.complete(name, cat, t0, _core.now_ns() - t0, recorded, tid)
+            if token is not None:
+                _task_var.reset(token)
 
     return traced
 
@@ -115,7 +134,11 @@ def _wrap(fn: Callable, name: str | None, cat: str, args: Sequence[str] | None) 
     if flags & _CO_GENERATOR:
         @functools.wraps(fn)
         def generator(*a: Any, **k: Any) -> Iterator:
-            return _core.TracedIter(fn(*a, **k), name, cat)
+            chosen = None
+            if spec:  # the generator's arguments go on every step's event
+                chosen = {n: a[p] if 0 <= p < len(a) else k[n] for p, n in spec
+                          if (0 <= p < len(a)) or n in k}
+            return _core.TracedIter(fn(*a, **k), name, cat, chosen)
         return generator
     traced = _core.TracedFunction(fn, name, cat, spec)
     functools.update_wrapper(traced, fn)
@@ -136,25 +159,29 @@ def trace(fn: Callable | None = None, *, name: str | None = None, cat: str = "py
 
 
 class region:
-    """`with iotrace.region("checkpoint", cat="ckpt", step=i) as r: r.update(nbytes=n)`."""
+    """`with iotrace.region("checkpoint", cat="ckpt", step=i) as r: r.update(nbytes=n)`.
 
-    __slots__ = ("name", "cat", "args", "_t0")
+    One event per `with`; the same object may be entered again, even nested: each entry has
+    its own start, and an exception is noted on the failing event only.
+    """
+
+    __slots__ = ("name", "cat", "args", "_starts")
 
     def __init__(self, name: str, cat: str = "python", **args: Any) -> None:
-        self.name, self.cat, self.args, self._t0 = name, cat, args, 0
+        self.name, self.cat, self.args, self._starts = name, cat, args, []
 
     def update(self, **args: Any) -> None:
         self.args.update(args)
 
     def __enter__(self) -> "region":
-        self._t0 = _core.now_ns()
+        self._starts.append(_core.now_ns())
         return self
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
         t1 = _core.now_ns()
-        if et is not None:
-            self.args["exception"] = et.__name__
-        _core.complete(self.name, self.cat, self._t0, t1 - self._t0, self.args, _task_tid())
+        t0 = self._starts.pop()
+        args = self.args if et is None else {**self.args, "exception": et.__name__}
+        _core.complete(self.name, self.cat, t0, t1 - t0, args, _task_tid())
         return False
 
     def __call__(self, fn: Callable) -> Any:  # also a decorator: @region("load")

@@ -47,8 +47,25 @@ def install() -> None:
     threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
     import sys
 
-    # multiprocessing runs its after-fork hooks in every child it starts (fork, spawn,
-    # forkserver), after the start method's own work: the right moment to say "worker".
+    # Without the interposer nothing sees os._exit (fork-started pool workers end with it):
+    # close the trace first, or it is lost.
+    if not _core.interposing():
+        _exit = os._exit
+
+        def _exit_traced(status: int) -> None:
+            _core.finalize("_exit")
+            _exit(status)
+
+        os._exit = _exit_traced
+
+    # A spawn child imports us while multiprocessing prepares it (before its after-fork hooks,
+    # which spawn never runs): that is the moment to say "worker".
+    mp_process = sys.modules.get("multiprocessing.process")
+    if mp_process is not None and getattr(mp_process.current_process(), "_inheriting", False):
+        _mark_worker()
+
+    # multiprocessing runs its after-fork hooks in the children it forks (fork, forkserver),
+    # after the start method's own work: the right moment to say "worker".
     if "multiprocessing" in sys.modules:
         _register_mp()
     else:

@@ -109,8 +109,8 @@ IOT_API void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len)
   free(o.p);
 }
 
-IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid) {
-  set_process_info(role, parent_pid);
+IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
+  set_process_info(role, parent_pid, worker_id);
 }
 
 IOT_API void iotrace_flush(void) {

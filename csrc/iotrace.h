@@ -36,9 +36,10 @@ void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args_json, u
 /* Name of the calling thread (thread_name metadata). */
 void iotrace_thread_name(const char* name, uint32_t len);
 void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len);
-/* Role and traced parent of this process, for the iotrace_process metadata event; call before
- * the first flush (the Python layer does it at import in spawned workers). */
-void iotrace_set_process_info(const char* role, int64_t parent_pid);
+/* Role, traced parent and worker number of this process, for the iotrace_process metadata event
+ * (NULL / 0 / -1: unchanged); call before the first flush (the Python layer does it at import in
+ * spawned workers). */
+void iotrace_set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);
 /* Write everything recorded so far to the trace file. */
 void iotrace_flush(void);
 /* Finish the trace file (end marker, `]`); events after it are dropped. */

@@ -32,6 +32,8 @@ struct ProcessInfo {
   char name[256] = "";
   char role[32] = "main";
   int64_t parent_pid = 0;
+  int64_t ppid = 0;        // at start: a parent that exits later leaves the child to init
+  int64_t worker_id = -1;  // data-loader / pool worker number, when the Python layer knows it
   int64_t wall_ns = 0, mono_ns = 0;
 } g_proc;
 
@@ -56,6 +58,7 @@ void read_identity() {
     const char* base = strrchr(g_proc.exe, '/');
     snprintf(g_proc.name, sizeof g_proc.name, "%s", base ? base + 1 : "process");
   }
+  g_proc.ppid = getppid();
   g_proc.wall_ns = wall_ns();
   g_proc.mono_ns = now_ns();
 }
@@ -120,6 +123,8 @@ void atfork_child() {
   writer_child_after_fork();
   snprintf(g_proc.role, sizeof g_proc.role, "fork");
   g_proc.parent_pid = parent;
+  g_proc.ppid = parent;
+  g_proc.worker_id = -1;
   g_proc.wall_ns = wall_ns();
   g_proc.mono_ns = now_ns();
   if (g_recording.load()) writer_start();
@@ -151,7 +156,7 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.put(",\"pid\":");
   o.i64(ctx.pid);
   o.put(",\"ppid\":");
-  o.i64(getppid());
+  o.i64(g_proc.ppid);
   o.ch(',');
   json_kv_str(o, "exe", g_proc.exe);
   o.put(",\"cmdline\":[");
@@ -180,6 +185,10 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   if (g_proc.parent_pid > 0) {
     o.put(",\"parent_pid\":");
     o.i64(g_proc.parent_pid);
+  }
+  if (g_proc.worker_id >= 0) {
+    o.put(",\"worker_id\":");
+    o.i64(g_proc.worker_id);
   }
   o.put(",\"ranks\":{");
   const char* sep = "";
@@ -237,9 +246,10 @@ bool core_start() {
   return ok;
 }
 
-void set_process_info(const char* role, int64_t parent_pid) {
+void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
   if (role) snprintf(g_proc.role, sizeof g_proc.role, "%s", role);
   if (parent_pid > 0) g_proc.parent_pid = parent_pid;
+  if (worker_id >= 0) g_proc.worker_id = worker_id;
 }
 
 void before_exec() {

@@ -13,5 +13,5 @@ void before_exec();
 void after_failed_exec();
 // _exit/_Exit: flush and close; the process is about to vanish without atexit.
 void before_exit_now(const char* reason);
-void set_process_info(const char* role, int64_t parent_pid);
+void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);
 }  // namespace iot

@@ -482,9 +482,9 @@ PYBIND11_MODULE(_core, m) {
     s["dropped"] = d;
     return s;
   });
-  m.def("set_process_info", [](const std::string& role, int64_t parent_pid) {
-    iotrace_set_process_info(role.empty() ? nullptr : role.c_str(), parent_pid);
-  });
+  m.def("set_process_info", [](const std::string& role, int64_t parent_pid, int64_t worker_id) {
+    iotrace_set_process_info(role.empty() ? nullptr : role.c_str(), parent_pid, worker_id);
+  }, py::arg("role"), py::arg("parent_pid") = 0, py::arg("worker_id") = -1);
   m.def("thread_name", [](const std::string& name, int32_t tid) {
     iotrace_thread_name_of(tid, name.data(), uint32_t(name.size()));
   }, py::arg("name"), py::arg("tid") = 0);

@@ -15,18 +15,19 @@ def _mark_worker(_obj: object = None) -> None:
     import multiprocessing
 
     parent = multiprocessing.parent_process()
-    _core.set_process_info("worker", parent.pid if parent is not None else os.getppid())
+    identity = getattr(multiprocessing.current_process(), "_identity", ())  # (3,): worker 3
+    _core.set_process_info("worker", parent.pid if parent is not None else os.getppid(),
+                           identity[-1] - 1 if identity else -1)
 
 
-def set_role(role: str, parent_pid: int = 0) -> None:
+def set_role(role: str, parent_pid: int = 0, worker_id: int = -1) -> None:
     """Name this process's role (e.g. "dataloader") in its trace; call early in the worker."""
-    _core.set_process_info(role, parent_pid)
+    _core.set_process_info(role, parent_pid, worker_id)
 
 
 def dataloader_worker_init(worker_id: int) -> None:
     """`DataLoader(worker_init_fn=iotrace.dataloader_worker_init)` labels loader workers."""
-    _core.set_process_info("dataloader", os.getppid())
-    _core.thread_name(f"dataloader worker {worker_id}")
+    _core.set_process_info("dataloader", os.getppid(), worker_id)
 
 
 _patched = False
@@ -45,6 +46,8 @@ def install() -> None:
         original(self)
 
     threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
+    if threading.current_thread() is threading.main_thread():
+        _core.thread_name("MainThread")
     import sys
 
     # Without the interposer nothing sees os._exit (fork-started pool workers end with it):

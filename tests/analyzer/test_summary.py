@@ -195,9 +195,11 @@ def test_same_figures_on_dask(tmp_path):
     local, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
     # a tiny chunk size splits the files into many chunks: tests the chunked path as well
     dask, _ = analyze([str(tmp_path / "tr")], Options(engine="dask", workers=2, chunk_bytes=200))
+    chunked, _ = analyze([str(tmp_path / "tr")], Options(engine="local", chunk_bytes=200))
     assert dask["input"]["chunks"] > 2
     for k in ("job", "time", "calls", "files", "categories", "access", "timeline", "metadata_calls"):
         assert dask[k] == local[k], k
+        assert chunked[k] == local[k], k
 
 
 def test_general_parser_gives_the_same_figures(tmp_path, monkeypatch):

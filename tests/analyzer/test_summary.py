@@ -213,3 +213,16 @@ def test_general_parser_gives_the_same_figures(tmp_path, monkeypatch):
     slow, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
     for k in ("job", "time", "calls", "files", "categories", "access", "timeline", "metadata_calls"):
         assert slow[k] == fast[k], k
+
+
+def test_existing_dask_cluster(tmp_path):
+    from dask.distributed import LocalCluster
+
+    write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a())
+    with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
+                      dashboard_address=None) as cluster:
+        S, _ = analyze([str(tmp_path / "tr")], Options(scheduler=cluster.scheduler_address,
+                                                       out_dir=str(tmp_path / "out")))
+    assert S["input"]["engine"] == "dask"
+    assert S["time"]["io_us"] == 23 and S["time"]["io_not_overlapped_us"] == 1
+    assert (tmp_path / "out" / "events" / "part-00000.parquet").exists()

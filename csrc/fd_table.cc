@@ -18,7 +18,6 @@ constexpr int kTop = 1 << 18;  // kTop * kChunk = 2^30 = the kernel's nr_open ce
 
 struct Entry {
   std::atomic<OpenFile*> file;
-  std::atomic<uint8_t> cloexec;
 };
 
 std::atomic<Entry*>* g_top = nullptr;
@@ -64,13 +63,12 @@ Entry* entry(int fd, bool create) {
   return &c[fd & (kChunk - 1)];
 }
 
-void install(int fd, OpenFile* f, bool cloexec) {
+void install(int fd, OpenFile* f) {
   Entry* e = entry(fd, true);
   if (!e) {
     release(f);
     return;
   }
-  e->cloexec.store(cloexec, std::memory_order_relaxed);
   release(e->file.exchange(f, std::memory_order_acq_rel));
 }
 
@@ -86,9 +84,8 @@ OpenFile* learn(int fd) {
   long pos = syscall(SYS_lseek, fd, 0L, SEEK_CUR);
   long fl = syscall(SYS_fcntl, fd, F_GETFL);
   if (fl >= 0 && (fl & O_APPEND)) pos = -1;
-  long fdfl = syscall(SYS_fcntl, fd, F_GETFD);
   OpenFile* f = new_open_file(path, pos < 0 ? -1 : pos);
-  install(fd, f, fdfl >= 0 && (fdfl & FD_CLOEXEC));
+  install(fd, f);
   return f;
 }
 }  // namespace
@@ -105,30 +102,21 @@ OpenFile* fd_get(int fd) {
 
 Str* fd_path(int fd) { return fd_path_of(fd_get(fd)); }
 
-void fd_open(int fd, Str* path, int64_t offset, bool cloexec) {
-  if (fd >= 0) install(fd, new_open_file(path, offset), cloexec);
+void fd_open(int fd, Str* path, int64_t offset) {
+  if (fd >= 0) install(fd, new_open_file(path, offset));
 }
 
-void fd_dup(int oldfd, int newfd, bool cloexec) {
+void fd_dup(int oldfd, int newfd) {
   if (newfd < 0 || oldfd == newfd) return;
   OpenFile* f = fd_get(oldfd);
   if (!f) return fd_close(newfd);
   f->refs.fetch_add(1, std::memory_order_relaxed);
-  install(newfd, f, cloexec);
+  install(newfd, f);
 }
 
 void fd_close(int fd) {
   Entry* e = entry(fd, false);
   if (e) release(e->file.exchange(nullptr, std::memory_order_acq_rel));
-}
-
-void fd_set_cloexec(int fd, bool on) {
-  if (Entry* e = entry(fd, false)) e->cloexec.store(on, std::memory_order_relaxed);
-}
-
-bool fd_cloexec(int fd) {
-  Entry* e = entry(fd, false);
-  return e && e->cloexec.load(std::memory_order_relaxed);
 }
 
 }  // namespace iot

@@ -1,6 +1,8 @@
 // fd → open file table. Lock-free reads on the hot path; grows in chunks up to the kernel's
 // own limit (2^30 fds). Entries of dup'ed fds share one OpenFile (and its offset), as the
-// kernel shares the open file description.
+// kernel shares the open file description. CLOEXEC needs no bookkeeping: exec replaces this
+// table with the next image's empty one, the kernel closes the CLOEXEC fds, and the new image
+// learns each surviving fd from /proc/self/fd the first time it is used.
 #pragma once
 #include <atomic>
 #include <stdint.h>
@@ -21,12 +23,10 @@ OpenFile* fd_get(int fd);
 inline Str* fd_path_of(OpenFile* f) { return f ? f->path : nullptr; }
 Str* fd_path(int fd);
 // A new fd for `path` (open, creat, fopen, opendir...). offset -1 when unknown (O_APPEND).
-void fd_open(int fd, Str* path, int64_t offset, bool cloexec);
+void fd_open(int fd, Str* path, int64_t offset);
 // newfd refers to the same open file as oldfd (dup, dup2, dup3, F_DUPFD).
-void fd_dup(int oldfd, int newfd, bool cloexec);
+void fd_dup(int oldfd, int newfd);
 void fd_close(int fd);
-void fd_set_cloexec(int fd, bool on);
-bool fd_cloexec(int fd);
 // Offset bookkeeping: position before a transfer of `n` bytes (-1 when unknown).
 inline int64_t fd_advance(OpenFile* f, int64_t n) {
   if (!f || f->offset.load(std::memory_order_relaxed) < 0) return -1;

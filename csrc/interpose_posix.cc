@@ -44,7 +44,7 @@ template <class Call>
 int do_open(CallId id, int dirfd, const char* path, int flags, mode_t mode, Call&& call) {
   return traced<int>(posix_on(), id, call, [&](IoRec& r, int ret, int err) {
     Str* p = intern_path_at(dirfd, path);
-    if (ret >= 0) fd_open(ret, p, (flags & O_APPEND) ? -1 : 0, flags & O_CLOEXEC);
+    if (ret >= 0) fd_open(ret, p, (flags & O_APPEND) ? -1 : 0);
     if (!passes(p)) return false;
     r.set_file(p);
     set_result(r, ret, err);
@@ -482,7 +482,7 @@ IOT_EXPORT DIR* opendir(const char* path) {
   return traced<DIR*>(posix_on(), C_opendir, [&] { return real_opendir()(path); },
                       [&](IoRec& r, DIR* d, int err) {
                         Str* p = intern_path(path);
-                        if (d) fd_open(dirfd(d), p, 0, true);
+                        if (d) fd_open(dirfd(d), p, 0);
                         if (!passes(p)) return false;
                         r.set_file(p);
                         r.set_ret(d != nullptr);
@@ -597,7 +597,7 @@ IOT_EXPORT int msync(void* addr, size_t len, int flags) {
 IOT_EXPORT int dup(int fd) {
   return on_fd<int>(C_dup, fd, [&] { return real_dup()(fd); }, [&](IoRec& r, OpenFile*, int ret) {
     if (ret >= 0) {
-      fd_dup(fd, ret, false);
+      fd_dup(fd, ret);
       r.set_fd2(ret);
     }
   });
@@ -605,14 +605,14 @@ IOT_EXPORT int dup(int fd) {
 IOT_EXPORT int dup2(int fd, int fd2) {
   return on_fd<int>(C_dup2, fd, [&] { return real_dup2()(fd, fd2); },
                     [&](IoRec& r, OpenFile*, int ret) {
-                      if (ret >= 0) fd_dup(fd, fd2, false);
+                      if (ret >= 0) fd_dup(fd, fd2);
                       r.set_fd2(fd2);
                     });
 }
 IOT_EXPORT int dup3(int fd, int fd2, int flags) {
   return on_fd<int>(C_dup3, fd, [&] { return real_dup3()(fd, fd2, flags); },
                     [&](IoRec& r, OpenFile*, int ret) {
-                      if (ret >= 0) fd_dup(fd, fd2, flags & O_CLOEXEC);
+                      if (ret >= 0) fd_dup(fd, fd2);
                       r.set_fd2(fd2);
                       r.set_flags(flags);
                     });
@@ -629,10 +629,8 @@ IOT_EXPORT int dup3(int fd, int fd2, int flags) {
                         r.set_flags(cmd);                                                      \
                         if (ret < 0) return;                                                   \
                         if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {                        \
-                          fd_dup(fd, ret, cmd == F_DUPFD_CLOEXEC);                             \
+                          fd_dup(fd, ret);                             \
                           r.set_fd2(ret);                                                      \
-                        } else if (cmd == F_SETFD) {                                           \
-                          fd_set_cloexec(fd, reinterpret_cast<intptr_t>(arg) & FD_CLOEXEC);    \
                         }                                                                      \
                       });                                                                      \
   }

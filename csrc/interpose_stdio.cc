@@ -52,7 +52,7 @@ template <class Call>
 FILE* do_fopen(CallId id, const char* path, const char* mode, Call&& call) {
   return traced<FILE*>(stdio_on(), id, call, [&](IoRec& r, FILE* fp, int err) {
     Str* p = intern_path(path);
-    if (fp) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0, mode && strchr(mode, 'e'));
+    if (fp) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0);
     if (!passes(p)) return false;
     r.set_file(p);
     r.set_ret(fp != nullptr);
@@ -97,7 +97,7 @@ IOT_EXPORT FILE* fdopen(int fd, const char* mode) {
                          [&](IoRec& r, FILE* fp, int err) {                                     \
                            Str* p = path ? intern_path(path) : fd_path(oldfd);                  \
                            if (path) fd_close(oldfd);                                           \
-                           if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0, false); \
+                           if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0); \
                            if (!passes(p)) return false;                                        \
                            r.set_file(p);                                                       \
                            r.set_ret(fp != nullptr);                                            \

@@ -63,14 +63,20 @@ void read_identity() {
   g_proc.mono_ns = now_ns();
 }
 
+// /proc/self/cmdline: the arguments, NUL-separated. Returns the bytes read (0 on failure).
+long read_cmdline(char* buf, size_t size) {
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  long n = syscall(SYS_read, fd, buf, size);
+  syscall(SYS_close, fd);
+  return n > 0 ? n : 0;
+}
+
 // multiprocessing's spawn and forkserver children are new interpreters started with a
 // recognisable command line; name their role and parent even if they never import iotrace.
 void detect_python_worker() {
   static char buf[4096];
-  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return;
-  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
-  syscall(SYS_close, fd);
+  long n = read_cmdline(buf, sizeof buf - 1);
   if (n <= 0) return;
   for (long i = 0; i < n; i++)
     if (!buf[i]) buf[i] = ' ';
@@ -160,12 +166,9 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.ch(',');
   json_kv_str(o, "exe", g_proc.exe);
   o.put(",\"cmdline\":[");
-  // /proc/self/cmdline: NUL-separated arguments (read, not stored: it can be long)
-  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
-  if (fd >= 0) {
+  {  // read when the file opens, not kept: it can be long
     static char buf[1 << 16];
-    long n = syscall(SYS_read, fd, buf, sizeof buf);
-    syscall(SYS_close, fd);
+    long n = read_cmdline(buf, sizeof buf);
     const char* sep = "";
     for (long s = 0; s < n;) {
       long e = s;
@@ -254,10 +257,6 @@ void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
 
 void before_exec() {
   if (g_started && g_recording.load()) finish_file("exec", true, false);
-}
-
-void after_failed_exec() {
-  // The next flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
 }
 
 void before_exit_now(const char* reason) {

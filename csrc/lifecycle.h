@@ -7,10 +7,9 @@ namespace iot {
 bool core_start();
 // Is the interposer live (this library preloaded and not disabled)?
 extern bool g_interposing;
-// Before exec replaces the image: write everything and close the file.
+// Before exec replaces the image: write everything and close the file. If exec fails, the next
+// flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
 void before_exec();
-// exec failed: go on recording into a new file.
-void after_failed_exec();
 // _exit/_Exit: flush and close; the process is about to vanish without atexit.
 void before_exit_now(const char* reason);
 void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);

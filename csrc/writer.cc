@@ -187,7 +187,6 @@ void drain_thread(ThreadState* ts, const EncodeCtx& ctx) {
     uint32_t end = b->committed.load(std::memory_order_acquire);
     if (b->consumed < end && !ts->named) name_thread(ts, ctx);
     uint64_t events = 0;
-    size_t before = g_text.n;
     for (uint32_t at = b->consumed; at < end;) {
       auto* r = reinterpret_cast<const RecHeader*>(b->data + at);
       events += uint64_t(encode_record(g_text, r, ts->tid, ctx));
@@ -197,7 +196,6 @@ void drain_thread(ThreadState* ts, const EncodeCtx& ctx) {
         g_text.n = 0;
       }
     }
-    (void)before;
     g_file_events += events;
     g_written.fetch_add(events, std::memory_order_relaxed);
     b->consumed = end;

@@ -51,7 +51,7 @@ def test_serves_the_trace_with_cors_headers(trace):
         assert resp.status == 200 and body == trace.read_bytes()
         assert resp.getheader("Access-Control-Allow-Origin") == "*"
         assert resp.getheader("Content-Length") == str(len(body))
-        assert server.served.is_set()
+        assert server.served.wait(5)  # set by the server thread just after the last byte
         assert get(server, "/other")[0].status == 404
     finally:
         server.shutdown()

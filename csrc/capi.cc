@@ -52,7 +52,7 @@ IOT_API int iotrace_init(const char* out_dir, const char* name) {
   // Overrides must be in place before the core reads its configuration once.
   if (out_dir && *out_dir) setenv("IOTRACE_DIR", out_dir, 1);
   if (name && *name) setenv("IOTRACE_NAME", name, 1);
-  return core_start() ? 0 : -1;
+  return core_start(false) ? 0 : -1;
 }
 
 IOT_API int iotrace_active(void) { return g_recording.load(std::memory_order_relaxed); }

@@ -24,6 +24,7 @@
 namespace iot {
 
 bool g_interposing = false;
+bool g_signal_stand_in[kMaxSignal] = {};
 
 namespace {
 struct ProcessInfo {
@@ -103,6 +104,7 @@ void on_fatal_signal(int sig) {
 
 void install_signal_handlers() {
   for (int sig : kFatalSignals) {
+    g_signal_stand_in[sig] = false;
     struct sigaction old;
     if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
         (old.sa_flags & SA_SIGINFO))
@@ -112,7 +114,7 @@ void install_signal_handlers() {
     sa.sa_handler = on_fatal_signal;
     sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    sigaction(sig, &sa, nullptr);
+    if (sigaction(sig, &sa, nullptr) == 0) g_signal_stand_in[sig] = true;
   }
 }
 
@@ -215,7 +217,7 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.put("}},\n");
 }
 
-bool core_start() {
+bool core_start(bool preloaded) {
   pthread_mutex_lock(&g_start_mu);
   if (!g_started) {
     Guard g;
@@ -238,7 +240,8 @@ bool core_start() {
       writer_init();
       pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
       atexit(at_exit);
-      if (g_config.signals) install_signal_handlers();
+      // Only preloaded: then interpose_signal.cc keeps the stand-in invisible to the program.
+      if (g_config.signals && preloaded) install_signal_handlers();
       g_recording.store(true);
       writer_start();
       g_started = true;
@@ -277,7 +280,7 @@ __attribute__((constructor)) static void iotrace_ctor() {
   const char* base = strrchr(info.dli_fname, '/');
   base = base ? base + 1 : info.dli_fname;
   if (!strstr(pre, base)) return;
-  if (iot::core_start()) iot::g_interposing = true;
+  if (iot::core_start(true)) iot::g_interposing = true;
 }
 
 __attribute__((destructor)) static void iotrace_dtor() { iot::before_exit_now("exit"); }

@@ -3,10 +3,15 @@
 #include <stdint.h>
 
 namespace iot {
-// Start recording (idempotent). Returns false when tracing is disabled.
-bool core_start();
+// Start recording (idempotent). Returns false when tracing is disabled. `preloaded`: started by
+// the LD_PRELOAD constructor (the interposer is live).
+bool core_start(bool preloaded);
 // Is the interposer live (this library preloaded and not disabled)?
 extern bool g_interposing;
+// Signals whose default action our flushing handler stands in for: the program is shown
+// SIG_DFL for them until it installs a handler of its own (interpose_signal.cc).
+constexpr int kMaxSignal = 65;
+extern bool g_signal_stand_in[kMaxSignal];
 // Before exec replaces the image: write everything and close the file. If exec fails, the next
 // flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
 void before_exec();

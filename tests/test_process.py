@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tracing import TraceSet, fresh_dir, tracer_env
+from tracing import TraceSet, fresh_dir, run_traced, tracer_env
 
 O_TRUNC_CREAT_WR = os.O_CREAT | os.O_WRONLY | os.O_TRUNC
 
@@ -226,3 +226,23 @@ def test_trace_name_from_env(proc, trace, data_dir):
     host = socket.gethostname().split(".")[0]
     (f,) = ts.files
     assert os.path.basename(f.path) == f"job7-{host}-{ts.pid}.pfw.zst"
+
+
+def test_signal_dispositions_look_default_to_the_program(tmp_path):
+    # The flushing handler stands in for the default action without showing: the program sees
+    # SIG_DFL, its own handlers replace ours, and SIG_DFL set again keeps the flush.
+    code = r"""
+import os, signal
+print([signal.getsignal(s) == signal.SIG_DFL for s in (signal.SIGTERM, signal.SIGUSR1, signal.SIGSEGV)])
+seen = []
+signal.signal(signal.SIGUSR1, lambda *a: seen.append("usr1"))
+os.kill(os.getpid(), signal.SIGUSR1)
+print(seen, signal.getsignal(signal.SIGUSR1) not in (None, signal.SIG_DFL))
+print(signal.signal(signal.SIGTERM, signal.SIG_DFL) == signal.SIG_DFL, flush=True)
+os.kill(os.getpid(), signal.SIGTERM)
+"""
+    ts = run_traced([sys.executable, "-c", code], tmp_path, check=False)
+    assert ts.returncode == -signal.SIGTERM
+    assert ts.stdout.splitlines() == ["[True, True, True]", "['usr1'] True", "True"]
+    (f,) = [f for f in ts.files_of(ts.pid)]
+    assert f.closed and f.end["reason"] == f"signal:{int(signal.SIGTERM)}"

@@ -305,3 +305,4 @@ def test_dataloader_workers(tmp_path):
     assert main not in wpids
     for w in wpids:
         assert ts.process(w)["role"] == "dataloader" and ts.process(w)["parent_pid"] == main
+    assert sorted(ts.process(w)["worker_id"] for w in wpids) == [0, 1]

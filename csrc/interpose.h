@@ -47,9 +47,14 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
   R ret = call();
   int64_t t1 = now_ns();
   int err = errno;
-  IoRec rec;
-  rec.init(id, t0, t1);
-  if (fill(rec, ret, err)) append(&rec, sizeof rec);
+  // Filled in place in the thread's buffer (committed only if it passes the filter); the
+  // fill runs even when the event is dropped, for its fd bookkeeping.
+  ThreadState* ts;
+  IoRec spare;
+  IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
+  IoRec& r = rec ? *rec : spare;
+  r.init(id, t0, t1);
+  if (fill(r, ret, err) && rec) commit(ts, sizeof(IoRec));
   errno = err;
   return ret;
 }

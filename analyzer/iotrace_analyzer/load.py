@@ -332,7 +332,14 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         names = {}
         for r in results:
             names.update(r.partial.fh)
-        parquet.write_metadata(opts.out_dir, [p for r in results for p in r.processes],
+        # one row per process image: a file that repeats another's iotrace_process (same
+        # pid and clocks) adds nothing
+        procs: dict = {}
+        for p in (p for r in results for p in r.processes):
+            key = (p.get("host"), p.get("pid"), p.get("mono_ns"), p.get("wall_ns"))
+            if key not in procs or (p.get("end_reason") and not procs[key].get("end_reason")):
+                procs[key] = p
+        parquet.write_metadata(opts.out_dir, list(procs.values()),
                                [t for r in results for t in r.threads], names)
     return S, results
 

@@ -135,12 +135,26 @@ def test_access_pattern_and_sizes(job):
     assert a["write"]["size_histogram"]["0-100"] == 1 and a["write"]["size_histogram"]["100-1K"] == 2
 
 
-def test_timeline_totals(job):
+def test_timeline_bins(job):
     S, _ = job
     tl = S["timeline"]
     assert sum(tl["bytes_read"]) == 8792 and sum(tl["bytes_written"]) == 2010 and sum(tl["ops"]) == 13
-    assert tl["bin_ns"] * len(tl["ops"]) >= 1501 * US
-    assert len(tl["ops"]) <= 257
+    # job clock = ts + wall_ns - mono_ns; 1501 µs / 256 bins -> 5.9 µs -> 2**13 ns bins
+    shift = 1_700_000_000_000_000_000 - 1_000_000_000
+    assert tl["bin_ns"] == 8192
+    first = (1000 * US + shift) >> 13
+    assert tl["start_ns"] == first << 13
+    assert len(tl["ops"]) == ((2501 * US + shift) >> 13) - first + 1
+
+    def b(us):
+        return ((us * US + shift) >> 13) - first
+
+    # the two writes (2000 µs, 2050 µs) and the pwrite (2200 µs)
+    assert tl["bytes_written"][b(2000)] == 1000 + (1000 if b(2050) == b(2000) else 0)
+    assert tl["bytes_written"][b(2200)] == 10
+    # 8.192 µs bins: the reads at 1020, 1030 and 1036 µs fall in three bins
+    assert [tl["bytes_read"][b(t)] for t in (1020, 1030, 1036)] == [4096, 4096, 100]
+    assert tl["ops"][b(1000)] == 1  # the open
 
 
 def test_outputs_written(job):

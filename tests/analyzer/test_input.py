@@ -5,7 +5,6 @@ import os
 
 import pytest
 from conftest import end, fh, io, process, write_trace
-
 from iotrace_analyzer.cli import main
 from iotrace_analyzer.load import Options, analyze
 

@@ -4,7 +4,6 @@ import os
 
 import pytest
 from conftest import end, fh, io, process, write_trace
-
 from iotrace_analyzer.reader import (
     TraceInputError,
     find_traces,

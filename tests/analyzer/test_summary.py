@@ -14,12 +14,10 @@ Process B (pid 200, threads 200 and 201):
 """
 
 import json
-import os
 
 import pyarrow.dataset as ds
 import pytest
 from conftest import end, fh, io, meta, process, span, write_trace
-
 from iotrace_analyzer.cli import main
 from iotrace_analyzer.load import Options, analyze
 

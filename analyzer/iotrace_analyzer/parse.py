@@ -1,8 +1,8 @@
 """Columnar parsing of trace text into a pyarrow Table, without a Python loop per event.
 
 Fast path (the tracer's own X events, in the fixed key order of csrc/encoder.cc): the
-compiled one-pass scanner of scan.py records field positions and numbers for each line;
-strings are then cut out of the block with one fancy index per column.
+compiled one-pass scanner of scan.py parses the numbers of each line and interns its strings
+into a small pool; string columns become dictionary arrays over that pool.
 
 General path (metadata, instants, counters, DFTracer, anything unexpected): pyarrow's JSON
 reader with a fixed schema, and orjson line by line only for the few metadata events (whose
@@ -27,7 +27,7 @@ except ImportError:  # no numba: everything goes through the general path (slowe
 INT_ARGS = ("fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
 STR_ARGS = ("fhash", "fhash2")
 _KEY_IDS = {k: i for i, k in enumerate(STR_ARGS + INT_ARGS)}
-_PAD = 256  # bytes of zero padding after a block: the longest string the fast path cuts
+_PAD = 256  # zero bytes after a block: strings up to this long are cut as fixed-width rows
 
 EVENT_SCHEMA = pa.schema(
     [("ph", pa.string()), ("name", pa.string()), ("cat", pa.string()),

@@ -187,9 +187,9 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
   o.reserve(256);
   io_prefix(o, r->h.call, tid, ctx);
-  o.usec(r->start);
+  o.usec(ctx.clk.ns(r->start));
   o.put(",\"dur\":");
-  o.usec(r->dur);
+  o.usec(ctx.clk.dur(r->dur));
   o.put(",\"args\":{");
   // Fixed key order (the analyzer relies on it for its fast path): see docs/trace-format.md.
   const char* sep = "";
@@ -217,9 +217,9 @@ static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) 
   if (r->tid) tid = r->tid;
   head(o, 'X', r->name->str, r->name->len, false, r->cat->str, r->cat->len, ctx, tid);
   o.put(",\"ts\":");
-  o.usec(r->start);
+  o.usec(ctx.clk.ns(r->start));
   o.put(",\"dur\":");
-  o.usec(r->dur);
+  o.usec(ctx.clk.dur(r->dur));
   o.put(",\"args\":{");
   o.put(reinterpret_cast<const char*>(r + 1), r->args_len);
   o.put("}},\n");
@@ -242,7 +242,7 @@ static int encode_mark(Out& o, const MarkRec* r, int tid, const EncodeCtx& ctx) 
   o.i64(tid);
   if (r->ph != 'M') {
     o.put(",\"ts\":");
-    o.usec(r->ts);
+    o.usec(ctx.clk.ns(r->ts));
   }
   if (r->ph == 'i') o.put(",\"s\":\"t\"");
   o.put(",\"args\":{");

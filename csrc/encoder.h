@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "clock.h"
 #include "record.h"
 
 namespace iot {
@@ -30,7 +31,8 @@ struct Out {
 
 struct EncodeCtx {
   int pid;
-  uint32_t gen;  // file generation: FH lines are written once per (path, gen)
+  uint32_t gen;   // file generation: FH lines are written once per (path, gen)
+  ClockMap clk;   // record ticks → CLOCK_MONOTONIC ns, for this drain
 };
 
 // Append the event line(s) of one record, each ending in ",\n"; returns events written.

@@ -43,9 +43,9 @@ template <class R, class Call, class Fill>
 __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, Fill&& fill) {
   if (!on || t_guard) return call();
   Guard guard;
-  int64_t t0 = now_ns();
+  int64_t t0 = now_ticks();
   R ret = call();
-  int64_t t1 = now_ns();
+  int64_t t1 = now_ticks();
   int err = errno;
   // Filled in place in the thread's buffer (committed only if it passes the filter); the
   // fill runs even when the event is dropped, for its fd bookkeeping.

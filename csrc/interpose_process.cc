@@ -22,7 +22,7 @@ REAL_FN(_Exit, void (*)(int))
 void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret, int err) {
   if (!passes(prog)) return;
   IoRec rec;
-  rec.init(id, t0, now_ns());
+  rec.init(id, t0, now_ticks());
   rec.set_file(prog);
   if (fd >= 0) rec.set_fd(fd);
   if (failed) set_result(rec, ret, err);
@@ -53,7 +53,7 @@ int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call)
   // A vfork child (posix_spawn, subprocess) shares the parent's memory: it must not flush or
   // close the parent's trace. It is the one process whose pid is not ours.
   if (!process_on() || t_guard || syscall(SYS_getpid) != g_pid) return call(envp);
-  int64_t t0 = now_ns();
+  int64_t t0 = now_ticks();
   Str* prog;
   {
     Guard g;

@@ -16,14 +16,17 @@ int iotrace_init(const char* out_dir, const char* name);
 /* Is the core recording? Is the POSIX interposer active in this process (LD_PRELOAD)? */
 int iotrace_active(void);
 int iotrace_interposing(void);
-/* Monotonic clock in ns, the one every event uses. */
+/* The core's clock: the unit of the start and duration arguments below (TSC ticks where the
+ * kernel keeps time with the TSC, else ns); the writer maps it to CLOCK_MONOTONIC ns. */
+int64_t iotrace_now(void);
+/* CLOCK_MONOTONIC in ns: the clock of the `ts` the trace files show. */
 int64_t iotrace_now_ns(void);
 
 /* Interned string handle: names and categories are interned once, recorded as a pointer. */
 typedef const struct iotrace_str* iotrace_str_t;
 iotrace_str_t iotrace_intern(const char* s, uint32_t len);
 
-/* A complete event; `args_json` is the body of a JSON object (`"k":1,"s":"x"`) or NULL. */
+/* A complete event (start and duration from iotrace_now()); `args_json` is the body of a JSON object (`"k":1,"s":"x"`) or NULL. */
 void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns, int64_t dur_ns,
                       const char* args_json, uint32_t args_len);
 /* The same on a virtual thread `tid` (asyncio tasks get their own track); 0: this thread. */

@@ -226,6 +226,7 @@ bool core_start(bool preloaded) {
       g_pid = int(syscall(SYS_getpid));
       intern_refilter();
       fd_table_init();
+      clock_init();
       cwd_refresh();
       read_identity();
       detect_python_worker();

@@ -142,7 +142,7 @@ bool ensure_file() {
   g_file_events = 0;
   for (ThreadState* t = g_threads; t; t = t->next) t->named = false;
   Out head;
-  EncodeCtx ctx{g_pid, g_gen};
+  EncodeCtx ctx{g_pid, g_gen, ClockMap()};
   head.put("[\n");
   write_process_header(head, ctx);
   for (size_t i = 0; i < head.n; i++) g_file_events += head.p[i] == '\n';
@@ -213,13 +213,13 @@ void drain_all() {
     pthread_mutex_lock(&g_reg_mu);
     for (ThreadState* t = g_threads; t; t = t->next) {
       size_t n0 = g_text.n;
-      drain_thread(t, EncodeCtx{g_pid, g_gen});
+      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap()});
       g_text.n = n0;
     }
     pthread_mutex_unlock(&g_reg_mu);
     return;
   }
-  EncodeCtx ctx{g_pid, g_gen};
+  EncodeCtx ctx{g_pid, g_gen, clock_calibrate()};
   pthread_mutex_lock(&g_reg_mu);
   for (ThreadState** pp = &g_threads; *pp;) {
     ThreadState* t = *pp;

@@ -315,3 +315,29 @@ def test_perfetto_loads_raw_files(tmp_path):
                              f"{f.header['pid']}") == 1
             names = {r["name"] for r in tp.query("select distinct name from slice")}
             assert names == {r["name"] for r in f.records if r["ph"] == "X"}
+
+
+def test_ts_is_clock_monotonic(tmp_path):
+    # The hot path reads the TSC where the kernel does; the writer maps it back to
+    # CLOCK_MONOTONIC. Events must fall between the program's own clock readings around them.
+    data = tmp_path / "f.bin"
+    data.write_bytes(b"x" * 4096)
+    code = f"""
+import os, time, json
+out = []
+for i in range(50):
+    t0 = time.monotonic_ns()
+    fd = os.open({str(data)!r}, os.O_RDONLY)
+    os.read(fd, 4096)
+    os.close(fd)
+    out.append((t0, time.monotonic_ns()))
+    time.sleep(0.002)
+print(json.dumps(out))
+"""
+    ts = run_traced([sys.executable, "-c", code], tmp_path, include=[str(tmp_path)])
+    windows = json.loads(ts.stdout)
+    reads = ts.events(name="read", fname=str(data))
+    assert len(reads) == 50
+    for (t0, t1), e in zip(windows, sorted(reads, key=lambda e: e["ts"])):
+        start_ns, end_ns = round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
+        assert t0 <= start_ns <= end_ns <= t1, (t0, start_ns, end_ns, t1)

@@ -198,9 +198,9 @@ void capture_args(ArgBuf& b, PyObject* spec, PyObject* const* args, size_t nargs
 PyObject* tf_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
   auto* t = reinterpret_cast<TracedFunction*>(self);
   if (!t->cat->on || !iotrace_active()) return PyObject_Vectorcall(t->func, args, nargsf, kwnames);
-  int64_t t0 = iotrace_now_ns();
+  int64_t t0 = iotrace_now();
   PyObject* r = PyObject_Vectorcall(t->func, args, nargsf, kwnames);
-  int64_t t1 = iotrace_now_ns();
+  int64_t t1 = iotrace_now();
   int32_t tid = current_tid();
   if (!t->argspec && r) {
     iotrace_complete_on(tid, t->name, t->cat->name, t0, t1 - t0, nullptr, 0);
@@ -296,7 +296,7 @@ struct TracedIter {
 };
 
 PyObject* ti_record(TracedIter* t, int64_t t0, PyObject* item) {
-  int64_t t1 = iotrace_now_ns();
+  int64_t t1 = iotrace_now();
   if (!item && (!PyErr_Occurred() || PyErr_ExceptionMatches(PyExc_StopIteration)))
     return item;  // the end is not an item
   ArgBuf b;
@@ -317,7 +317,7 @@ PyObject* ti_next(PyObject* self) {
     return nullptr;
   }
   if (!t->cat->on || !iotrace_active()) return next(t->it);
-  int64_t t0 = iotrace_now_ns();  // before the wait: argument order is unspecified in C++
+  int64_t t0 = iotrace_now();  // before the wait: argument order is unspecified in C++
   PyObject* item = next(t->it);
   return ti_record(t, t0, item);
 }
@@ -326,7 +326,7 @@ PyObject* ti_next(PyObject* self) {
 PyObject* ti_send(PyObject* self, PyObject* value) {
   auto* t = reinterpret_cast<TracedIter*>(self);
   bool on = t->cat->on && iotrace_active();
-  int64_t t0 = on ? iotrace_now_ns() : 0;
+  int64_t t0 = on ? iotrace_now() : 0;
   PyObject* r = PyObject_CallMethod(t->it, "send", "O", value);
   return on ? ti_record(t, t0, r) : r;
 }
@@ -335,7 +335,7 @@ PyObject* ti_throw(PyObject* self, PyObject* args) {
   PyObject* m = PyObject_GetAttrString(t->it, "throw");
   if (!m) return nullptr;
   bool on = t->cat->on && iotrace_active();
-  int64_t t0 = on ? iotrace_now_ns() : 0;
+  int64_t t0 = on ? iotrace_now() : 0;
   PyObject* r = PyObject_Call(m, args, nullptr);
   Py_DECREF(m);
   return on ? ti_record(t, t0, r) : r;
@@ -462,7 +462,8 @@ PYBIND11_MODULE(_core, m) {
       }, py::arg("dir") = "", py::arg("name") = "");
   m.def("active", [] { return iotrace_active() != 0; });
   m.def("interposing", [] { return iotrace_interposing() != 0; });
-  m.def("now_ns", &iotrace_now_ns);
+  m.def("now", &iotrace_now);          // the core clock: starts and durations for complete()
+  m.def("now_ns", &iotrace_now_ns);    // CLOCK_MONOTONIC ns, the clock of the trace files
   m.def("flush", [] {
     py::gil_scoped_release nogil;
     iotrace_flush();
@@ -516,12 +517,12 @@ PYBIND11_MODULE(_core, m) {
     if (!c->on || !iotrace_active()) return;
     ArgBuf b;
     if (!args.is_none()) b.dict(args.ptr());
-    iotrace_instant(iotrace_intern(name.data(), uint32_t(name.size())), c->name, iotrace_now_ns(), b.p, b.n);
+    iotrace_instant(iotrace_intern(name.data(), uint32_t(name.size())), c->name, iotrace_now(), b.p, b.n);
   });
   m.def("counter", [](const std::string& name, py::handle values) {
     if (!iotrace_active()) return;
     ArgBuf b;
     b.dict(values.ptr());
-    iotrace_counter(iotrace_intern(name.data(), uint32_t(name.size())), iotrace_now_ns(), b.p, b.n);
+    iotrace_counter(iotrace_intern(name.data(), uint32_t(name.size())), iotrace_now(), b.p, b.n);
   });
 }

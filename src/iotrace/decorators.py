@@ -107,14 +107,14 @@ def _wrap_coroutine(fn: Callable, name: str, cat: str, spec: tuple) -> Callable:
             recorded = {n: bound[n] for _, n in spec if n in bound}
         tid = _task_tid()
         token = _enter_task_track(tid)
-        t0 = _core.now_ns()
+        t0 = _core.now()
         try:
             return await fn(*args, **kwargs)
         except BaseException as e:
             recorded["exception"] = type(e).__name__
             raise
         finally:
-            _core.complete(name, cat, t0, _core.now_ns() - t0, recorded, tid)
+            _core.complete(name, cat, t0, _core.now() - t0, recorded, tid)
             if token is not None:
                 _task_var.reset(token)
 
@@ -174,11 +174,11 @@ class region:
         self.args.update(args)
 
     def __enter__(self) -> "region":
-        self._starts.append(_core.now_ns())
+        self._starts.append(_core.now())
         return self
 
     def __exit__(self, et: Any, ev: Any, tb: Any) -> bool:
-        t1 = _core.now_ns()
+        t1 = _core.now()
         t0 = self._starts.pop()
         args = self.args if et is None else {**self.args, "exception": et.__name__}
         _core.complete(self.name, self.cat, t0, t1 - t0, args, _task_tid())

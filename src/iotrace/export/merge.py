@@ -254,6 +254,10 @@ def export_file(job: FileJob) -> FileResult:
     res = FileResult()
     r = reader()
     proc = job.proc
+    fast = _fast_proto() if job.fmt == "pftrace" and not job.filter.per_event else None
+    if fast is not None:
+        fast.export_file(job, res, r, _restore_names, _thread_label)
+        return res
     if job.fmt == "pftrace":
         out = proto_out.ProtoPart(job.part_path, job.file.index + 1, proc, job.file.index)
     else:
@@ -313,6 +317,18 @@ def export_file(job: FileJob) -> FileResult:
     res.flows_out, res.flows_in = flows.drawn_out, flows.drawn_in
     res.crc, res.size = out.close()
     return res
+
+
+def _fast_proto():
+    """fast_proto (block-at-a-time .pftrace), or None where numba or the
+    analyzer's scanner is missing (IOTRACE_EXPORT_SLOW=1 forces ProtoPart)."""
+    if os.environ.get("IOTRACE_EXPORT_SLOW"):
+        return None
+    try:
+        from . import fast_proto
+    except ImportError:
+        return None
+    return fast_proto
 
 
 def _restore_names(args: dict, fnames: dict[str, str]) -> None:

@@ -39,32 +39,37 @@ struct HexPairs {
 };
 constexpr HexPairs kHex;
 
-// Decimal digits of v written backwards ending at `end`; returns the first char.
-inline char* write_u64(char* end, uint64_t v) {
+inline int digits(uint64_t v) {
+  int n = 1;
+  for (;;) {  // four at a time: most numbers here have fewer than 8 digits
+    if (v < 10) return n;
+    if (v < 100) return n + 1;
+    if (v < 1000) return n + 2;
+    if (v < 10000) return n + 3;
+    v /= 10000;
+    n += 4;
+  }
+}
+
+// v's decimal digits, written backwards ending at `end`.
+inline void write_u64(char* end, uint64_t v) {
   while (v >= 100) {
     end -= 2;
     memcpy(end, kDigits.d + 2 * (v % 100), 2);
     v /= 100;
   }
-  if (v >= 10) {
-    end -= 2;
-    memcpy(end, kDigits.d + 2 * v, 2);
-  } else {
-    *--end = char('0' + v);
-  }
-  return end;
+  if (v >= 10) memcpy(end - 2, kDigits.d + 2 * v, 2);
+  else end[-1] = char('0' + v);
 }
 }  // namespace
 
 void Out::i64(int64_t v) {
-  reserve(24);
-  char tmp[24];
-  char* end = tmp + sizeof tmp;
+  reserve(21);
   uint64_t u = v < 0 ? 0 - uint64_t(v) : uint64_t(v);
-  char* b = write_u64(end, u);
-  if (v < 0) *--b = '-';
-  memcpy(p + n, b, size_t(end - b));
-  n += size_t(end - b);
+  if (v < 0) p[n++] = '-';
+  int k = digits(u);
+  write_u64(p + n + k, u);  // in place: no temporary, no copy
+  n += size_t(k);
 }
 
 void Out::u64hex(uint64_t v) {

@@ -1,0 +1,91 @@
+"""The `iotrace` command itself: `run` passes the program's exit status, output and signals
+through untouched and applies its options; `preload-path` names the library."""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import sys
+
+import pytest
+
+import iotrace
+from tracing import TraceSet, run_traced
+
+IOTRACE = [sys.executable, "-m", "iotrace"]
+
+
+def iotrace_run(tmp_path, *args, **kw):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
+    return subprocess.run([*IOTRACE, "run", *args], env=env, capture_output=True, text=True,
+                          timeout=60, **kw)
+
+
+def test_preload_path_is_the_packaged_library():
+    out = subprocess.run([*IOTRACE, "preload-path"], capture_output=True, text=True, check=True)
+    path = out.stdout.strip()
+    assert path == iotrace.preload_path() and os.path.isfile(path)
+    assert path.endswith("/iotrace/libiotrace.so")
+
+
+def test_run_passes_exit_status_and_output(tmp_path):
+    p = iotrace_run(tmp_path, "-o", str(tmp_path / "t"), "--",
+                    "sh", "-c", "echo out; echo err >&2; printf '%s' \"$1\"; exit 3", "sh", "a b")
+    assert (p.returncode, p.stdout, p.stderr) == (3, "out\na b", "err\n")
+    ts = TraceSet.load(tmp_path / "t")
+    assert len(ts.files) == 1 and ts.files[0].closed
+    assert ts.files[0].header["cmdline"] == ["sh", "-c", "echo out; echo err >&2; printf '%s' \"$1\"; exit 3",
+                                             "sh", "a b"]
+
+
+def test_run_passes_the_signal_that_killed_the_program(tmp_path):
+    p = iotrace_run(tmp_path, "-o", str(tmp_path / "t"), "--", "sh", "-c", "kill -TERM $$")
+    assert p.returncode == -signal.SIGTERM
+    (f,) = TraceSet.load(tmp_path / "t").files
+    assert f.closed and f.end["reason"] == f"signal:{int(signal.SIGTERM)}"
+
+
+def test_run_reports_a_missing_program(tmp_path):
+    p = iotrace_run(tmp_path, "-o", str(tmp_path / "t"), "--", "no-such-program-here")
+    assert p.returncode == 127 and "cannot run no-such-program-here" in p.stderr
+
+
+def test_run_needs_a_command(tmp_path):
+    p = iotrace_run(tmp_path, "-o", str(tmp_path / "t"))
+    assert p.returncode == 2 and "no command given" in p.stderr
+
+
+def test_run_options_include_exclude_compression(tmp_path):
+    data = tmp_path / "data"
+    (data / "keep").mkdir(parents=True)
+    (data / "skip").mkdir()
+    (data / "keep" / "a.txt").write_text("a" * 100)
+    (data / "skip" / "b.txt").write_text("b" * 50)
+    out = tmp_path / "t"
+    p = iotrace_run(tmp_path, "-o", str(out), "--include", str(data), "--exclude", str(data / "skip"),
+                    "--compression", "gzip", "--", "cat", str(data / "keep" / "a.txt"), str(data / "skip" / "b.txt"))
+    assert p.returncode == 0 and p.stdout == "a" * 100 + "b" * 50
+    names = os.listdir(out)
+    assert len(names) == 1 and names[0].startswith("cat-") and names[0].endswith(".pfw.gz")
+    ts = TraceSet.load(out)
+    files = {e.get("fname") for e in ts.events() if e.get("fname")}
+    assert files == {str(data / "keep" / "a.txt")}
+    assert ts.count("open", fname=str(data / "keep" / "a.txt")) + \
+        ts.count("openat", fname=str(data / "keep" / "a.txt")) == 1
+
+
+def test_run_records_what_direct_preload_records(tmp_path):
+    # `iotrace run` is LD_PRELOAD plus variables: a real program (gzip) gives the same events.
+    if not shutil.which("gzip"):
+        pytest.skip("gzip is not installed")
+    src = tmp_path / "in"
+    src.mkdir()
+    (src / "f.bin").write_bytes(os.urandom(300_000))
+    p = iotrace_run(tmp_path, "-o", str(tmp_path / "a"), "--include", str(src), "--",
+                    "gzip", "-k", "-f", str(src / "f.bin"))
+    assert p.returncode == 0
+    via_cli = TraceSet.load(tmp_path / "a").counts()
+    os.unlink(src / "f.bin.gz")  # the same starting point for the second run
+    direct = run_traced(["gzip", "-k", "-f", str(src / "f.bin")], tmp_path, include=[str(src)]).counts()
+    assert via_cli == direct and via_cli.get("read", 0) >= 5 and via_cli.get("write", 0) >= 5

@@ -1,5 +1,7 @@
 #include "encoder.h"
 
+#include "json_escape.h"
+
 
 namespace iot {
 
@@ -94,26 +96,8 @@ void Out::usec(int64_t ns) {
 }
 
 void Out::json_str(const char* s, size_t len) {
-  static const char kHex[] = "0123456789abcdef";
-  reserve(len * 6 + 2);
-  p[n++] = '"';
-  for (size_t i = 0; i < len; i++) {
-    unsigned char c = static_cast<unsigned char>(s[i]);
-    if (c == '"' || c == '\\') {
-      p[n++] = '\\';
-      p[n++] = char(c);
-    } else if (c < 0x20) {
-      p[n++] = '\\';
-      p[n++] = 'u';
-      p[n++] = '0';
-      p[n++] = '0';
-      p[n++] = kHex[c >> 4];
-      p[n++] = kHex[c & 15];
-    } else {
-      p[n++] = char(c);  // UTF-8 passes through; invalid bytes are the reader's problem
-    }
-  }
-  p[n++] = '"';
+  reserve(json_quoted_max(len));
+  n += json_quote(p + n, s, len);
 }
 
 static void head(Out& o, char ph, const char* name, size_t name_len, bool quoted_name,

@@ -14,6 +14,7 @@
 #include <unordered_map>
 
 #include "iotrace.h"
+#include "json_escape.h"
 
 namespace py = pybind11;
 
@@ -55,27 +56,9 @@ struct ArgBuf {
     }
   }
   void str(const char* s, Py_ssize_t k) {
-    static const char hex[] = "0123456789abcdef";
-    if (!room(size_t(k) * 6 + 2)) k = Py_ssize_t((sizeof p - n - 8) / 6);
-    if (k < 0) return;
-    p[n++] = '"';
-    for (Py_ssize_t i = 0; i < k; i++) {
-      unsigned char c = static_cast<unsigned char>(s[i]);
-      if (c == '"' || c == '\\') {
-        p[n++] = '\\';
-        p[n++] = char(c);
-      } else if (c < 0x20) {
-        p[n++] = '\\';
-        p[n++] = 'u';
-        p[n++] = '0';
-        p[n++] = '0';
-        p[n++] = hex[c >> 4];
-        p[n++] = hex[c & 15];
-      } else {
-        p[n++] = char(c);
-      }
-    }
-    p[n++] = '"';
+    if (k < 0 || n + 8 >= sizeof p) return;
+    if (!room(iot::json_quoted_max(size_t(k)))) k = Py_ssize_t((sizeof p - n - 8) / 6);  // cut to fit
+    n += uint32_t(iot::json_quote(p + n, s, size_t(k)));
   }
   void key(const char* k, Py_ssize_t len) {
     if (n) raw(",", 1);

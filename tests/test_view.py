@@ -79,7 +79,7 @@ def test_local_ui_mode(trace, tmp_path):
     (tmp_path / "secret").write_text("no")
     server = serving(trace, ui_dir=str(ui))
     try:
-        assert server.link == server.base + "/"
+        assert server.link == server.base + "/#!/?url=" + server.trace_url  # opens the trace at once
         assert get(server, "/")[1] == b"<html>perfetto</html>"
         assert get(server, "/vizviewer_info")[1] == b"{}"
         assert get(server, "/localtrace")[1] == trace.read_bytes()

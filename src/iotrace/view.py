@@ -27,9 +27,9 @@ UI_ORIGIN = "https://ui.perfetto.dev"
 DEFAULT_PORT = 9001
 
 
-def ui_link(trace_url: str) -> str:
-    """The ui.perfetto.dev deep link that opens `trace_url`."""
-    return f"{UI_ORIGIN}/#!/?url={urllib.parse.quote(trace_url, safe=':/')}"
+def ui_link(trace_url: str, ui_origin: str = UI_ORIGIN) -> str:
+    """The deep link of a Perfetto UI (ui.perfetto.dev, or a local copy) that opens `trace_url`."""
+    return f"{ui_origin}/#!/?url={urllib.parse.quote(trace_url, safe=':/')}"
 
 
 def find_local_ui(ui_dir: str | None = None) -> str | None:
@@ -69,7 +69,7 @@ class TraceServer(http.server.ThreadingHTTPServer):
     @property
     def link(self) -> str:
         """Where a person should point the browser."""
-        return f"{self.base}/" if self.ui_dir else ui_link(self.trace_url)
+        return ui_link(self.trace_url, self.base if self.ui_dir else UI_ORIGIN)
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):

@@ -175,6 +175,70 @@ def _begin(thr, ts, dur, slots, e_thr, e_ts, e_dur, e_next, t_head, t_tail, t_co
     return ts
 
 
+_KEY_NAMES = np.zeros((len(scan.IO_KEYS), 8), np.uint8)
+_KEY_LENS = np.zeros(len(scan.IO_KEYS), np.int64)
+for _k, _name in enumerate(scan.IO_KEYS):
+    _KEY_NAMES[_k, : len(_name)] = np.frombuffer(_name.encode(), np.uint8)
+    _KEY_LENS[_k] = len(_name)
+_ARGS = np.frombuffer(b'"args":{', np.uint8).copy()
+
+
+@njit(cache=True, nogil=True)
+def _arg_orders(buf, starts, rows, names, lens, lit, orders):
+    """The order of the I/O keys in each scanned line (4 bits a key, first key lowest,
+    key id + 1; 0 ends): the scanner keeps values, not their order, and the
+    annotations follow the order of the line, as orjson's dict does."""
+    for r in range(rows.shape[0]):
+        j = rows[r]
+        p = starts[j]
+        # the args object follows the fixed fields: find `"args":{`
+        while True:
+            ok = True
+            for k in range(lit.shape[0]):
+                if buf[p + k] != lit[k]:
+                    ok = False
+                    break
+            if ok:
+                break
+            p += 1
+        p += lit.shape[0]
+        code = 0
+        shift = 0
+        seen = 0
+        while buf[p] == 34:  # a key
+            a = p + 1
+            b = a
+            while buf[b] != 34:
+                b += 1
+            key = -1
+            for k in range(lens.shape[0]):
+                if lens[k] == b - a:
+                    same = True
+                    for m in range(b - a):
+                        if buf[a + m] != names[k, m]:
+                            same = False
+                            break
+                    if same:
+                        key = k
+                        break
+            if not seen & (1 << key):  # a repeated key keeps its first place (a dict)
+                seen |= 1 << key
+                code |= (key + 1) << shift
+                shift += 4
+            p = b + 2  # after `":`
+            if buf[p] == 34:
+                p += 1
+                while buf[p] != 34:
+                    p += 1
+                p += 1
+            else:
+                while buf[p] != 44 and buf[p] != 125:
+                    p += 1
+            if buf[p] == 44:
+                p += 1
+        orders[j] = code
+
+
 @njit(cache=True, nogil=True)
 def _release(x, order, k, best_ref, first):
     if x == first[0]:
@@ -227,7 +291,7 @@ def _flow_order(lin, isx, lts, starts, best_ref, best_ts, first, flow_in, order)
 
 
 @njit(cache=True, nogil=True)
-def _encode(order, codes, ivals, present, fthr, pool_name, pool_cat, pool_val, arg_iid,
+def _encode(order, codes, ivals, present, korder, fthr, pool_name, pool_cat, pool_val, arg_iid,
             s_kind, s_ts, s_dur, s_thr, s_name, s_cat, s_boff, s_blen, blob,
             thr_uuid, seq, interned, flags,
             slots, e_thr, e_ts, e_dur, e_next, t_head, t_tail, t_count, meta,
@@ -270,8 +334,11 @@ def _encode(order, codes, ivals, present, fthr, pool_name, pool_cat, pool_val, a
             q = _varint(te, q + 1, cat)
             if ref >= 0:
                 m = present[ref]
-                for a in range(2, 11):
-                    if m & (1 << a):
+                code = korder[ref]
+                while code:
+                    a = (code & 15) - 1
+                    code >>= 4
+                    if a >= 2:
                         v = ivals[a + 2, ref]
                         iid = arg_iid[a]
                         te[q] = 0x22
@@ -445,8 +512,8 @@ class FastPart(ProtoPart):
         st.meta[3] = 0
         out = np.empty(ROW_BOUND * n + len(blob) + len(interned) + 64, np.uint8)
         cuts = np.empty(len(out) // BATCH_BYTES + 2, np.int64)
-        (codes, ivals, present, fthr, pool_name, pool_cat, pool_val) = cols
-        size, n_cuts = _encode(order, codes, ivals, present, fthr, pool_name, pool_cat, pool_val,
+        (codes, ivals, present, korder, fthr, pool_name, pool_cat, pool_val) = cols
+        size, n_cuts = _encode(order, codes, ivals, present, korder, fthr, pool_name, pool_cat, pool_val,
                                self.arg_iid, s_kind, s_ts, s_dur, s_thr, s_name, s_cat, s_boff,
                                s_blen, blob, self.uuids, self.seq_arr, inter, self.flags_arr,
                                st.slots, st.e_thr, st.e_ts, st.e_dur, st.e_next, st.t_head,
@@ -462,7 +529,7 @@ class FastPart(ProtoPart):
 
 
 _EMPTY_COLS = (np.zeros((4, 0), np.int32), np.zeros((13, 0), np.int64), np.zeros(0, np.int32),
-               np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
+               np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64),
                np.zeros(0, np.int64))
 
 
@@ -768,7 +835,9 @@ class FileExport:
         arrays = specials.arrays()
         if self.flows_active:
             lin = self._flow_order(lin, ivals, arrays, specials, text, lstart, nl, fast_lines)
-        cols = (codes, ivals, present, fthr, pool_name, pool_cat, pool_val)
+        korder = np.zeros(n, np.int64)
+        _arg_orders(buf, lstart[fast_lines], rows, _KEY_NAMES, _KEY_LENS, _ARGS, korder)
+        cols = (codes, ivals, present, korder, fthr, pool_name, pool_cat, pool_val)
         out.encode(lin, cols, arrays)
 
     def _flow_order(self, lin, ivals, arrays, specials, text, lstart, nl, fast_lines):

@@ -26,6 +26,13 @@ REAL_PROCESSES = "from process where upid != 0"
 REAL_THREADS = "from thread where utid != 0"
 
 
+@pytest.fixture(autouse=True)
+def fast_pftrace(monkeypatch):
+    """The block-at-a-time .pftrace writer (fast_proto) even for these small files;
+    test_fast_and_slow_pftrace_are_the_same compares it with ProtoPart's."""
+    monkeypatch.setenv("IOTRACE_EXPORT_FAST", "1")
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory):
     folder = tmp_path_factory.mktemp("job")
@@ -271,3 +278,117 @@ def test_duration_units():
     assert cli.duration_us("2", "s") == 2e6
     with pytest.raises(Exception):
         cli.duration_us("fast")
+
+
+# -- the two .pftrace writers ------------------------------------------------------
+
+
+def _varint(b, p):
+    v = s = 0
+    while True:
+        c = b[p]
+        p += 1
+        v |= (c & 0x7F) << s
+        s += 7
+        if c < 0x80:
+            return v, p
+
+
+def _fields(b):
+    p = 0
+    while p < len(b):
+        key, p = _varint(b, p)
+        if key & 7 == 0:
+            v, p = _varint(b, p)
+        elif key & 7 == 1:
+            v, p = b[p:p + 8], p + 8
+        else:
+            n, p = _varint(b, p)
+            v, p = b[p:p + n], p + n
+        yield key >> 3, v
+
+
+def _packets(data):
+    for _, packet in _fields(data):
+        comp = [v for f, v in _fields(packet) if f == 50]
+        if comp:
+            yield from _packets(zlib.decompress(comp[0]))
+        else:
+            yield packet
+
+
+def decoded_pftrace(path):
+    """Per sequence, its events in file order with the interned strings resolved
+    (names, categories, annotation names and values), and the track descriptors."""
+    seqs, tables, descriptors = {}, {}, []
+    for packet in _packets(open(path, "rb").read()):
+        d = {}
+        for f, v in _fields(packet):
+            d.setdefault(f, []).append(v)
+        if 60 in d:
+            descriptors.append(d[60][0])
+            continue
+        seq = d.get(10, [0])[0]
+        table = tables.setdefault(seq, {})
+        for data in d.get(12, []):
+            for kind, entry in _fields(data):
+                e = dict(_fields(entry))
+                table.setdefault(kind, {})[e[1]] = e[2].decode()
+        if 11 not in d:
+            continue
+        event = []
+        for f, v in _fields(d[11][0]):
+            if f == 10:
+                v = table[2][v]
+            elif f == 3:
+                v = table[1][v]
+            elif f == 4:
+                a = dict(_fields(v))
+                v = (table[3][a.pop(1)],) + tuple(
+                    table[29][x] if k == 17 else x for k, x in a.items())
+            event.append((f, v))
+        seqs.setdefault(seq, []).append((d[8][0], tuple(event)))
+    return seqs, sorted(descriptors)
+
+
+def test_fast_and_slow_pftrace_are_the_same(job, tmp_path, monkeypatch):
+    """fast_proto writes the packets ProtoPart writes, in the same order (only the
+    interning may be laid out differently)."""
+    fast, _ = exported(job, tmp_path, "fast.pftrace")
+    monkeypatch.setenv("IOTRACE_EXPORT_SLOW", "1")
+    slow, _ = exported(job, tmp_path, "slow.pftrace")
+    assert decoded_pftrace(fast) == decoded_pftrace(slow)
+
+
+def test_fast_pftrace_across_blocks(tmp_path, monkeypatch):
+    """A bigger job read in many small blocks: flows held across blocks, counters,
+    Python steps, forks of lines split between the scanner and orjson."""
+    import importlib.util
+
+    from iotrace.export import fast_proto
+
+    spec = importlib.util.spec_from_file_location("export_bench", os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+        "export_bench.py"))
+    export_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_bench)
+    monkeypatch.setattr(export_bench, "FRAME_LINES", 200)  # many small zstd frames
+
+    monkeypatch.setattr(fast_proto, "BLOCK_BYTES", 20_000)
+    monkeypatch.setattr(fast_proto, "BATCH_BYTES", 8_000)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    export_bench.write_process(str(folder / "python3.11-bench-1000.pfw.zst"), 1000, "main",
+                               0, 6000, None, 1e6, 1)
+    for n, start in enumerate((1e6 + 500, 1e6 + 40_000)):  # spawned early, and mid-way
+        export_bench.write_process(str(folder / f"python3.11-bench-{1010 + n}.pfw.zst"),
+                                   1010 + n, "dataloader", 0, 3000, 1000, start, 2 + n, n)
+    out = {}
+    for mode in ("FAST", "SLOW"):
+        monkeypatch.delenv("IOTRACE_EXPORT_FAST", raising=False)
+        monkeypatch.setenv(f"IOTRACE_EXPORT_{mode}", "1")
+        out[mode] = str(tmp_path / f"{mode}.pftrace")
+        result = export([str(folder)], out[mode], jobs=1)
+        assert result.flows == 2
+        monkeypatch.delenv(f"IOTRACE_EXPORT_{mode}")
+    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])

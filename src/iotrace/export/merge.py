@@ -254,7 +254,7 @@ def export_file(job: FileJob) -> FileResult:
     res = FileResult()
     r = reader()
     proc = job.proc
-    fast = _fast_proto() if job.fmt == "pftrace" and not job.filter.per_event else None
+    fast = _fast_proto(job.file.path) if job.fmt == "pftrace" and not job.filter.per_event else None
     if fast is not None:
         fast.export_file(job, res, r, _restore_names, _thread_label)
         return res
@@ -319,11 +319,22 @@ def export_file(job: FileJob) -> FileResult:
     return res
 
 
-def _fast_proto():
-    """fast_proto (block-at-a-time .pftrace), or None where numba or the
-    analyzer's scanner is missing (IOTRACE_EXPORT_SLOW=1 forces ProtoPart)."""
+FAST_MIN_BYTES = 512 << 10  # smaller files: ProtoPart (importing numba costs ~1 s)
+
+
+def _fast_proto(path: str):
+    """fast_proto (block-at-a-time .pftrace) for a file big enough to pay for
+    importing numba, or None (then ProtoPart) where numba or the analyzer's
+    scanner is missing. IOTRACE_EXPORT_SLOW=1 / IOTRACE_EXPORT_FAST=1 force
+    either way (tests)."""
     if os.environ.get("IOTRACE_EXPORT_SLOW"):
         return None
+    if not os.environ.get("IOTRACE_EXPORT_FAST"):
+        try:
+            if os.path.getsize(path) < FAST_MIN_BYTES:
+                return None
+        except OSError:
+            return None
     try:
         from . import fast_proto
     except ImportError:

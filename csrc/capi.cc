@@ -57,6 +57,7 @@ IOT_API int iotrace_init(const char* out_dir, const char* name) {
 
 IOT_API int iotrace_active(void) { return g_recording.load(std::memory_order_relaxed); }
 IOT_API int iotrace_interposing(void) { return g_interposing; }
+IOT_API void iotrace_pause(int paused) { g_paused = paused != 0; }
 IOT_API int64_t iotrace_now(void) { return now_ticks(); }
 IOT_API int64_t iotrace_now_ns(void) { return now_ns(); }
 

@@ -29,10 +29,10 @@ inline F next_fn(F& slot, const char* name) {
   static inline name##_fn real_##name() { return ::iot::next_fn(real_##name##_slot, #name); }
 
 inline bool posix_on() {
-  return g_interposing && g_config.posix && g_recording.load(std::memory_order_relaxed);
+  return g_interposing && g_config.posix && !g_paused && g_recording.load(std::memory_order_relaxed);
 }
 inline bool stdio_on() {
-  return g_interposing && g_config.stdio && g_recording.load(std::memory_order_relaxed);
+  return g_interposing && g_config.stdio && !g_paused && g_recording.load(std::memory_order_relaxed);
 }
 inline bool process_on() { return g_interposing && g_recording.load(std::memory_order_relaxed); }
 

@@ -16,6 +16,8 @@ int iotrace_init(const char* out_dir, const char* name);
 /* Is the core recording? Is the POSIX interposer active in this process (LD_PRELOAD)? */
 int iotrace_active(void);
 int iotrace_interposing(void);
+/* Pause (1) or resume (0) the recording of intercepted calls (Python/C API events go on). */
+void iotrace_pause(int paused);
 /* The core's clock: the unit of the start and duration arguments below (TSC ticks where the
  * kernel keeps time with the TSC, else ns); the writer maps it to CLOCK_MONOTONIC ns. */
 int64_t iotrace_now(void);

@@ -24,6 +24,7 @@
 namespace iot {
 
 bool g_interposing = false;
+bool g_paused = false;
 bool g_signal_stand_in[kMaxSignal] = {};
 
 namespace {

@@ -8,6 +8,8 @@ namespace iot {
 bool core_start(bool preloaded);
 // Is the interposer live (this library preloaded and not disabled)?
 extern bool g_interposing;
+// iotrace_pause(): intercepted calls pass through unrecorded while set.
+extern bool g_paused;
 // Signals whose default action our flushing handler stands in for: the program is shown
 // SIG_DFL for them until it installs a handler of its own (interpose_signal.cc).
 constexpr int kMaxSignal = 65;

@@ -11,6 +11,18 @@
 
 namespace iot {
 
+namespace {
+__thread bool t_writer __attribute__((tls_model("initial-exec"))) = false;
+int g_writer_fd = -1;          // open in the writer's table only
+unsigned g_writer_fd_gen = 0;  // the file it was opened for
+
+long open_append(const char* path) {
+  return syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
+}
+}  // namespace
+
+void Sink::set_writer_thread() { t_writer = true; }
+
 static void mkdirs(const char* dir) {
   char p[PATH_MAX];
   snprintf(p, sizeof p, "%s", dir);
@@ -34,12 +46,14 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
     else snprintf(path_, sizeof path_, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, ext);
     long fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd >= 0) {
-      fd_ = int(fd);
+      syscall(SYS_close, fd);  // created; every write opens it for appending (see sink.h)
+      open_ = true;
+      file_gen_++;
       break;
     }
     if (errno != EEXIST) break;
   }
-  if (fd_ < 0) {
+  if (!open_) {
     path_[0] = 0;
     return false;
   }
@@ -51,19 +65,35 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
 }
 
 void Sink::write_raw(const char* p, size_t n) {
+  long fd;
+  if (t_writer) {  // the writer keeps its fd, reopened when the file changed
+    if (g_writer_fd >= 0 && g_writer_fd_gen != file_gen_) {
+      syscall(SYS_close, g_writer_fd);
+      g_writer_fd = -1;
+    }
+    if (g_writer_fd < 0) {
+      g_writer_fd = int(open_append(path_));
+      g_writer_fd_gen = file_gen_;
+    }
+    fd = g_writer_fd;
+  } else {
+    fd = open_append(path_);
+  }
+  if (fd < 0) return;
   while (n > 0) {
-    long w = syscall(SYS_write, fd_, p, n);
+    long w = syscall(SYS_write, fd, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      return;  // disk full or similar: the tracer never breaks the program
+      break;  // disk full or similar: the tracer never breaks the program
     }
     p += w;
     n -= size_t(w);
   }
+  if (!t_writer) syscall(SYS_close, fd);
 }
 
 void Sink::write(const char* text, size_t n) {
-  if (fd_ < 0 || n == 0) return;
+  if (!open_ || n == 0) return;
   int saved = errno;
   if (comp_ == Compression::none) {
     write_raw(text, n);
@@ -96,7 +126,7 @@ void Sink::write(const char* text, size_t n) {
 }
 
 void Sink::close() {
-  if (fd_ < 0) return;
+  if (!open_) return;
   if (comp_ == Compression::gzip && zs_live_) {
     char out[256];
     zs_.next_in = nullptr;
@@ -111,13 +141,13 @@ void Sink::close() {
     deflateEnd(&zs_);
     zs_live_ = false;
   }
-  syscall(SYS_close, fd_);
-  fd_ = -1;
+  open_ = false;  // the writer's kept fd, if any, is closed when it next writes (file_gen_)
 }
 
 void Sink::abandon() {
-  if (fd_ >= 0) syscall(SYS_close, fd_);
-  fd_ = -1;
+  // In a fork child: the parent's writer fd is in the parent writer's table, not here.
+  g_writer_fd = -1;
+  open_ = false;
   zs_live_ = false;  // the parent's deflate state: leak it rather than touch it
   zc_ = nullptr;
   cbuf_ = nullptr;

@@ -1,6 +1,11 @@
 // The trace file of this process: text in, compressed frames out, written with raw syscalls
 // (so the tracer's own I/O is never traced). zstd: one independent frame per write; gzip: one
 // member, a full flush per write; none: the text as it is.
+//
+// The writer thread has an fd table of its own (writer.cc), so an fd is good only in the table
+// that opened it: the writer keeps one open (O_APPEND); any other thread (exit, _exit, exec,
+// signal flushes) opens the file by path, appends and closes. The program never sees an fd of
+// ours. Callers serialise writes (the drain lock).
 #pragma once
 #include <limits.h>
 #include <stddef.h>
@@ -15,7 +20,7 @@ class Sink {
  public:
   // Create DIR/<name>-<host>-<pid>[-n].pfw[.zst|.gz] (never overwriting). false on failure.
   bool open(const char* dir, const char* name, const char* host, int pid, Compression c, int level);
-  bool is_open() const { return fd_ >= 0; }
+  bool is_open() const { return open_; }
   // Write whole lines; after this returns they are in the file (as one frame / flush point).
   void write(const char* text, size_t n);
   // Finish the stream (gzip trailer) and close.
@@ -24,9 +29,13 @@ class Sink {
   void abandon();
   const char* path() const { return path_; }
 
+  // The calling thread is the writer (its fd, in its own table, may be kept open).
+  static void set_writer_thread();
+
  private:
   void write_raw(const char* p, size_t n);
-  int fd_ = -1;
+  bool open_ = false;
+  unsigned file_gen_ = 0;  // which file the writer's kept fd belongs to
   Compression comp_ = Compression::zstd;
   int level_ = 3;
   ZSTD_CCtx* zc_ = nullptr;

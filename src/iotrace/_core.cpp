@@ -445,6 +445,7 @@ PYBIND11_MODULE(_core, m) {
       }, py::arg("dir") = "", py::arg("name") = "");
   m.def("active", [] { return iotrace_active() != 0; });
   m.def("interposing", [] { return iotrace_interposing() != 0; });
+  m.def("pause", [](bool paused) { iotrace_pause(paused ? 1 : 0); });
   m.def("now", &iotrace_now);          // the core clock: starts and durations for complete()
   m.def("now_ns", &iotrace_now_ns);    // CLOCK_MONOTONIC ns, the clock of the trace files
   m.def("flush", [] {

@@ -246,3 +246,26 @@ os.kill(os.getpid(), signal.SIGTERM)
     assert ts.stdout.splitlines() == ["[True, True, True]", "['usr1'] True", "True"]
     (f,) = [f for f in ts.files_of(ts.pid)]
     assert f.closed and f.end["reason"] == f"signal:{int(signal.SIGTERM)}"
+
+
+def test_tracer_holds_no_fd_of_the_program(tmp_path):
+    # The writer has a private fd table: the program's fds are the same traced or not, before
+    # and after flushes, and the next fd it opens gets the same number.
+    code = r"""
+import os, time, iotrace
+def fds():
+    return sorted(int(x) for x in os.listdir("/proc/self/fd"))
+before = fds()
+for i in range(3):
+    open("/etc/hostname").read()
+    iotrace.flush()
+    time.sleep(0.05)
+fd = os.open("/etc/hostname", os.O_RDONLY)
+print(fds() == sorted(before + [fd]), fd)
+"""
+    plain = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={k: v for k, v in os.environ.items() if not k.startswith("IOTRACE")})
+    ts = run_traced([sys.executable, "-c", code], tmp_path, flush_ms=20)
+    assert ts.stdout == plain.stdout and ts.stdout.startswith("True ")
+    (f,) = ts.files_of(ts.pid)
+    assert f.closed and len(ts.events(name="read", fname="/etc/hostname")) >= 3

@@ -13,6 +13,7 @@ namespace {
 int64_t g_anchor_tick = 0, g_anchor_ns = 0;  // the last calibration point
 double g_slope = 1.0;
 bool g_have_slope = false;
+constexpr int64_t kMinBaselineNs = 50000;
 
 // A simultaneous (ticks, ns) pair: the TSC read on both sides of the clock, the closest of a
 // few tries (a preemption between the reads would spoil one).
@@ -51,17 +52,18 @@ ClockMap clock_calibrate() {
   if (!g_tsc) return m;  // ticks are ns already
   int64_t tick, ns;
   read_pair(&tick, &ns);
-  // A slope needs a baseline: ~200 µs keeps the pair jitter (~10 ns) under 1e-4. A process
-  // that drains sooner (a short one, at exit) waits that long, once.
-  while (!g_have_slope && ns - g_anchor_ns < 200000) read_pair(&tick, &ns);
-  if (ns - g_anchor_ns >= 200000 && tick > g_anchor_tick) {
+  // A slope needs a baseline: the error of a pair (~10 ns) over the baseline. 50 µs is the
+  // least taken; a process that drains sooner (a short one, at exit) waits that long, once.
+  // Longer-lived processes get longer baselines, and so finer slopes, by themselves.
+  while (!g_have_slope && ns - g_anchor_ns < kMinBaselineNs) read_pair(&tick, &ns);
+  if (ns - g_anchor_ns >= kMinBaselineNs && tick > g_anchor_tick) {
     g_slope = double(ns - g_anchor_ns) / double(tick - g_anchor_tick);
     g_have_slope = true;
   }
   m.tick0 = g_anchor_tick;
   m.ns0 = g_anchor_ns;
   m.ns_per_tick = g_slope;
-  if (ns - g_anchor_ns >= 200000) {
+  if (ns - g_anchor_ns >= kMinBaselineNs) {
     g_anchor_tick = tick;
     g_anchor_ns = ns;
   }

@@ -230,7 +230,8 @@ void drain_all(bool sealed_only = false) {
     drain_thread(t, ctx, sealed_only);
     if (t->dead.load(std::memory_order_acquire) && !t->read) {
       *pp = t->next;
-      delete t;
+      t->~ThreadState();
+      free(t);
     } else {
       pp = &t->next;
     }
@@ -291,11 +292,14 @@ void* writer_main(void*) {
 ThreadState* thread_state_create() {
   if (!g_recording.load(std::memory_order_relaxed) || t_guard > 1) return nullptr;
   Guard g;
-  auto* ts = new ThreadState();
+  // malloc + placement new: the library needs no C++ runtime (libstdc++ costs every traced
+  // process ~2M instructions of relocations at start-up)
+  auto* ts = new (malloc(sizeof(ThreadState))) ThreadState();
   ts->tid = int32_t(syscall(SYS_gettid));
   ts->cur = ts->read = pool_take(0);
   if (!ts->cur) {
-    delete ts;
+    ts->~ThreadState();
+    free(ts);
     return nullptr;
   }
   pthread_mutex_lock(&g_reg_mu);

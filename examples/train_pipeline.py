@@ -20,7 +20,13 @@ import multiprocessing as mp
 import os
 import time
 
-import numpy as np
+# The loader's worker processes and the training loop share the machine's cores: one BLAS
+# thread per process, as multi-process pipelines are run (numpy's default is a spinning BLAS
+# thread per core in every process, which oversubscribes small machines; set the variable to
+# override). Before numpy is imported, which is when OpenBLAS reads it.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import numpy as np  # noqa: E402
 
 import iotrace
 

@@ -10,7 +10,7 @@ namespace iot {
 bool g_tsc = false;
 
 namespace {
-int64_t g_anchor_tick = 0, g_anchor_ns = 0;  // the last calibration point
+int64_t g_anchor_tick = 0, g_anchor_ns = 0;  // the calibration point at start
 double g_slope = 1.0;
 bool g_have_slope = false;
 constexpr int64_t kMinBaselineNs = 50000;
@@ -52,9 +52,11 @@ ClockMap clock_calibrate() {
   if (!g_tsc) return m;  // ticks are ns already
   int64_t tick, ns;
   read_pair(&tick, &ns);
-  // A slope needs a baseline: the error of a pair (~10 ns) over the baseline. 50 µs is the
-  // least taken; a process that drains sooner (a short one, at exit) waits that long, once.
-  // Longer-lived processes get longer baselines, and so finer slopes, by themselves.
+  // The slope of the chord from the start anchor to now: its error is the pair jitter (~10 ns)
+  // over a baseline that only grows, so conversions made at different drains agree to ~10 ns
+  // (spans that straddle a drain stay nested) and each drain's events, near the chord's end,
+  // follow CLOCK_MONOTONIC even if NTP slews it. A process that drains within 50 µs of its
+  // start (a short one, at exit) waits for that baseline, once.
   while (!g_have_slope && ns - g_anchor_ns < kMinBaselineNs) read_pair(&tick, &ns);
   if (ns - g_anchor_ns >= kMinBaselineNs && tick > g_anchor_tick) {
     g_slope = double(ns - g_anchor_ns) / double(tick - g_anchor_tick);
@@ -63,10 +65,6 @@ ClockMap clock_calibrate() {
   m.tick0 = g_anchor_tick;
   m.ns0 = g_anchor_ns;
   m.ns_per_tick = g_slope;
-  if (ns - g_anchor_ns >= kMinBaselineNs) {
-    g_anchor_tick = tick;
-    g_anchor_ns = ns;
-  }
   return m;
 }
 

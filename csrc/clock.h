@@ -23,8 +23,8 @@ inline int64_t wall_ns() {
 extern bool g_tsc;
 inline int64_t now_ticks() { return g_tsc ? int64_t(__rdtsc()) : now_ns(); }
 
-// ticks → CLOCK_MONOTONIC ns for the events of one drain: a line through the previous and the
-// current calibration points (piecewise: NTP may slew CLOCK_MONOTONIC against the TSC).
+// ticks → CLOCK_MONOTONIC ns for the events of one drain: the line through the calibration
+// point taken at start and the one taken now (clock.cc says why).
 struct ClockMap {
   int64_t tick0 = 0, ns0 = 0;
   double ns_per_tick = 1.0;

@@ -122,27 +122,26 @@ IOT_EXPORT int fclose(FILE* fp) {
                      });
 }
 
+// fread/fwrite move whole items: `bytes` is what moved; a short count is an error only when the
+// stream says so (fread also stops short at the end of the file).
+static auto items_xfer(FILE* fp, size_t size, size_t n) {
+  return [=](IoRec& r, OpenFile* f, size_t ret, int err) {
+    int64_t bytes = int64_t(ret * size);
+    r.set_size(int64_t(size * n));
+    r.set_pos(fd_advance(f, bytes));
+    r.set_ret(int64_t(ret));
+    r.set_bytes(bytes);
+    if (ret < n && ferror_unlocked(fp)) r.set_errno(err);
+  };
+}
+
 IOT_EXPORT size_t fread(void* buf, size_t size, size_t n, FILE* fp) {
   return on_stream<size_t>(C_fread, fp, [&] { return real_fread()(buf, size, n, fp); },
-                           [&](IoRec& r, OpenFile* f, size_t ret, int err) {
-                             int64_t bytes = int64_t(ret * size);
-                             r.set_size(int64_t(size * n));
-                             r.set_pos(fd_advance(f, bytes));
-                             r.set_ret(int64_t(ret));
-                             r.set_bytes(bytes);
-                             if (ret < n && ferror_unlocked(fp)) r.set_errno(err);
-                           });
+                           items_xfer(fp, size, n));
 }
 IOT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
   return on_stream<size_t>(C_fwrite, fp, [&] { return real_fwrite()(buf, size, n, fp); },
-                           [&](IoRec& r, OpenFile* f, size_t ret, int err) {
-                             int64_t bytes = int64_t(ret * size);
-                             r.set_size(int64_t(size * n));
-                             r.set_pos(fd_advance(f, bytes));
-                             r.set_ret(int64_t(ret));
-                             r.set_bytes(bytes);
-                             if (ret < n) r.set_errno(err);
-                           });
+                           items_xfer(fp, size, n));
 }
 IOT_EXPORT char* fgets(char* s, int n, FILE* fp) {
   return on_stream<char*>(C_fgets, fp, [&] { return real_fgets()(s, n, fp); },

@@ -34,12 +34,20 @@ MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
 
 
+_tuned_pid = 0
+
+
 def tune_process() -> None:
     """One Arrow thread: parallelism is ours (a file per worker), nested pools only contend.
     Then keep freed memory in the process and in one heap: on VMs that lazily back memory,
     returning pages to the kernel and faulting them in again costs more than parsing. One
     arena, because the heaps of thread arenas cannot grow past 64 MiB and send big blocks
-    to mmap. Call it before starting threads."""
+    to mmap. Once per process, before its threads start: resizing Arrow's pool and
+    mallopt while other threads compute crashed the analyzer (1 run in 5 of the tests)."""
+    global _tuned_pid
+    if _tuned_pid == os.getpid():
+        return
+    _tuned_pid = os.getpid()
     pa.set_cpu_count(1)
     try:
         libc = ctypes.CDLL("libc.so.6")
@@ -232,6 +240,10 @@ class DaskRunner:
                                         dashboard_address=None, silence_logs=40)
             self.client = Client(self.cluster)
         self.workers = len(self.client.scheduler_info().get("workers", {})) or workers
+        try:  # before the first task: the workers' own threads may run several at once
+            self.client.run(tune_process)
+        except Exception:  # noqa: BLE001 (a worker without the package: tasks tune themselves)
+            pass
 
     def submit(self, fn, *args):
         return self.client.submit(fn, *args, pure=False)

@@ -100,7 +100,11 @@ def _fast(buf: np.ndarray, sc: dict) -> dict:
     def strings(row, has=None):
         if has is not None and not has.any():
             return pa.nulls(m, pa.string())
-        ind = pa.array(codes[row], mask=None if has is None or has.all() else ~has)
+        if has is None or has.all():
+            return pa.DictionaryArray.from_arrays(pa.array(codes[row]), pool)
+        # Codes under the null slots are whatever the scanner's buffer held; Arrow reads them
+        # anyway when it unifies dictionaries (transpose_map[code]): they must be in range.
+        ind = pa.array(np.where(has, codes[row], 0), mask=~has)
         return pa.DictionaryArray.from_arrays(ind, pool)
 
     ph = pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, np.int32)), pa.array(["X"]))

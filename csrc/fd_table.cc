@@ -1,5 +1,7 @@
 #include "fd_table.h"
 
+#include "buffer.h"
+
 #include <fcntl.h>
 #include <limits.h>
 #include <new>
@@ -98,6 +100,13 @@ OpenFile* fd_get(int fd) {
   Entry* e = entry(fd, false);
   OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
   return f ? f : learn(fd);
+}
+
+void fd_learn_before(int fd) {
+  Entry* e = entry(fd, false);
+  if (e && e->file.load(std::memory_order_acquire)) return;
+  Guard guard;  // learn() interns a path: nothing in it may be recorded
+  learn(fd);
 }
 
 Str* fd_path(int fd) { return fd_path_of(fd_get(fd)); }

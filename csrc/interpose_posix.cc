@@ -57,7 +57,9 @@ int do_open(CallId id, int dirfd, const char* path, int flags, mode_t mode, Call
 // A call on an fd: read, write, fsync, fstat...; `extra` adds the call's own args.
 template <class R, class Call, class Extra>
 R on_fd(CallId id, int fd, Call&& call, Extra&& extra) {
-  return traced<R>(posix_on(), id, call, [&](IoRec& r, R ret, int err) {
+  const bool on = posix_on();
+  if (on && !t_guard) fd_learn_before(fd);
+  return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
     OpenFile* f = fd_get(fd);
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;
@@ -642,7 +644,9 @@ FCNTL(fcntl64, C_fcntl64)
 IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* out_off, size_t n,
                                    unsigned flags) {
   int64_t start = in_off ? *in_off : -1;
-  return traced<ssize_t>(posix_on(), C_copy_file_range,
+  const bool on = posix_on();
+  if (on && !t_guard) fd_learn_before(in), fd_learn_before(out);
+  return traced<ssize_t>(on, C_copy_file_range,
                          [&] { return real_copy_file_range()(in, in_off, out, out_off, n, flags); },
                          [&](IoRec& r, ssize_t ret, int err) {
                            OpenFile* fi = fd_get(in);
@@ -665,7 +669,9 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
 #define SENDFILE(fn, id, offT)                                                                  \
   IOT_EXPORT ssize_t fn(int out, int in, offT* off, size_t n) {                                 \
     int64_t start = off ? int64_t(*off) : -1;                                                   \
-    return traced<ssize_t>(posix_on(), id, [&] { return real_##fn()(out, in, off, n); },        \
+    const bool on = posix_on();                                                                 \
+    if (on && !t_guard) fd_learn_before(in), fd_learn_before(out);                              \
+    return traced<ssize_t>(on, id, [&] { return real_##fn()(out, in, off, n); },                \
                            [&](IoRec& r, ssize_t ret, int err) {                                \
                              OpenFile* fi = fd_get(in);                                         \
                              OpenFile* fo = fd_get(out);                                        \

@@ -271,3 +271,23 @@ with open({str(src)!r}, 'rb', buffering=0) as f:
     if sys.version_info[:2] == (3, 11):  # what io.open itself asks for, in 3.11
         assert ts.counts(fname=src) == {"open64": 2, "fstat64": 3, "lseek64": 3, "read": 3,
                                         "close": 2}
+
+
+def test_inherited_fd_offsets_start_where_the_parent_left_them(cprog, trace, data_dir):
+    # stdin redirected from a file the shell already read 3 bytes of: the tracer learns fd 0
+    # from /proc/self/fd before the first read, so that read is at offset 3, not after itself
+    exe = cprog(r"""
+#include <unistd.h>
+int main(void) { char b[16]; read(0, b, 5); read(0, b, 5); lseek(0, 1, SEEK_SET); read(0, b, 2); return 0; }
+""", name="rd_stdin")
+    src = data_dir / "in.txt"
+    src.write_bytes(b"0123456789abcdef")
+    fd = os.open(src, os.O_RDONLY)
+    try:
+        assert os.read(fd, 3) == b"012"
+        ts = trace([exe], include=[data_dir], stdin=fd)
+    finally:
+        os.close(fd)
+    assert ts.counts(fname=str(src)) == {"read": 3, "lseek": 1}
+    reads = [(e["args"]["offset"], e["args"]["ret"]) for e in ts.events(name="read", fname=str(src))]
+    assert reads == [(3, 5), (8, 5), (1, 2)]

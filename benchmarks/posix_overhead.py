@@ -7,9 +7,10 @@ Runs a C workload (benchmarks/posix_workload.c, 4 calls a round) and prints medi
   * whole-process pairs: the loop's wall time, untraced and traced processes in alternation.
   * CPU: user + sys of the whole process per call, the writer thread's JSON encoding and
     compression included (what the machine pays, on the other core when there is one).
-  * bytes per event of the trace file on disk.
+  * bytes per event of the trace file on disk, at the default resolution and then at each
+    IOTRACE_RESOLUTION (ns, 10ns, 100ns, us; median of 3 runs each).
 Usage:
-    python benchmarks/posix_overhead.py [--rounds 100000] [--pairs 7]
+    python benchmarks/posix_overhead.py [--rounds 100000] [--pairs 7] [--resolution ns]
 """
 from __future__ import annotations
 
@@ -61,6 +62,7 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=100000, help="rounds of 4 calls (default 100000 = 400k calls)")
     ap.add_argument("--pairs", type=int, default=7, help="traced/untraced pairs (median taken)")
     ap.add_argument("--level", type=int, default=None, help="zstd level (IOTRACE_COMPRESSION_LEVEL)")
+    ap.add_argument("--resolution", default=None, help="IOTRACE_RESOLUTION of the timed runs")
     args = ap.parse_args()
     import iotrace
 
@@ -74,6 +76,8 @@ def main() -> int:
             env = dict(os.environ, LD_PRELOAD=iotrace.preload_path(), IOTRACE_DIR=out)
             if args.level:
                 env["IOTRACE_COMPRESSION_LEVEL"] = str(args.level)
+            if args.resolution:
+                env["IOTRACE_RESOLUTION"] = args.resolution
             traced_ns, _, traced_cpu = run(exe, data, args.rounds, env)
             (trace,) = glob.glob(os.path.join(out, "*.pfw.zst"))
             plain.append(base_ns / calls)
@@ -96,6 +100,18 @@ def main() -> int:
               f"traced thread plus the writer thread's JSON encoding and compression, whole process)")
         print(f"trace:    {statistics.median(per_event):.2f} bytes per event on disk "
               f"({statistics.median(sizes)} bytes, {statistics.median(events)} events)   target <= 6")
+        by_res = []
+        for res in ("ns", "10ns", "100ns", "us"):
+            per = []
+            for i in range(3):
+                out = os.path.join(tmp, f"res-{res}-{i}")
+                env = dict(os.environ, LD_PRELOAD=iotrace.preload_path(), IOTRACE_DIR=out,
+                           IOTRACE_RESOLUTION=res)
+                run(exe, data, args.rounds, env)
+                (trace,) = glob.glob(os.path.join(out, "*.pfw.zst"))
+                per.append(os.path.getsize(trace) / count_events(trace))
+            by_res.append(f"{res} {statistics.median(per):.2f}")
+        print(f"          bytes per event by IOTRACE_RESOLUTION (median of 3): {', '.join(by_res)}")
     return 0
 
 

@@ -27,6 +27,15 @@ static long env_long(const char* name, long dflt, long lo, long hi) {
   return x;
 }
 
+int parse_resolution(const char* s) {
+  if (!s) return 0;
+  static const struct { const char* name; int ns; } kNames[] = {
+      {"ns", 1}, {"1ns", 1}, {"10ns", 10}, {"100ns", 100}, {"us", 1000}, {"1us", 1000}};
+  for (const auto& n : kNames)
+    if (strcmp(s, n.name) == 0) return n.ns;
+  return 0;
+}
+
 void config_set_prefixes(Config& c, bool include, const char* value) {
   char** list = include ? c.include : c.exclude;
   int& n = include ? c.n_include : c.n_exclude;
@@ -63,6 +72,7 @@ void config_from_env(Config& c) {
   c.buffer_size = size_t(env_long("IOTRACE_BUFFER_SIZE", 1 << 20, 64 << 10, 256 << 20));
   c.max_buffered = size_t(env_long("IOTRACE_MAX_BUFFERED", 64 << 20, 1 << 20, 1L << 34));
   c.flush_ms = int(env_long("IOTRACE_FLUSH_INTERVAL_MS", 1000, 10, 3600 * 1000));
+  if (int r = parse_resolution(getenv("IOTRACE_RESOLUTION")); r) c.res_ns = r;
   c.posix = env_bool("IOTRACE_POSIX", true);
   c.stdio = env_bool("IOTRACE_STDIO", true);
   c.signals = env_bool("IOTRACE_SIGNALS", true);

@@ -24,6 +24,9 @@ struct Config {
   size_t buffer_size = 1 << 20;   // IOTRACE_BUFFER_SIZE: bytes per thread buffer
   size_t max_buffered = 64 << 20; // IOTRACE_MAX_BUFFERED: bytes in flight before writers wait
   int flush_ms = 1000;            // IOTRACE_FLUSH_INTERVAL_MS
+  // IOTRACE_RESOLUTION: ns per unit of the written times (1, 10, 100 or 1000). Coarser times
+  // compress better: the trace's bytes are mostly the digits zstd cannot predict.
+  int res_ns = 1;
   bool posix = true;              // IOTRACE_POSIX: record POSIX calls
   bool stdio = true;              // IOTRACE_STDIO: record stdio calls
   bool signals = true;            // IOTRACE_SIGNALS: flush on fatal signals
@@ -31,6 +34,8 @@ struct Config {
 
 // Parse the environment into `c` (defaults for unset variables).
 void config_from_env(Config& c);
+// ns per unit for a resolution name ("ns", "10ns", "100ns", "us"), or 0 if unknown.
+int parse_resolution(const char* s);
 // Replace the include or exclude list by a ':'-separated string.
 void config_set_prefixes(Config& c, bool include, const char* value);
 

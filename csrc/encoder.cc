@@ -1,5 +1,6 @@
 #include "encoder.h"
 
+#include "config.h"
 #include "json_escape.h"
 
 
@@ -80,24 +81,46 @@ void Out::u64hex(uint64_t v) {
   n += 16;
 }
 
-void Out::usec(int64_t ns) {
-  if (ns < 0) {
+void Out::usec(int64_t q, int res) {
+  if (q < 0) {
     ch('-');
-    ns = -ns;
+    q = -q;
   }
-  i64(ns / 1000);
-  int r = int(ns % 1000);
+  if (res >= 1000) return i64(q);
+  const int per_us = 1000 / res;  // 1000, 100 or 10 units a µs
+  i64(q / per_us);
+  int r = int(q % per_us);
   reserve(4);
-  p[n] = '.';
-  p[n + 1] = char('0' + r / 100);
-  p[n + 2] = char('0' + r / 10 % 10);
-  p[n + 3] = char('0' + r % 10);
-  n += 4;
+  p[n++] = '.';
+  if (per_us == 1000) p[n++] = char('0' + r / 100);
+  if (per_us >= 100) p[n++] = char('0' + r / 10 % 10);
+  p[n++] = char('0' + r % 10);
 }
 
 void Out::json_str(const char* s, size_t len) {
   reserve(json_quoted_max(len));
   n += json_quote(p + n, s, len);
+}
+
+// Times in units of IOTRACE_RESOLUTION, rounded to nearest. An event's start and end are
+// rounded alike and its dur is their difference, so coarser times keep nesting and order.
+static inline int64_t units(int64_t ns, int res) {
+  if (res == 1) return ns;
+  return ns >= 0 ? (ns + res / 2) / res : -((res / 2 - ns) / res);
+}
+
+static void put_ts(Out& o, int64_t ns) {
+  const int res = g_config.res_ns;
+  o.usec(units(ns, res), res);
+}
+
+// `"ts":` is already written: the start, then `,"dur":` and the duration.
+static void put_ts_dur(Out& o, int64_t start_ns, int64_t dur_ns) {
+  const int res = g_config.res_ns;
+  const int64_t s = units(start_ns, res), e = units(start_ns + dur_ns, res);
+  o.usec(s, res);
+  o.put(",\"dur\":");
+  o.usec(e - s, res);
 }
 
 static void head(Out& o, char ph, const char* name, size_t name_len, bool quoted_name,
@@ -176,9 +199,7 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
   o.reserve(256);
   io_prefix(o, r->h.call, tid, ctx);
-  o.usec(ctx.clk.ns(r->start));
-  o.put(",\"dur\":");
-  o.usec(ctx.clk.dur(r->dur));
+  put_ts_dur(o, ctx.clk.ns(r->start), ctx.clk.dur(r->dur));
   o.put(",\"args\":{");
   // Fixed key order (the analyzer relies on it for its fast path): see docs/trace-format.md.
   const char* sep = "";
@@ -206,9 +227,7 @@ static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) 
   if (r->tid) tid = r->tid;
   head(o, 'X', r->name->str, r->name->len, false, r->cat->str, r->cat->len, ctx, tid);
   o.put(",\"ts\":");
-  o.usec(ctx.clk.ns(r->start));
-  o.put(",\"dur\":");
-  o.usec(ctx.clk.dur(r->dur));
+  put_ts_dur(o, ctx.clk.ns(r->start), ctx.clk.dur(r->dur));
   o.put(",\"args\":{");
   o.put(reinterpret_cast<const char*>(r + 1), r->args_len);
   o.put("}},\n");
@@ -231,7 +250,7 @@ static int encode_mark(Out& o, const MarkRec* r, int tid, const EncodeCtx& ctx) 
   o.i64(tid);
   if (r->ph != 'M') {
     o.put(",\"ts\":");
-    o.usec(ctx.clk.ns(r->ts));
+    put_ts(o, ctx.clk.ns(r->ts));
   }
   if (r->ph == 'i') o.put(",\"s\":\"t\"");
   o.put(",\"args\":{");

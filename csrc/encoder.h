@@ -25,7 +25,8 @@ struct Out {
   void ch(char c) { reserve(1); p[n++] = c; }
   void i64(int64_t v);
   void u64hex(uint64_t v);  // 16 hex digits
-  void usec(int64_t ns);    // ns as µs with 3 decimals
+  // q units of `res` ns (1, 10, 100 or 1000) as µs: 3, 2, 1 or no decimals.
+  void usec(int64_t q, int res);
   void json_str(const char* s, size_t len);  // quoted, escaped
 };
 

@@ -160,7 +160,7 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.i64(ctx.pid);
   o.put(",\"tid\":");
   o.i64(ctx.pid);
-  o.put(",\"args\":{\"version\":1,");
+  o.put(",\"args\":{\"version\":2,");
   json_kv_str(o, "hostname", g_proc.host);
   o.put(",\"pid\":");
   o.i64(ctx.pid);
@@ -186,6 +186,8 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.i64(g_proc.wall_ns);
   o.put(",\"mono_ns\":");
   o.i64(g_proc.mono_ns);
+  o.put(",\"resolution_ns\":");
+  o.i64(g_config.res_ns);
   o.ch(',');
   json_kv_str(o, "role", g_proc.role);
   if (g_proc.parent_pid > 0) {

@@ -28,7 +28,8 @@ M_KEYS = ["ph", "name", "pid", "tid", "args"]
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 USEC = r"-?\d+\.\d{3}"
 X_TIMES = re.compile(rf',"ts":{USEC},"dur":{USEC},"args":')
-PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "wall_ns", "mono_ns", "role",
+PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "wall_ns", "mono_ns",
+                "resolution_ns", "role",
                 "parent_pid", "ranks", "compression"]
 SUFFIX = {"zstd": ".pfw.zst", "gzip": ".pfw.gz", "none": ".pfw"}
 
@@ -80,6 +81,8 @@ def _check_io_args(name: str, args: dict) -> None:
         assert "errno" in args, (name, args)
     if "offset" in args and name not in ("lseek", "lseek64", "fseek", "fseeko", "fseeko64"):
         assert args["offset"] >= 0, (name, args)
+    if name in ("lseek", "lseek64"):  # the requested offset only when it is not the result
+        assert args.get("offset") != args["ret"], (name, args)
 
 
 def check_file_schema(f: tracing.TraceFile) -> dict:
@@ -96,7 +99,8 @@ def check_file_schema(f: tracing.TraceFile) -> dict:
     first, second = f.records[0], f.records[1]
     assert first["name"] == "iotrace_process" and first["ph"] == "M"
     assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
-    assert first["args"]["version"] == 1
+    assert first["args"]["version"] == 2
+    assert first["args"]["resolution_ns"] == 1  # the default: ns
     pid = first["pid"]
     assert first["args"]["pid"] == pid == first["tid"]
     assert second["name"] == "process_name" and second["args"] == {"name": second["args"]["name"]}
@@ -341,3 +345,72 @@ print(json.dumps(out))
     for (t0, t1), e in zip(windows, sorted(reads, key=lambda e: e["ts"])):
         start_ns, end_ns = round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)
         assert t0 <= start_ns <= end_ns <= t1, (t0, start_ns, end_ns, t1)
+
+
+# -- IOTRACE_RESOLUTION --------------------------------------------------------------------
+
+RESOLUTIONS = {"ns": 1, "10ns": 10, "100ns": 100, "us": 1000}
+NESTED = """
+import os, sys, iotrace
+path = sys.argv[1]
+with open(path, "wb") as f:
+    f.write(os.urandom(64 * 4096))
+
+@iotrace.trace
+def load(fd, i):
+    return os.pread(fd, 4096, i * 4096)
+
+fd = os.open(path, os.O_RDONLY)
+with iotrace.region("epoch"):
+    for i in range(64):
+        load(fd, i)
+        os.lseek(fd, i, os.SEEK_SET)
+os.close(fd)
+"""
+
+
+@pytest.mark.parametrize("name", list(RESOLUTIONS))
+def test_resolution(tmp_path, name):
+    res = RESOLUTIONS[name]
+    data = tmp_path / "data.bin"
+    script = tmp_path / "nested.py"
+    script.write_text(NESTED)
+    ts = run_traced([sys.executable, script, data], tmp_path, include=[str(tmp_path)],
+                    env={"IOTRACE_RESOLUTION": name})
+    (f,) = ts.files
+    assert f.header["resolution_ns"] == res
+    decimals = {1: 3, 10: 2, 100: 1, 1000: 0}[res]
+    num = rf"-?\d+\.\d{{{decimals}}}" if decimals else r"-?\d+"
+    times = re.compile(rf',"ts":({num}),"dur":({num}),"args":')
+    for line in f.lines[1:]:
+        if '"ph":"X"' in line:
+            assert times.search(line), line
+        elif '"ph":"i"' in line or '"ph":"C"' in line:
+            assert re.search(rf',"ts":{num},', line), line
+    # the same events at every resolution
+    # open(..., "wb") + write: open64, fstat64, lseek64(0, SEEK_CUR) of io, write, close
+    assert ts.counts(fname=str(data)) == {"open64": 2, "fstat64": 1, "write": 1, "close": 2,
+                                          "pread64": 64, "lseek64": 65}
+    io = sorted(ts.events(fname=str(data)), key=lambda e: e["ts"])
+    preads = [e for e in io if e["name"] == "pread64"]
+    assert [e["args"]["offset"] for e in preads] == [i * 4096 for i in range(64)]
+    assert all(e["args"]["ret"] == 4096 for e in preads)
+    seeks = [e for e in io if e["name"] == "lseek64" and e["args"]["flags"] == os.SEEK_SET]
+    assert [e["args"]["ret"] for e in seeks] == list(range(64))
+    assert all("offset" not in e["args"] for e in seeks)  # request == result: written once
+    loads = [e for e in ts.events(name="load")]
+    (epoch,) = ts.events(name="epoch")
+    assert len(loads) == 64
+
+    def unit_span(e):
+        s = round(e["ts"] * 1000 / res)
+        return s, s + round(e["dur"] * 1000 / res)
+
+    # start and end are rounded alike: order and nesting hold exactly at every resolution
+    eps = unit_span(epoch)
+    for load, pread in zip(sorted(loads, key=lambda e: e["ts"]), preads):
+        ls, ps = unit_span(load), unit_span(pread)
+        assert eps[0] <= ls[0] <= ps[0] <= ps[1] <= ls[1] <= eps[1], (name, ls, ps, eps)
+    posix = sorted((unit_span(e) for e in io), key=lambda s: s)
+    for a, b in zip(posix, posix[1:]):
+        assert a[1] <= b[0], (name, a, b)  # one thread's calls never overlap

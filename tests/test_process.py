@@ -205,10 +205,10 @@ def test_process_metadata(proc, trace, data_dir):
     (f,) = ts.files
     m = f.header
     assert m == {
-        "version": 1, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
+        "version": 2, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
         "ppid": os.getpid(), "exe": os.path.realpath(proc),
         "cmdline": [proc, "after", str(data_dir)], "wall_ns": m["wall_ns"], "mono_ns": m["mono_ns"],
-        "role": "main", "ranks": ranks, "compression": "gzip"}
+        "resolution_ns": 1, "role": "main", "ranks": ranks, "compression": "gzip"}
     assert wall0 <= m["wall_ns"] <= wall1
     assert mono0 <= m["mono_ns"] <= mono1  # CLOCK_MONOTONIC, as Python's monotonic_ns
     for e in ts.events():

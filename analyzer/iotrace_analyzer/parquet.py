@@ -25,7 +25,8 @@ PROCESSES_SCHEMA = pa.schema(
     [("host", pa.string()), ("pid", pa.int64()), ("ppid", pa.int64()), ("parent_pid", pa.int64()),
      ("exe", pa.string()), ("name", pa.string()), ("role", pa.string()),
      ("cmdline", pa.list_(pa.string())), ("ranks", pa.string()), ("wall_ns", pa.int64()),
-     ("mono_ns", pa.int64()), ("version", pa.int64()), ("compression", pa.string()),
+     ("mono_ns", pa.int64()), ("version", pa.int64()), ("resolution_ns", pa.int64()),
+     ("compression", pa.string()),
      ("end_reason", pa.string()), ("events_written", pa.int64()), ("trace_file", pa.string())]
 )
 THREADS_SCHEMA = pa.schema([("host", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),

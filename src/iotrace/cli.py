@@ -30,6 +30,8 @@ def _cmd_run(args: argparse.Namespace) -> int:
         env["IOTRACE_EXCLUDE"] = ":".join(os.path.abspath(p) for p in args.exclude)
     if args.compression:
         env["IOTRACE_COMPRESSION"] = args.compression
+    if args.resolution:
+        env["IOTRACE_RESOLUTION"] = args.resolution
     if args.flush_interval_ms:
         env["IOTRACE_FLUSH_INTERVAL_MS"] = str(args.flush_interval_ms)
     if args.sample_ms:
@@ -57,13 +59,15 @@ def build_parser() -> argparse.ArgumentParser:
 
     r = sub.add_parser("run", help="run a command under the tracer",
                        usage="iotrace run [-o DIR] [--include PATH]... [--exclude PATH]... "
-                             "[--compression zstd|gzip|none] -- CMD [ARGS...]")
+                             "[--compression zstd|gzip|none] [--resolution ns|10ns|100ns|us] -- CMD [ARGS...]")
     r.add_argument("-o", "--output", default="iotrace-traces", help="trace folder (default: ./iotrace-traces)")
     r.add_argument("--include", action="append", default=[], metavar="PATH",
                    help="trace only paths under PATH (repeatable; default: everything)")
     r.add_argument("--exclude", action="append", default=[], metavar="PATH",
                    help="do not trace paths under PATH (repeatable)")
     r.add_argument("--compression", choices=["zstd", "gzip", "none"], help="trace compression (default zstd)")
+    r.add_argument("--resolution", choices=["ns", "10ns", "100ns", "us"],
+                   help="time resolution of ts and dur (default ns); coarser is smaller on disk")
     r.add_argument("--flush-interval-ms", type=int, help="flush at least this often (default 1000)")
     r.add_argument("--sample-ms", type=int, help="sample process counters (CPU, RSS, I/O) this often")
     r.add_argument("-v", "--verbose", action="store_true", help="say where the traces go")

@@ -176,6 +176,7 @@ def test_outputs_written(job):
     procs = ds.dataset(str(out / "processes.parquet")).to_table().to_pylist()
     assert sorted(p["pid"] for p in procs) == [100, 200]
     assert {p["role"] for p in procs} == {"main", "fork"}
+    assert [p["resolution_ns"] for p in procs] == [None, None]  # written by tracers before format 2
     threads = ds.dataset(str(out / "threads.parquet")).to_table().to_pylist()
     assert threads == [dict(host="node1", pid=200, tid=201, name="loader")]
     files = ds.dataset(str(out / "files.parquet")).to_table().to_pylist()

@@ -3,6 +3,7 @@ through untouched and applies its options; `preload-path` names the library."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -73,6 +74,21 @@ def test_run_options_include_exclude_compression(tmp_path):
     assert files == {str(data / "keep" / "a.txt")}
     assert ts.count("open", fname=str(data / "keep" / "a.txt")) + \
         ts.count("openat", fname=str(data / "keep" / "a.txt")) == 1
+
+
+def test_run_resolution_option(tmp_path):
+    data = tmp_path / "a.txt"
+    data.write_text("a" * 100)
+    out = tmp_path / "t"
+    p = iotrace_run(tmp_path, "-o", str(out), "--include", str(tmp_path), "--resolution", "100ns",
+                    "--", "cat", str(data))
+    assert p.returncode == 0 and p.stdout == "a" * 100
+    (f,) = TraceSet.load(out).files
+    assert f.header["resolution_ns"] == 100
+    xs = [line for line in f.lines if '"ph":"X"' in line]
+    assert xs and all(re.search(r'"ts":\d+\.\d,"dur":\d+\.\d,', line) for line in xs)
+    bad = iotrace_run(tmp_path, "--resolution", "3ns", "--", "true")
+    assert bad.returncode == 2 and "invalid choice: '3ns'" in bad.stderr
 
 
 def test_run_records_what_direct_preload_records(tmp_path):

@@ -102,11 +102,12 @@ OpenFile* fd_get(int fd) {
   return f ? f : learn(fd);
 }
 
-void fd_learn_before(int fd) {
+OpenFile* fd_get_before(int fd) {
   Entry* e = entry(fd, false);
-  if (e && e->file.load(std::memory_order_acquire)) return;
+  OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
+  if (f) return f;
   Guard guard;  // learn() interns a path: nothing in it may be recorded
-  learn(fd);
+  return learn(fd);
 }
 
 Str* fd_path(int fd) { return fd_path_of(fd_get(fd)); }

@@ -57,10 +57,9 @@ int do_open(CallId id, int dirfd, const char* path, int flags, mode_t mode, Call
 // A call on an fd: read, write, fsync, fstat...; `extra` adds the call's own args.
 template <class R, class Call, class Extra>
 R on_fd(CallId id, int fd, Call&& call, Extra&& extra) {
-  const bool on = posix_on();
-  if (on && !t_guard) fd_learn_before(fd);
+  const bool on = posix_on() && !t_guard;
+  OpenFile* f = on ? fd_get_before(fd) : nullptr;  // the file the call acts on
   return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
-    OpenFile* f = fd_get(fd);
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;
     r.set_file(p);
@@ -646,13 +645,12 @@ FCNTL(fcntl64, C_fcntl64)
 IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* out_off, size_t n,
                                    unsigned flags) {
   int64_t start = in_off ? *in_off : -1;
-  const bool on = posix_on();
-  if (on && !t_guard) fd_learn_before(in), fd_learn_before(out);
+  const bool on = posix_on() && !t_guard;
+  OpenFile* fi = on ? fd_get_before(in) : nullptr;
+  OpenFile* fo = on ? fd_get_before(out) : nullptr;
   return traced<ssize_t>(on, C_copy_file_range,
                          [&] { return real_copy_file_range()(in, in_off, out, out_off, n, flags); },
                          [&](IoRec& r, ssize_t ret, int err) {
-                           OpenFile* fi = fd_get(in);
-                           OpenFile* fo = fd_get(out);
                            Str* a = fd_path_of(fi);
                            Str* b = fd_path_of(fo);
                            if (!passes(a) && !passes(b)) return false;
@@ -671,12 +669,11 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
 #define SENDFILE(fn, id, offT)                                                                  \
   IOT_EXPORT ssize_t fn(int out, int in, offT* off, size_t n) {                                 \
     int64_t start = off ? int64_t(*off) : -1;                                                   \
-    const bool on = posix_on();                                                                 \
-    if (on && !t_guard) fd_learn_before(in), fd_learn_before(out);                              \
+    const bool on = posix_on() && !t_guard;                                                     \
+    OpenFile* fi = on ? fd_get_before(in) : nullptr;                                            \
+    OpenFile* fo = on ? fd_get_before(out) : nullptr;                                           \
     return traced<ssize_t>(on, id, [&] { return real_##fn()(out, in, off, n); },                \
                            [&](IoRec& r, ssize_t ret, int err) {                                \
-                             OpenFile* fi = fd_get(in);                                         \
-                             OpenFile* fo = fd_get(out);                                        \
                              Str* a = fd_path_of(fi);                                           \
                              Str* b = fd_path_of(fo);                                           \
                              if (!passes(a) && !passes(b)) return false;                        \

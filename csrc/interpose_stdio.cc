@@ -36,11 +36,10 @@ bool appending(const char* mode) { return mode && mode[0] == 'a'; }
 // A call on a stream; `extra(rec, file, ret)` adds the call's args.
 template <class R, class Call, class Extra>
 R on_stream(CallId id, FILE* fp, Call&& call, Extra&& extra) {
-  const bool on = stdio_on();
-  if (on && !t_guard) fd_learn_before(fd_of(fp));
+  const bool on = stdio_on() && !t_guard;
+  const int fd = on ? fd_of(fp) : -1;
+  OpenFile* f = on ? fd_get_before(fd) : nullptr;  // the file the call acts on
   return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
-    int fd = fd_of(fp);
-    OpenFile* f = fd_get(fd);
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;
     r.set_file(p);

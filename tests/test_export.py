@@ -392,3 +392,252 @@ def test_fast_pftrace_across_blocks(tmp_path, monkeypatch):
         assert result.flows == 2
         monkeypatch.delenv(f"IOTRACE_EXPORT_{mode}")
     assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+
+
+# -- the per-event filters in the block-at-a-time writer ----------------------------
+
+REAL_PROGRAM = """
+import multiprocessing as mp
+import os
+import sys
+import threading
+
+import iotrace
+
+DATA = sys.argv[1]
+
+
+@iotrace.trace(cat="compute", args=["i"])
+def step(i, f):
+    f.write(b"x" * (64 + i % 7))
+    return i
+
+
+@iotrace.trace(cat="fetch")
+def load(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def io(tag, n):
+    path = os.path.join(DATA, tag)
+    with open(path, "wb", buffering=0) as f:
+        for i in range(n):
+            step(i, f) if i % 5 == 0 else f.write(b"y" * (1 + i % 300))
+            if i % 50 == 0:
+                iotrace.counter("progress", done=i)
+    for _ in range(n // 20):
+        load(path)
+
+
+def worker():
+    io("worker", 150)
+
+
+if __name__ == "__main__":
+    io("main-a", 300)
+    t = threading.Thread(target=io, args=("thread", 200), name="loader")
+    t.start()
+    with iotrace.region("checkpoint", cat="ckpt", step=1):
+        io("main-b", 100)
+    t.join()
+    pid = os.fork()
+    if pid == 0:
+        io("child", 200)
+        os._exit(0)
+    os.waitpid(pid, 0)
+    p = mp.get_context("fork").Process(target=worker)   # a worker: a spawn arrow
+    p.start()
+    p.join()
+    io("main-c", 100)
+"""
+
+
+@pytest.fixture(scope="module")
+def real_jobs(tmp_path_factory):
+    """A Python program run under the tracer (POSIX and @trace events, a counter, a
+    thread, a fork child and a multiprocessing worker), at the default ns and at µs
+    resolution (where parents and children often start at the same time).
+    resolution -> (trace folder, the main process's pid, the first event and the span
+    of the events in µs since the job's start)."""
+    import sys
+
+    import tracing
+
+    base = tmp_path_factory.mktemp("real")
+    script = base / "prog.py"
+    script.write_text(REAL_PROGRAM)
+    jobs = {}
+    for res in ("ns", "us"):
+        data = base / f"data-{res}"
+        data.mkdir()
+        ts = tracing.run_traced([sys.executable, str(script), str(data)], base,
+                                {"IOTRACE_RESOLUTION": res}, include=[data],
+                                trace_dir=base / f"traces-{res}")
+        assert len(ts.files) == 3
+        start = min(f.header["mono_ns"] for f in ts.files) / 1000
+        timed = [e for f in ts.files for e in f.records if e.get("ph") in ("X", "i", "C")]
+        first = min(e["ts"] for e in timed)
+        end = max(e["ts"] + e.get("dur", 0) for e in timed)
+        jobs[res] = (str(ts.dir), ts.pid, first - start, end - first)
+    return jobs
+
+
+def _small_blocks(monkeypatch, lines: int = 25) -> None:
+    """The reader's blocks cut into pieces of a few lines (a real trace of a short run
+    is one zstd frame or two), so that fast_proto works on many blocks."""
+    from iotrace.export import fast_proto
+    from iotrace.export.merge import reader
+
+    r = reader()
+    whole = r.iter_blocks
+
+    def iter_blocks(path, damage=None, chunk=None):
+        for block in whole(path, damage, chunk):
+            rows = block.split(b"\n")[:-1]
+            for i in range(0, len(rows), lines):
+                yield b"\n".join(rows[i:i + lines]) + b"\n"
+
+    monkeypatch.setattr(r, "iter_blocks", iter_blocks)
+    monkeypatch.setattr(fast_proto, "BLOCK_BYTES", 2_000)
+    monkeypatch.setattr(fast_proto, "BATCH_BYTES", 4_000)
+
+
+def fast_and_slow(monkeypatch, tmp_path, folder, filters):
+    """The .pftrace of both writers with the same filters: (paths, results)."""
+    from iotrace.export import fast_proto
+
+    blocks = []
+    block = fast_proto.FileExport.block
+    monkeypatch.setattr(fast_proto.FileExport, "block",
+                        lambda self, text: blocks.append(1) or block(self, text))
+    out, res = {}, {}
+    for mode in ("FAST", "SLOW"):
+        monkeypatch.delenv("IOTRACE_EXPORT_FAST", raising=False)
+        monkeypatch.delenv("IOTRACE_EXPORT_SLOW", raising=False)
+        monkeypatch.setenv(f"IOTRACE_EXPORT_{mode}", "1")
+        out[mode] = str(tmp_path / f"{mode}.pftrace")
+        del blocks[:]
+        res[mode] = export([folder], out[mode], EventFilter(**filters), jobs=1)
+        assert bool(blocks) == (mode == "FAST")  # which writer ran
+    return out, res
+
+
+# Window bounds as fractions of the span of the events (keys ending in _frac); the
+# job starts earlier, with its first process.
+REAL_FILTERS = [
+    ({"cats": ["posix"]}, True),
+    ({"cats": ["compute", "fetch"]}, True),  # parents whose children are left out
+    ({"cats": ["p*"]}, True),
+    ({"names": ["write", "step"]}, True),
+    ({"names": ["fork"]}, True),
+    ({"names": ["nothing*"]}, True),  # nothing left, not even the arrows
+    ({"min_dur_us": 1.0}, True),
+    ({"min_dur_us": 2.0}, True),
+    ({"window_from_frac": 0.3}, True),
+    ({"window_to_frac": 0.6}, True),
+    ({"window_from_frac": 0.25, "window_to_frac": 0.75}, True),
+    ({"cats": ["posix", "fetch"], "min_dur_us": 1.0}, True),
+    ({"names": ["write", "read", "step", "load"], "window_from_frac": 0.1,
+      "window_to_frac": 0.9}, True),
+    ({"cats": ["posix", "compute", "process"], "names": ["w*", "s*", "f*"], "min_dur_us": 0.9,
+      "window_from_frac": 0.2, "window_to_frac": 0.95}, True),
+    ({"cats": ["posix"], "max_events": 700}, True),
+    ({"min_dur_us": 1.0, "max_events": 300}, True),
+    ({"names": ["write", "step"], "window_from_frac": 0.2, "max_events": 400}, True),
+    ({"max_events": 500}, False),  # no per-event filter: the cut alone
+    ({"pids": {0}, "cats": ["posix"]}, True),  # 0: the main process
+]
+
+
+@pytest.mark.parametrize("resolution", ["ns", "us"])
+@pytest.mark.parametrize("filters, filtering", REAL_FILTERS,
+                         ids=[str(i) for i in range(len(REAL_FILTERS))])
+def test_fast_pftrace_filters_like_the_slow_one(real_jobs, tmp_path, monkeypatch, resolution,
+                                                filters, filtering):
+    """--cat, --name, --from/--to, --min-dur (and --max-events on top) in fast_proto:
+    the packets and the counts of ProtoPart's export with the same filters."""
+    folder, main, first, span = real_jobs[resolution]
+    filters = dict(filters)
+    for key in ("window_from", "window_to"):
+        if f"{key}_frac" in filters:
+            filters[f"{key}_us"] = first + filters.pop(f"{key}_frac") * span
+    if filters.get("pids") == {0}:
+        filters["pids"] = {main}  # with its children
+    _small_blocks(monkeypatch)
+    out, res = fast_and_slow(monkeypatch, tmp_path, folder, filters)
+    fast, slow = res["FAST"], res["SLOW"]
+    assert fast.summary() == slow.summary()
+    assert (fast.filtered > 0) == filtering
+    assert fast.cut > 0 or "max_events" not in filters
+    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+
+
+def test_fast_pftrace_filters_in_whole_blocks(real_jobs, tmp_path, monkeypatch):
+    """The same with the file in one block (no held slices carried between blocks)."""
+    folder, _, first, span = real_jobs["us"]
+    filters = {"cats": ["compute", "posix"], "min_dur_us": 1.0,
+               "window_from_us": first + 0.1 * span}
+    out, res = fast_and_slow(monkeypatch, tmp_path, folder, filters)
+    assert res["FAST"].summary() == res["SLOW"].summary() and res["FAST"].filtered > 0
+    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+
+
+def _write_io_lines(path: str, pid: int, t0_ns: int, times: list[tuple[str, str]]) -> None:
+    """A per-process trace of plain I/O slices in the tracer's layout (what the
+    scanner takes), with the given ts and dur texts; each slice's offset is its number."""
+    info = {"version": 2, "hostname": "h", "pid": pid, "ppid": 1, "exe": "/bin/io",
+            "cmdline": ["io"], "wall_ns": 0, "mono_ns": t0_ns, "role": "main", "ranks": {},
+            "compression": "none"}
+    lines = [json.dumps({"ph": "M", "name": "iotrace_process", "pid": pid, "tid": pid,
+                         "args": info}, separators=(",", ":")),
+             (f'{{"ph":"M","name":"FH","pid":{pid},"tid":{pid},"args":{{"name":"/d/f",'
+              f'"value":"00000000000000ff"}}}}')]
+    for k, (ts, dur) in enumerate(times):
+        name = ("read", "write")[k % 2]
+        lines.append(f'{{"ph":"X","name":"{name}","cat":"posix","pid":{pid},'
+                     f'"tid":{pid + k % 3},"ts":{ts},"dur":{dur},"args":{{"fhash":'
+                     f'"00000000000000ff","size":8,"offset":{k},"ret":8,"fd":3}}}}')
+    with open(path, "w") as f:
+        f.write("[\n" + ",\n".join(lines) + "]\n")
+
+
+def _offsets(path):
+    """Per sequence, the offset annotation of each slice begin, in file order."""
+    seqs, _ = decoded_pftrace(path)
+    return {seq: [a[1] for _, ev in evs for f, a in ev if f == 4 and a[0] == "offset"]
+            for seq, evs in seqs.items()}
+
+
+def test_fast_pftrace_filters_times_as_parsed_floats(tmp_path, monkeypatch):
+    """On a host up for four months ts * 1000 passes 2**53: the window and --min-dur
+    compare the floats the slow path parses, not the ns the scanner reads. The slow
+    path's own timestamps are then off by a ns or two, so compare which slices are
+    kept (by their offsets), in which order, and the counts."""
+    t0 = 10_000_000_000_000  # µs since boot (116 days)
+    times = [(f"{t0 + k // 1000}.{k % 1000:03d}", f"0.{(k * 7) % 13:03d}")
+             for k in range(3000)]
+    _write_io_lines(str(tmp_path / "io-h-7.pfw"), 7, t0 * 1000, times)
+    _small_blocks(monkeypatch, lines=300)
+    for filters in ({"window_from_us": 0.8, "window_to_us": 2.2},
+                    {"min_dur_us": 0.006, "window_from_us": 1.0000001},
+                    {"window_to_us": 1.5005}):
+        out, res = fast_and_slow(monkeypatch, tmp_path, str(tmp_path), filters)
+        assert res["FAST"].summary() == res["SLOW"].summary()
+        assert 0 < res["FAST"].filtered < len(times)
+        assert _offsets(out["FAST"]) == _offsets(out["SLOW"])
+
+
+@pytest.mark.parametrize("filters", [{}, {"window_from_us": 0.0025, "window_to_us": 0.0125},
+                                     {"min_dur_us": 0.0005}])
+def test_fast_pftrace_sub_ns_times(tmp_path, monkeypatch, filters):
+    """A ts or dur with more than three decimals (not the tracer's, but valid): the
+    scanner would drop the digits ProtoPart rounds; such lines go to ProtoPart."""
+    t0 = 1_000_000
+    times = [(f"{t0}.{k:03d}" + ("5" if k % 3 == 0 else ""),
+              "0.000" + ("6" if k % 4 == 0 else "")) for k in range(20)]
+    _write_io_lines(str(tmp_path / "io-h-7.pfw"), 7, t0 * 1000, times)
+    out, res = fast_and_slow(monkeypatch, tmp_path, str(tmp_path), filters)
+    assert res["FAST"].summary() == res["SLOW"].summary()
+    assert (res["FAST"].filtered > 0) == bool(filters)
+    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])

@@ -20,7 +20,15 @@ same as ProtoPart's, packet for packet in the same order:
   (RECENT_STARTS, evicted oldest first like ProtoPart's dict);
 * flows (merge._Flows) run as the same state machine over the block's slices;
   the slices it holds back at the end of a block are carried to the next as
-  parsed dicts, and written at the end of the file with their arrows.
+  parsed dicts, and written at the end of the file with their arrows;
+* the per-event filters (--cat, --name, --from/--to, --min-dur) drop a scanned
+  row before anything sees it, like merge.export_file drops the event: its
+  category and name are matched once per distinct string of the block's pool,
+  its times tested as the floats orjson would parse (EventFilter.keeps_slice_times);
+  the other rows go through EventFilter.keeps itself. A dropped event reaches
+  neither the flows, nor the 1-ns shift's table, nor the interning;
+* a scanned row whose ts or dur has more than three decimals (the scanner drops
+  the digits past the ns; ProtoPart rounds) is handled as an other line.
 
 Python therefore touches blocks and the few rare events, never the common ones.
 Without numba, merge.py uses ProtoPart alone.
@@ -173,6 +181,59 @@ def _begin(thr, ts, dur, slots, e_thr, e_ts, e_dur, e_next, t_head, t_tail, t_co
         t_count[thr] -= 1
         meta[1] -= 1
     return ts
+
+
+@njit(cache=True, nogil=True)
+def _decimals(buf, p):
+    """(index after the number at p, how many decimals it has)."""
+    if buf[p] == 45:  # -
+        p += 1
+    while 48 <= buf[p] <= 57:
+        p += 1
+    k = 0
+    if buf[p] == 46:  # .
+        p += 1
+        while 48 <= buf[p] <= 57:
+            p += 1
+            k += 1
+    return p, k
+
+
+@njit(cache=True, nogil=True)
+def _past_ns(buf, starts, out):
+    """out[j]: the scanned line at starts[j] has a ts or dur with more than three
+    decimals. Its layout is the scanner's: `{"ph":"X","name":"N","cat":"C","pid":P,
+    "tid":T,"ts":TS,"dur":D,...` where N and C hold no quote."""
+    for j in range(starts.shape[0]):
+        p = starts[j]
+        while buf[p] != 123:  # `{` (a line may start with spaces or `[`)
+            p += 1
+        p += 18  # {"ph":"X","name":"
+        while buf[p] != 34:
+            p += 1
+        p += 9  # ","cat":"
+        while buf[p] != 34:
+            p += 1
+        p, _ = _decimals(buf, p + 8)  # ","pid":
+        p, _ = _decimals(buf, p + 7)  # ,"tid":
+        p, k = _decimals(buf, p + 6)  # ,"ts":
+        _, k2 = _decimals(buf, p + 7)  # ,"dur":
+        out[j] = k > 3 or k2 > 3
+
+
+_EXACT_NS = 1 << 53  # below it, int64 -> float64 is exact
+
+
+def _us(ns: np.ndarray) -> np.ndarray:
+    """Integer ns as the float µs that orjson parses from the line's decimal text
+    (both are ns / 1000 rounded once): numpy's division where the ns convert to
+    float64 exactly, Python's correctly rounded int / int above (hosts up for more
+    than 104 days)."""
+    us = ns / 1000.0
+    big = np.flatnonzero(np.abs(ns) >= _EXACT_NS)
+    if len(big):
+        us[big] = [v / 1000 for v in ns[big].tolist()]
+    return us
 
 
 _KEY_NAMES = np.zeros((len(scan.IO_KEYS), 8), np.uint8)
@@ -643,6 +704,11 @@ class FileExport:
         self.fnames = dict(job.fnames)
         self.cut_ns = None if job.cutoff_us is None else int(round(job.cutoff_us * 1000))
         self.cutoff = job.cutoff_us
+        filt = job.filter
+        self.filt = filt if filt.per_event else None
+        self.keep = filt.keeps if filt.per_event else None
+        self.cat_ok: dict[str, bool] = {}  # pool string -> passes --cat
+        self.name_ok: dict[str, bool] = {}
         self.thread_names: dict[int, str] = {}
         self.tids: set[int] = set()
         # flows (merge._Flows)
@@ -664,6 +730,9 @@ class FileExport:
     def _timed(self, ev: dict, specials: _Specials) -> list[int]:
         """merge.export_file's handling of one timed event (parsed), as special rows."""
         res = self.res
+        if self.keep is not None and not self.keep(ev):
+            res.filtered += 1
+            return []
         if self.cutoff is not None and ev.get("ts", 0.0) >= self.cutoff:
             res.cut += 1
             return []
@@ -759,6 +828,9 @@ class FileExport:
                 t = ""
             strings.append(t)
         special = sc["args_pos"][0] >= 0
+        past_ns = np.zeros(n, np.bool_)
+        _past_ns(buf, lstart[fast_lines], past_ns)
+        special |= past_ns
         if bad.any():
             special |= bad[codes[0]] | bad[codes[1]]
             special |= ((present & 1) != 0) & bad[codes[2]]
@@ -796,6 +868,10 @@ class FileExport:
                 line_of.append(i)
                 refs.append(~k)
         normal = ~special
+        if self.filt is not None:
+            kept = self._keeps(codes, ivals, strings, normal)
+            self.res.filtered += int(np.count_nonzero(normal & ~kept))
+            normal = kept
         if self.cut_ns is not None:
             late = normal & (ivals[2] >= self.cut_ns)
             self.res.cut += int(late.sum())
@@ -839,6 +915,30 @@ class FileExport:
         _arg_orders(buf, lstart[fast_lines], rows, _KEY_NAMES, _KEY_LENS, _ARGS, korder)
         cols = (codes, ivals, present, korder, fthr, pool_name, pool_cat, pool_val)
         out.encode(lin, cols, arrays)
+
+    def _keeps(self, codes, ivals, strings, rows):
+        """rows (a mask of scanned rows) less those EventFilter.keeps would drop."""
+        f = self.filt
+        keep = rows.copy()
+        for col, test, known in ((1, f.keeps_cat if f.cats else None, self.cat_ok),
+                                 (0, f.keeps_name if f.names else None, self.name_ok)):
+            if test is None or not keep.any():
+                continue
+            ok = np.zeros(len(strings), np.bool_)
+            if len(known) > 1 << 14:
+                known.clear()
+            for k in np.unique(codes[col][keep]).tolist():
+                s = strings[k]
+                v = known.get(s)
+                if v is None:
+                    v = known[s] = test(s)
+                ok[k] = v
+            keep &= ok[codes[col]]
+        if f.min_dur_us or f.start_us is not None or f.end_us is not None:
+            idx = np.flatnonzero(keep)
+            times = f.keeps_slice_times(_us(ivals[2][idx]), _us(ivals[3][idx]))
+            keep[idx[~times]] = False
+        return keep
 
     def _flow_order(self, lin, ivals, arrays, specials, text, lstart, nl, fast_lines):
         s_kind, s_ts = arrays[0], arrays[1]

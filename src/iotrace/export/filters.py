@@ -58,6 +58,29 @@ class EventFilter:
             return False
         return self.start_us is None or ts + dur >= self.start_us
 
+    # keeps() for many slices at once (the block-at-a-time .pftrace writer): the
+    # same tests, so the two must change together.
+
+    def keeps_cat(self, cat: str) -> bool:
+        return not self.cats or _matches(cat, self.cats)
+
+    def keeps_name(self, name: str) -> bool:
+        return not self.names or _matches(name, self.names)
+
+    def keeps_slice_times(self, ts, dur):
+        """keeps()'s time tests for X events: ts and dur are float64 arrays of µs
+        (the values orjson parses from the lines). A bool array."""
+        import numpy as np
+
+        keep = np.ones(len(ts), np.bool_)
+        if self.min_dur_us:
+            keep &= ~(dur < self.min_dur_us)
+        if self.end_us is not None:
+            keep &= ~(ts > self.end_us)
+        if self.start_us is not None:
+            keep &= ts + dur >= self.start_us
+        return keep
+
 
 def _matches(value: str, patterns: list[str]) -> bool:
     return any(fnmatch.fnmatchcase(value, p) for p in patterns)

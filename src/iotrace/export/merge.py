@@ -254,7 +254,7 @@ def export_file(job: FileJob) -> FileResult:
     res = FileResult()
     r = reader()
     proc = job.proc
-    fast = _fast_proto(job.file.path) if job.fmt == "pftrace" and not job.filter.per_event else None
+    fast = _fast_proto(job.file.path) if job.fmt == "pftrace" else None
     if fast is not None:
         fast.export_file(job, res, r, _restore_names, _thread_label)
         return res

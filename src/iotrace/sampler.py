@@ -10,11 +10,9 @@ from . import _core
 _thread: threading.Thread | None = None
 
 
-def _run(period_s: float, stop: threading.Event) -> None:
+def _run(proc, period_s: float, stop: threading.Event) -> None:
     import psutil
 
-    proc = psutil.Process()
-    proc.cpu_percent(None)
     while not stop.wait(period_s):
         if not _core.active():
             continue
@@ -41,8 +39,15 @@ def start(period_ms: int | None = None) -> bool:
         period_ms = int(os.environ.get("IOTRACE_SAMPLE_MS", "0") or 0)
     if period_ms <= 0 or (_thread is not None and _thread.is_alive()):
         return _thread is not None and _thread.is_alive()
+    # psutil is imported here, not in the thread: an import makes hundreds of syscalls that
+    # each release the GIL, and a thread importing beside a busy Python loop waits a switch
+    # interval (5 ms) after each one: the first sample came ~0.8 s late in such a program.
+    import psutil
+
+    proc = psutil.Process()
+    proc.cpu_percent(None)
     stop = threading.Event()
-    _thread = threading.Thread(target=_run, args=(period_ms / 1000.0, stop),
+    _thread = threading.Thread(target=_run, args=(proc, period_ms / 1000.0, stop),
                                name="iotrace-sampler", daemon=True)
     _thread.start()
     return True

@@ -27,7 +27,8 @@ static long env_long(const char* name, long dflt, long lo, long hi) {
   return x;
 }
 
-int parse_resolution(const char* s) {
+// ns per unit for a resolution name ("ns", "10ns", "100ns", "us"), or 0 if unknown.
+static int parse_resolution(const char* s) {
   if (!s) return 0;
   static const struct { const char* name; int ns; } kNames[] = {
       {"ns", 1}, {"1ns", 1}, {"10ns", 10}, {"100ns", 100}, {"us", 1000}, {"1us", 1000}};

@@ -34,8 +34,6 @@ struct Config {
 
 // Parse the environment into `c` (defaults for unset variables).
 void config_from_env(Config& c);
-// ns per unit for a resolution name ("ns", "10ns", "100ns", "us"), or 0 if unknown.
-int parse_resolution(const char* s);
 // Replace the include or exclude list by a ':'-separated string.
 void config_set_prefixes(Config& c, bool include, const char* value);
 

@@ -99,14 +99,8 @@ void fd_table_init() {
 OpenFile* fd_get(int fd) {
   Entry* e = entry(fd, false);
   OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
-  return f ? f : learn(fd);
-}
-
-OpenFile* fd_get_before(int fd) {
-  Entry* e = entry(fd, false);
-  OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
   if (f) return f;
-  Guard guard;  // learn() interns a path: nothing in it may be recorded
+  Guard guard;  // learn() interns a path: nothing in it may be recorded (callers may be unguarded)
   return learn(fd);
 }
 

@@ -19,10 +19,9 @@ struct OpenFile {
 };
 
 // The open file behind fd; learns unknown fds once via /proc/self/fd. NULL for invalid fds.
+// Wrappers call it before the call itself: an unknown fd learned after a read would have a
+// position that already counts the bytes of that read.
 OpenFile* fd_get(int fd);
-// fd_get for the wrappers, called before the call itself: an unknown fd learned after a
-// read would have a position that already counts the bytes of that read.
-OpenFile* fd_get_before(int fd);
 inline Str* fd_path_of(OpenFile* f) { return f ? f->path : nullptr; }
 Str* fd_path(int fd);
 // A new fd for `path` (open, creat, fopen, opendir...). offset -1 when unknown (O_APPEND).

@@ -58,7 +58,7 @@ int do_open(CallId id, int dirfd, const char* path, int flags, mode_t mode, Call
 template <class R, class Call, class Extra>
 R on_fd(CallId id, int fd, Call&& call, Extra&& extra) {
   const bool on = posix_on() && !t_guard;
-  OpenFile* f = on ? fd_get_before(fd) : nullptr;  // the file the call acts on
+  OpenFile* f = on ? fd_get(fd) : nullptr;  // the file the call acts on
   return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;
@@ -646,8 +646,8 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
                                    unsigned flags) {
   int64_t start = in_off ? *in_off : -1;
   const bool on = posix_on() && !t_guard;
-  OpenFile* fi = on ? fd_get_before(in) : nullptr;
-  OpenFile* fo = on ? fd_get_before(out) : nullptr;
+  OpenFile* fi = on ? fd_get(in) : nullptr;
+  OpenFile* fo = on ? fd_get(out) : nullptr;
   return traced<ssize_t>(on, C_copy_file_range,
                          [&] { return real_copy_file_range()(in, in_off, out, out_off, n, flags); },
                          [&](IoRec& r, ssize_t ret, int err) {
@@ -670,8 +670,8 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
   IOT_EXPORT ssize_t fn(int out, int in, offT* off, size_t n) {                                 \
     int64_t start = off ? int64_t(*off) : -1;                                                   \
     const bool on = posix_on() && !t_guard;                                                     \
-    OpenFile* fi = on ? fd_get_before(in) : nullptr;                                            \
-    OpenFile* fo = on ? fd_get_before(out) : nullptr;                                           \
+    OpenFile* fi = on ? fd_get(in) : nullptr;                                                   \
+    OpenFile* fo = on ? fd_get(out) : nullptr;                                                  \
     return traced<ssize_t>(on, id, [&] { return real_##fn()(out, in, off, n); },                \
                            [&](IoRec& r, ssize_t ret, int err) {                                \
                              Str* a = fd_path_of(fi);                                           \

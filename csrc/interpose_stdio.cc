@@ -38,7 +38,7 @@ template <class R, class Call, class Extra>
 R on_stream(CallId id, FILE* fp, Call&& call, Extra&& extra) {
   const bool on = stdio_on() && !t_guard;
   const int fd = on ? fd_of(fp) : -1;
-  OpenFile* f = on ? fd_get_before(fd) : nullptr;  // the file the call acts on
+  OpenFile* f = on ? fd_get(fd) : nullptr;  // the file the call acts on
   return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;

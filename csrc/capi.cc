@@ -1,8 +1,10 @@
 // The C API of iotrace.h, on the same core as the interposer.
+#include <stdlib.h>
 #include <string.h>
 
 #include "buffer.h"
 #include "clock.h"
+#include "compact.h"
 #include "config.h"
 #include "intern.h"
 #include "iotrace.h"
@@ -128,4 +130,16 @@ IOT_API void iotrace_stats(uint64_t* recorded, uint64_t* written, uint64_t* drop
   if (recorded) *recorded = events_recorded();
   if (written) *written = events_written();
   if (dropped) *dropped = events_dropped();
+}
+
+IOT_API char* iotrace_compact_to_json(const void* data, size_t len, size_t* out_len, int* damaged) {
+  *out_len = 0;
+  *damaged = 0;
+  const char* p = static_cast<const char*>(data);
+  if (!iot::compact_is(p, len)) return nullptr;
+  iot::Out out;
+  out.reserve(len * 8);  // ~20x for I/O rows; grows when needed
+  *damaged = !iot::compact_render(p, len, out);
+  *out_len = out.n;
+  return out.p;  // realloc'd: the caller frees it
 }

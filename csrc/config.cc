@@ -68,6 +68,8 @@ void config_from_env(Config& c) {
     else if (strcmp(z, "none") == 0) c.compression = Compression::none;
     else c.compression = Compression::zstd;
   }
+  if (const char* f = getenv("IOTRACE_FORMAT"); f && *f) c.compact = strcmp(f, "compact") == 0;
+  if (c.compact) c.compression = Compression::zstd;  // its frames are what make it readable
   c.level = int(env_long("IOTRACE_COMPRESSION_LEVEL", c.compression == Compression::gzip ? 6 : 1,
                          1, 19));
   c.buffer_size = size_t(env_long("IOTRACE_BUFFER_SIZE", 1 << 20, 64 << 10, 256 << 20));

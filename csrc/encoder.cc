@@ -102,25 +102,27 @@ void Out::json_str(const char* s, size_t len) {
   n += json_quote(p + n, s, len);
 }
 
-// Times in units of IOTRACE_RESOLUTION, rounded to nearest. An event's start and end are
-// rounded alike and its dur is their difference, so coarser times keep nesting and order.
-static inline int64_t units(int64_t ns, int res) {
+int64_t to_units(int64_t ns, int res) {
   if (res == 1) return ns;
   return ns >= 0 ? (ns + res / 2) / res : -((res / 2 - ns) / res);
 }
 
 static void put_ts(Out& o, int64_t ns) {
   const int res = g_config.res_ns;
-  o.usec(units(ns, res), res);
+  o.usec(to_units(ns, res), res);
 }
 
-// `"ts":` is already written: the start, then `,"dur":` and the duration.
+// `"ts":` is already written: the start, then `,"dur":` and the duration, both in units.
+static void put_ts_dur_units(Out& o, int64_t start, int64_t dur, int res) {
+  o.usec(start, res);
+  o.put(",\"dur\":");
+  o.usec(dur, res);
+}
+
 static void put_ts_dur(Out& o, int64_t start_ns, int64_t dur_ns) {
   const int res = g_config.res_ns;
-  const int64_t s = units(start_ns, res), e = units(start_ns + dur_ns, res);
-  o.usec(s, res);
-  o.put(",\"dur\":");
-  o.usec(e - s, res);
+  const int64_t s = to_units(start_ns, res);
+  put_ts_dur_units(o, s, to_units(start_ns + dur_ns, res) - s, res);
 }
 
 static void head(Out& o, char ph, const char* name, size_t name_len, bool quoted_name,
@@ -159,16 +161,10 @@ void encode_fh(Out& o, Str* s, int tid, const EncodeCtx& ctx) {
 // The constant start of an I/O event line, `{"ph":"X",...,"tid":T,"ts":`, built once per
 // (thread, call) and copied afterwards: most of a line, for one memcpy.
 namespace {
-struct PrefixCache {
-  int pid = -1, tid = -1;
-  uint32_t gen = 0;
-  uint8_t len[C_COUNT] = {};
-  char text[C_COUNT][96];
-} g_prefix;
+IoPrefixCache g_prefix;  // the writer's
 }  // namespace
 
-static void io_prefix(Out& o, uint16_t call, int tid, const EncodeCtx& ctx) {
-  PrefixCache& c = g_prefix;
+static void io_prefix(Out& o, IoPrefixCache& c, uint16_t call, int tid, const EncodeCtx& ctx) {
   if (c.tid != tid || c.pid != ctx.pid || c.gen != ctx.gen) {
     c.tid = tid;
     c.pid = ctx.pid;
@@ -192,14 +188,12 @@ static void io_prefix(Out& o, uint16_t call, int tid, const EncodeCtx& ctx) {
   o.put(c.text[call], c.len[call]);
 }
 
-static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
-  int events = 1;
+void encode_io_line(Out& o, IoPrefixCache& cache, const IoRec* r, const IoTimes& t, int tid,
+                    const EncodeCtx& ctx) {
   uint32_t f = r->fields;
-  if ((f & F_FHASH) && r->file->written_gen != ctx.gen) encode_fh(o, r->file, tid, ctx), events++;
-  if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
   o.reserve(256);
-  io_prefix(o, r->h.call, tid, ctx);
-  put_ts_dur(o, ctx.clk.ns(r->start), ctx.clk.dur(r->dur));
+  io_prefix(o, cache, r->h.call, tid, ctx);
+  put_ts_dur_units(o, t.start, t.dur, t.res);
   o.put(",\"args\":{");
   // Fixed key order (the analyzer relies on it for its fast path): see docs/trace-format.md.
   const char* sep = "";
@@ -208,8 +202,8 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
     o.put(k, strlen(k));  // constant strings: the compiler folds strlen
     sep = ",";
   };
-  if (f & F_FHASH) { key("\"fhash\":\""); o.u64hex(r->file->hash); o.ch('"'); }
-  if (f & F_FHASH2) { key("\"fhash2\":\""); o.u64hex(r->file2->hash); o.ch('"'); }
+  if (f & F_FHASH) { key("\"fhash\":\""); o.u64hex(t.fh); o.ch('"'); }
+  if (f & F_FHASH2) { key("\"fhash2\":\""); o.u64hex(t.fh2); o.ch('"'); }
   if (f & F_FD) { key("\"fd\":"); o.i64(r->fd); }
   if (f & F_FD2) { key("\"fd2\":"); o.i64(r->fd2); }
   if (f & F_SIZE) { key("\"size\":"); o.i64(r->size); }
@@ -220,6 +214,32 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   if (f & F_FLAGS) { key("\"flags\":"); o.i64(r->flags); }
   if (f & F_MODE) { key("\"mode\":"); o.i64(r->mode); }
   o.put("}},\n");
+}
+
+IoTimes io_times(const IoRec* r, const EncodeCtx& ctx) {
+  const int res = g_config.res_ns;
+  const int64_t start_ns = ctx.clk.ns(r->start);
+  const int64_t s = to_units(start_ns, res);
+  IoTimes t;
+  t.start = s;
+  t.dur = to_units(start_ns + ctx.clk.dur(r->dur), res) - s;
+  t.res = res;
+  t.fh = (r->fields & F_FHASH) ? r->file->hash : 0;
+  t.fh2 = (r->fields & F_FHASH2) ? r->file2->hash : 0;
+  return t;
+}
+
+int encode_new_files(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
+  int events = 0;
+  uint32_t f = r->fields;
+  if ((f & F_FHASH) && r->file->written_gen != ctx.gen) encode_fh(o, r->file, tid, ctx), events++;
+  if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
+  return events;
+}
+
+static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
+  int events = 1 + encode_new_files(o, r, tid, ctx);
+  encode_io_line(o, g_prefix, r, io_times(r, ctx), tid, ctx);
   return events;
 }
 

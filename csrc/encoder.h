@@ -28,6 +28,14 @@ struct Out {
   // q units of `res` ns (1, 10, 100 or 1000) as µs: 3, 2, 1 or no decimals.
   void usec(int64_t q, int res);
   void json_str(const char* s, size_t len);  // quoted, escaped
+  void uvar(uint64_t v) {  // LEB128 varint (the compact form)
+    reserve(10);
+    while (v >= 0x80) {
+      p[n++] = char(v | 0x80);
+      v >>= 7;
+    }
+    p[n++] = char(v);
+  }
 };
 
 struct EncodeCtx {
@@ -35,6 +43,31 @@ struct EncodeCtx {
   uint32_t gen;   // file generation: FH lines are written once per (path, gen)
   ClockMap clk;   // record ticks → CLOCK_MONOTONIC ns, for this drain
 };
+
+// Times in units of IOTRACE_RESOLUTION (`res` ns), rounded to nearest. An event's start and end
+// are rounded alike and its dur is their difference, so coarser times keep nesting and order.
+int64_t to_units(int64_t ns, int res);
+
+// The constant start of an I/O event line per call, for one (pid, tid, file generation).
+struct IoPrefixCache {
+  int pid = -1, tid = -1;
+  uint32_t gen = 0;
+  uint8_t len[C_COUNT] = {};
+  char text[C_COUNT][96];
+};
+
+// What an I/O event line needs beyond its record: times in units of `res`, the file hashes.
+struct IoTimes {
+  int64_t start, dur;
+  int res;
+  uint64_t fh, fh2;
+};
+IoTimes io_times(const IoRec* r, const EncodeCtx& ctx);
+// The FH lines of the files `r` names that this file generation has not seen yet; returns them.
+int encode_new_files(Out& out, const IoRec* r, int tid, const EncodeCtx& ctx);
+// The event line of an I/O record (the record's file pointers are not used: t.fh, t.fh2 are).
+void encode_io_line(Out& out, IoPrefixCache& cache, const IoRec* r, const IoTimes& t, int tid,
+                    const EncodeCtx& ctx);
 
 // Append the event line(s) of one record, each ending in ",\n"; returns events written.
 int encode_record(Out& out, const RecHeader* r, int tid, const EncodeCtx& ctx);

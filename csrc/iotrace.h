@@ -3,12 +3,14 @@
  * and cheap when tracing is off. */
 #ifndef IOTRACE_H
 #define IOTRACE_H
+#include <stddef.h>
 #include <stdint.h>
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-#define IOTRACE_FORMAT_VERSION 1
+/* The trace format (docs/trace-format.md); the iotrace_process event carries it. */
+#define IOTRACE_FORMAT_VERSION 3
 
 /* Start the core if it is not running (reads IOTRACE_* from the environment, then applies
  * the non-NULL overrides). Returns 0 on success, -1 when tracing is disabled. */
@@ -55,6 +57,12 @@ void iotrace_finalize_as(const char* reason);
 const char* iotrace_trace_path(void);
 /* Events recorded, written, dropped so far in this process. */
 void iotrace_stats(uint64_t* recorded, uint64_t* written, uint64_t* dropped);
+
+/* Render one frame of a compact trace (`.iotc.zst`: the decompressed content of one zstd frame)
+ * as the JSON event lines the JSON form would have written. Returns a malloc'd buffer (free it)
+ * of *out_len bytes; *damaged is set when the frame is damaged: the buffer then holds the lines
+ * before the damage. Returns NULL (and *out_len 0) when `data` is not a compact frame. */
+char* iotrace_compact_to_json(const void* data, size_t len, size_t* out_len, int* damaged);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include "config.h"
 #include "fd_table.h"
 #include "intern.h"
+#include "iotrace.h"
 #include "writer.h"
 
 namespace iot {
@@ -160,7 +161,9 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.i64(ctx.pid);
   o.put(",\"tid\":");
   o.i64(ctx.pid);
-  o.put(",\"args\":{\"version\":2,");
+  o.put(",\"args\":{\"version\":");
+  o.i64(IOTRACE_FORMAT_VERSION);
+  o.ch(',');
   json_kv_str(o, "hostname", g_proc.host);
   o.put(",\"pid\":");
   o.i64(ctx.pid);
@@ -211,6 +214,8 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   o.put("},");
   const char* comp[] = {"zstd", "gzip", "none"};
   json_kv_str(o, "compression", comp[int(g_config.compression)]);
+  o.ch(',');
+  json_kv_str(o, "form", g_config.compact ? "compact" : "json");
   o.put("}},\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
   o.i64(ctx.pid);
   o.put(",\"tid\":");

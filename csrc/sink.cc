@@ -36,10 +36,12 @@ static void mkdirs(const char* dir) {
 }
 
 bool Sink::open(const char* dir, const char* name, const char* host, int pid, Compression c,
-                int level) {
+                int level, bool compact) {
   comp_ = c;
   level_ = level;
-  const char* ext = c == Compression::zstd ? ".pfw.zst" : c == Compression::gzip ? ".pfw.gz" : ".pfw";
+  const char* ext = compact ? ".iotc.zst"
+                    : c == Compression::zstd ? ".pfw.zst"
+                    : c == Compression::gzip ? ".pfw.gz" : ".pfw";
   mkdirs(dir);
   for (int n = 0; n < 1000; n++) {
     if (n == 0) snprintf(path_, sizeof path_, "%s/%s-%s-%d%s", dir, name, host, pid, ext);

@@ -18,8 +18,10 @@ namespace iot {
 
 class Sink {
  public:
-  // Create DIR/<name>-<host>-<pid>[-n].pfw[.zst|.gz] (never overwriting). false on failure.
-  bool open(const char* dir, const char* name, const char* host, int pid, Compression c, int level);
+  // Create DIR/<name>-<host>-<pid>[-n].pfw[.zst|.gz], or .iotc.zst for the compact form
+  // (never overwriting). false on failure.
+  bool open(const char* dir, const char* name, const char* host, int pid, Compression c, int level,
+            bool compact);
   bool is_open() const { return open_; }
   // Write whole lines; after this returns they are in the file (as one frame / flush point).
   void write(const char* text, size_t n);

@@ -16,6 +16,7 @@
 
 #include "buffer.h"
 #include "clock.h"
+#include "compact.h"
 #include "config.h"
 #include "sink.h"
 
@@ -28,6 +29,7 @@ __thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullp
 
 namespace {
 constexpr size_t kFrameBytes = 4 << 20;  // text per zstd frame: large frames compress better
+constexpr size_t kCompactRows = 65536;   // rows per compact frame (~1 B/event there, 1.5 at 4096)
 
 pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;    // registry of thread states
 pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;   // free buffers
@@ -43,7 +45,8 @@ bool g_writer_running = false;
 bool g_stop = false;
 
 Sink g_sink;
-Out g_text;
+Out g_text;                    // the frame being built (JSON form), or the compact frame's bytes
+CompactBuilder g_compact;      // the frame being built (compact form)
 uint32_t g_gen = 1;            // file generation: FH metadata is rewritten for each file
 bool g_file_failed = false;
 std::atomic<uint64_t> g_written{0}, g_dropped{0}, g_recorded_dead{0};
@@ -118,12 +121,33 @@ void thread_exit(void* p) {
 
 // --- draining (g_drain_mu held) -------------------------------------------------------------
 
-void emit(const char* s, size_t n) {
-  g_text.put(s, n);
-  if (g_text.n >= kFrameBytes) {
-    g_sink.write(g_text.p, g_text.n);
+// The frame being built: JSON text, or compact rows. A full frame is written at once.
+void frame_write() {
+  if (g_config.compact) {
+    if (!g_compact.rows()) return;
     g_text.n = 0;
+    g_compact.finish(g_text, g_pid, g_config.res_ns);
   }
+  if (g_text.n) g_sink.write(g_text.p, g_text.n);
+  g_text.n = 0;
+}
+
+void frame_cut_if_full() {
+  if (g_config.compact ? g_compact.rows() >= kCompactRows || g_compact.bytes() >= kFrameBytes
+                       : g_text.n >= kFrameBytes)
+    frame_write();
+}
+
+void emit(const char* s, size_t n) {
+  if (g_config.compact) g_compact.text(s, n);
+  else g_text.put(s, n);
+  frame_cut_if_full();
+}
+
+int frame_record(const RecHeader* r, int tid, const EncodeCtx& ctx) {
+  int events = g_config.compact ? g_compact.record(r, tid, ctx) : encode_record(g_text, r, tid, ctx);
+  frame_cut_if_full();
+  return events;
 }
 
 bool ensure_file() {
@@ -131,7 +155,7 @@ bool ensure_file() {
   if (g_file_failed) return false;
   const char *dir, *name, *host;
   trace_file_parts(&dir, &name, &host);
-  if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level)) {
+  if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level, g_config.compact)) {
     g_file_failed = true;
     char msg[1200];
     int n = snprintf(msg, sizeof msg, "iotrace: cannot create a trace file in %s: %s\n", dir,
@@ -183,22 +207,21 @@ void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
 
 // `sealed_only`: leave a buffer its thread is still writing to alone (no cache lines pulled
 // away from the traced thread); the time-bound and final flushes take everything.
-void drain_thread(ThreadState* ts, const EncodeCtx& ctx, bool sealed_only = false) {
+// `discard`: no file to write to; the records are consumed and thrown away.
+void drain_thread(ThreadState* ts, const EncodeCtx& ctx, bool sealed_only = false,
+                  bool discard = false) {
   Buffer* b = ts->read;
   while (b) {
     bool sealed = b->sealed.load(std::memory_order_acquire);
     if (sealed_only && !sealed) break;
     uint32_t end = b->committed.load(std::memory_order_acquire);
-    if (b->consumed < end && !ts->named) name_thread(ts, ctx);
+    if (b->consumed < end && !ts->named && !discard) name_thread(ts, ctx);
     uint64_t events = 0;
     for (uint32_t at = b->consumed; at < end;) {
       auto* r = reinterpret_cast<const RecHeader*>(b->data + at);
-      events += uint64_t(encode_record(g_text, r, ts->tid, ctx));
+      if (discard) events++;
+      else events += uint64_t(frame_record(r, ts->tid, ctx));
       at += r->size;
-      if (g_text.n >= kFrameBytes) {
-        g_sink.write(g_text.p, g_text.n);
-        g_text.n = 0;
-      }
     }
     g_file_events += events;
     g_written.fetch_add(events, std::memory_order_relaxed);
@@ -215,11 +238,8 @@ void drain_all(bool sealed_only = false) {
   if (!ensure_file()) {
     // No file: consume and count as dropped so memory does not grow.
     pthread_mutex_lock(&g_reg_mu);
-    for (ThreadState* t = g_threads; t; t = t->next) {
-      size_t n0 = g_text.n;
-      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap()});
-      g_text.n = n0;
-    }
+    for (ThreadState* t = g_threads; t; t = t->next)
+      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap()}, false, /*discard=*/true);
     pthread_mutex_unlock(&g_reg_mu);
     return;
   }
@@ -237,10 +257,7 @@ void drain_all(bool sealed_only = false) {
     }
   }
   pthread_mutex_unlock(&g_reg_mu);
-  if (g_text.n) {
-    g_sink.write(g_text.p, g_text.n);
-    g_text.n = 0;
-  }
+  frame_write();
 }
 
 bool lock_drain(bool may_block) {
@@ -366,7 +383,8 @@ void finish_file(const char* reason, bool may_block, bool final) {
     o.put(",\"reason\":");
     o.json_str(reason, strlen(reason));
     o.put("}}]\n");
-    g_sink.write(o.p, o.n);
+    emit(o.p, o.n);
+    frame_write();
     free(o.p);
     g_sink.close();
   }
@@ -400,6 +418,7 @@ void writer_child_after_fork() {
   }
   g_sink.abandon();
   g_text = Out();
+  new (&g_compact) CompactBuilder();
   g_file_failed = false;
   g_file_events = 0;
   g_written.store(0);

@@ -15,7 +15,7 @@ import socket
 
 import pytest
 
-from tracing import fnv1a_hex, parse_report, run_plain
+from tracing import ZST_SUFFIX, fnv1a_hex, parse_report, run_plain
 
 EBADF, ENOENT = 9, 2
 O_CLOEXEC = os.O_CLOEXEC
@@ -177,8 +177,8 @@ def test_cloexec_fd_is_gone_and_its_number_reused_after_exec(mode, progs, trace,
     assert ts.pids == [ts.pid]
     first, second = ts.files_of(ts.pid)
     assert len(ts.files) == 2
-    assert os.path.basename(first.path) == f"cloexec_before-{HOST}-{ts.pid}.pfw.zst"
-    assert os.path.basename(second.path) == f"cloexec_after-{HOST}-{ts.pid}.pfw.zst"
+    assert os.path.basename(first.path) == f"cloexec_before-{HOST}-{ts.pid}{ZST_SUFFIX}"
+    assert os.path.basename(second.path) == f"cloexec_after-{HOST}-{ts.pid}{ZST_SUFFIX}"
     assert first.pid == second.pid == ts.pid
     assert first.header["role"] == "main" and second.header["role"] == "exec"
     assert first.header["ppid"] == second.header["ppid"] == os.getpid()
@@ -265,8 +265,8 @@ def test_failed_exec_keeps_the_cloexec_fd_and_its_name(progs, trace, data_dir):
     # by name: both headers carry the process's start time (mono_ns), so files_of cannot
     # order these two
     by_name = {os.path.basename(f.path): f for f in ts.files_of(ts.pid)}
-    first = by_name.pop(f"cloexec_before-{HOST}-{ts.pid}.pfw.zst")
-    second = by_name.pop(f"cloexec_before-{HOST}-{ts.pid}-1.pfw.zst")
+    first = by_name.pop(f"cloexec_before-{HOST}-{ts.pid}{ZST_SUFFIX}")
+    second = by_name.pop(f"cloexec_before-{HOST}-{ts.pid}-1{ZST_SUFFIX}")
     assert not by_name
     assert first.end["reason"] == "exec" and second.end["reason"] == "exit"
     assert [f.header["role"] for f in (first, second)] == ["main", "main"]

@@ -30,7 +30,7 @@ USEC = r"-?\d+\.\d{3}"
 X_TIMES = re.compile(rf',"ts":{USEC},"dur":{USEC},"args":')
 PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "wall_ns", "mono_ns",
                 "resolution_ns", "role",
-                "parent_pid", "ranks", "compression"]
+                "parent_pid", "ranks", "compression", "form"]
 SUFFIX = {"zstd": ".pfw.zst", "gzip": ".pfw.gz", "none": ".pfw"}
 
 
@@ -99,7 +99,8 @@ def check_file_schema(f: tracing.TraceFile) -> dict:
     first, second = f.records[0], f.records[1]
     assert first["name"] == "iotrace_process" and first["ph"] == "M"
     assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
-    assert first["args"]["version"] == 2
+    assert first["args"]["version"] == 3
+    assert first["args"]["form"] == "json"
     assert first["args"]["resolution_ns"] == 1  # the default: ns
     pid = first["pid"]
     assert first["args"]["pid"] == pid == first["tid"]

@@ -12,7 +12,7 @@ import time
 
 import pytest
 
-from tracing import TraceSet, fresh_dir, run_traced, tracer_env
+from tracing import TEST_FORMAT, ZST_SUFFIX, TraceSet, fresh_dir, run_traced, tracer_env
 
 O_TRUNC_CREAT_WR = os.O_CREAT | os.O_WRONLY | os.O_TRUNC
 
@@ -122,9 +122,9 @@ def test_exec_keeps_one_file_per_image(proc, trace, data_dir):
     assert first.end["reason"] == "exec" and first.closed
     assert second.end["reason"] == "exit" and second.closed
     host = socket.gethostname().split(".")[0]
-    assert os.path.basename(first.path) == f"proc-{host}-{ts.pid}.pfw.zst"
-    assert os.path.basename(second.path) == f"prog-{host}-{ts.pid}.pfw.zst" or \
-        os.path.basename(second.path) == f"prog-{host}-{ts.pid}-1.pfw.zst"
+    assert os.path.basename(first.path) == f"proc-{host}-{ts.pid}{ZST_SUFFIX}"
+    assert os.path.basename(second.path) == f"prog-{host}-{ts.pid}{ZST_SUFFIX}" or \
+        os.path.basename(second.path) == f"prog-{host}-{ts.pid}-1{ZST_SUFFIX}"
     assert first.header["exe"] == os.path.realpath(proc)
     assert second.header["exe"] == str(prog)
     assert second.header["cmdline"] == [str(prog), "after", str(data_dir)]
@@ -141,7 +141,7 @@ def test_exec_same_program_adds_suffix(proc, trace, data_dir, tmp_path):
     ts = trace([proc, "exec", data_dir, proc], include=[data_dir])
     host = socket.gethostname().split(".")[0]
     assert sorted(os.path.basename(f.path) for f in ts.files) == [
-        f"proc-{host}-{ts.pid}-1.pfw.zst", f"proc-{host}-{ts.pid}.pfw.zst"]
+        f"proc-{host}-{ts.pid}-1{ZST_SUFFIX}", f"proc-{host}-{ts.pid}{ZST_SUFFIX}"]
     assert [f.end["reason"] for f in ts.files_of(ts.pid)] == ["exec", "exit"]
 
 
@@ -205,10 +205,13 @@ def test_process_metadata(proc, trace, data_dir):
     (f,) = ts.files
     m = f.header
     assert m == {
-        "version": 2, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
+        "version": 3, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
         "ppid": os.getpid(), "exe": os.path.realpath(proc),
         "cmdline": [proc, "after", str(data_dir)], "wall_ns": m["wall_ns"], "mono_ns": m["mono_ns"],
-        "resolution_ns": 1, "role": "main", "ranks": ranks, "compression": "gzip"}
+        "resolution_ns": 1, "role": "main", "ranks": ranks,
+        # the compact form is always zstd (its frames are what make it readable)
+        "compression": "zstd" if TEST_FORMAT == "compact" else "gzip",
+        "form": TEST_FORMAT or "json"}
     assert wall0 <= m["wall_ns"] <= wall1
     assert mono0 <= m["mono_ns"] <= mono1  # CLOCK_MONOTONIC, as Python's monotonic_ns
     for e in ts.events():
@@ -225,7 +228,7 @@ def test_trace_name_from_env(proc, trace, data_dir):
     ts = trace([proc, "after", data_dir], include=[data_dir], env={"IOTRACE_NAME": "job7"})
     host = socket.gethostname().split(".")[0]
     (f,) = ts.files
-    assert os.path.basename(f.path) == f"job7-{host}-{ts.pid}.pfw.zst"
+    assert os.path.basename(f.path) == f"job7-{host}-{ts.pid}{ZST_SUFFIX}"
 
 
 def test_signal_dispositions_look_default_to_the_program(tmp_path):

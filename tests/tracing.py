@@ -35,7 +35,11 @@ from typing import Iterable, Sequence
 import iotrace
 
 PRELOAD = iotrace.preload_path()
-TRACE_SUFFIXES = (".pfw.zst", ".pfw.gz", ".pfw")
+TRACE_SUFFIXES = (".pfw.zst", ".pfw.gz", ".pfw", ".iotc.zst")
+# IOTRACE_TEST_FORMAT=compact runs every traced program of the suite in the compact form
+# (IOTRACE_FORMAT=compact); the decoders below render it back to JSON lines.
+TEST_FORMAT = os.environ.get("IOTRACE_TEST_FORMAT", "")
+ZST_SUFFIX = ".iotc.zst" if TEST_FORMAT == "compact" else ".pfw.zst"  # the default file suffix
 EVENT_PHASES = ("X", "i", "C")
 
 
@@ -55,11 +59,14 @@ def decompress(path: str | os.PathLike) -> bytes:
 
     zstd: every independent frame in turn; a frame cut off at the end (crash) is dropped.
     gzip: the first member, inflated as far as it goes (a cut-off member gives what was
-    flushed).  Plain: as is.
+    flushed).  Plain: as is.  Compact (.iotc.zst): each frame rendered to its JSON lines by
+    the tracer's encoder; a damaged or cut-off frame is dropped.
     """
     path = os.fspath(path)
     with open(path, "rb") as f:
         raw = f.read()
+    if path.endswith(".iotc.zst"):
+        return b"".join(compact_frames_text(raw))
     if path.endswith(".zst"):
         import zstandard
 
@@ -78,6 +85,29 @@ def decompress(path: str | os.PathLike) -> bytes:
         except zlib.error:
             return b""
     return raw
+
+
+def compact_frames_text(raw: bytes) -> list[bytes]:
+    """The JSON text of each whole, undamaged frame of a compact trace, in order."""
+    import zstandard
+
+    from iotrace import _core
+
+    out = []
+    while raw:
+        d = zstandard.ZstdDecompressor().decompressobj()
+        try:
+            content = d.decompress(raw)
+        except zstandard.ZstdError:
+            break
+        if not d.eof:
+            break  # cut off
+        rendered = _core.compact_to_json(content)
+        if rendered is None or rendered[1]:
+            break
+        out.append(rendered[0])
+        raw = d.unused_data
+    return out
 
 
 @dataclass
@@ -256,6 +286,8 @@ def tracer_env(trace_dir: str | os.PathLike, env: dict | None = None, *, include
          if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
     e["LD_PRELOAD"] = PRELOAD
     e["IOTRACE_DIR"] = os.fspath(trace_dir)
+    if TEST_FORMAT:
+        e["IOTRACE_FORMAT"] = TEST_FORMAT
     if include:
         e["IOTRACE_INCLUDE"] = ":".join(os.fspath(p) for p in include)
     if exclude:

@@ -1,8 +1,10 @@
 """Finding trace files and reading their text back, damage-tolerant, with bounded memory.
 
 A trace (docs/trace-format.md) is `.pfw.zst` (independent zstd frames of whole lines),
-`.pfw.gz` (one gzip member with full flushes; DFTracer may write several members) or plain
-`.pfw`. The compression is recognised by its magic bytes, not by the file name.
+`.pfw.gz` (one gzip member with full flushes; DFTracer may write several members), plain
+`.pfw`, or `.iotc.zst` (the compact form: zstd frames of columns, each rendered back to its
+JSON lines by the tracer's own encoder, `iotrace._core.compact_to_json`). The compression is
+recognised by its magic bytes, and a compact frame by its own, not by the file name.
 
 Reading goes frame by frame (zstd) or in small compressed blocks (gzip, plain), so raw text
 is never held whole. Damage is read around and recorded as `Damage` records:
@@ -12,8 +14,8 @@ is never held whole. Damage is read around and recorded as `Damage` records:
 * gzip: a cut-off member yields up to its last complete line; corrupt deflate data is
   skipped up to the next full-flush marker (00 00 ff ff) from which inflating works again.
 
-Only `zstandard` and the standard library are imported here: `iotrace export` uses this
-module too and must not pay for pyarrow/dask.
+Only `zstandard` and the standard library are imported here (and `iotrace._core` at the first
+compact frame): `iotrace export` uses this module too and must not pay for pyarrow/dask.
 """
 
 from __future__ import annotations
@@ -28,8 +30,9 @@ from typing import Iterator
 
 import zstandard
 
-TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz")
+TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz", ".iotc.zst")
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
+COMPACT_MAGIC = b"IOTC"  # a compact frame's content starts with it
 GZIP_MAGIC = b"\x1f\x8b"
 FULL_FLUSH = b"\x00\x00\xff\xff"  # the empty stored block a deflate full flush ends with
 
@@ -82,7 +85,7 @@ def find_traces(paths: list[str]) -> list[str]:
     """Expand folders (recursively), globs and file names into a sorted list of trace files.
 
     A file named explicitly is taken whatever its name; folders and globs contribute the
-    files ending in .pfw, .pfw.zst or .pfw.gz. Raises TraceInputError on a missing path, a
+    files ending in .pfw, .pfw.zst, .pfw.gz or .iotc.zst. Raises TraceInputError on a missing path, a
     glob without match, or when nothing at all is found.
     """
     if not paths:
@@ -106,7 +109,7 @@ def find_traces(paths: list[str]) -> list[str]:
                     found.append(m)
     if not found:
         raise TraceInputError(
-            "no trace files (*.pfw, *.pfw.zst, *.pfw.gz) found in: " + ", ".join(paths)
+            "no trace files (*.pfw, *.pfw.zst, *.pfw.gz, *.iotc.zst) found in: " + ", ".join(paths)
         )
     seen: set[str] = set()
     unique = []
@@ -260,6 +263,14 @@ def _whole_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:
     return data[:cut], data[cut:]
 
 
+def render_compact(content: bytes) -> tuple[bytes, bool]:
+    """The JSON lines of one compact frame's content, and whether it was damaged (the lines
+    before the damage are still given)."""
+    from iotrace import _core  # the tracer's encoder: the same bytes the JSON form writes
+
+    return _core.compact_to_json(content)
+
+
 def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
     dctx = zstandard.ZstdDecompressor()
     tail = b""
@@ -281,6 +292,12 @@ def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
             nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
             pos, tail = (end if nxt < 0 else nxt), b""
             continue
+        if out[:4] == COMPACT_MAGIC:
+            out, damaged = render_compact(out)
+            if damaged and status == "ok":
+                lines = out.count(b"\n")
+                _note(damage, path, pos, "corrupt-frame",
+                      f"compact frame damaged; {lines} lines rendered before it")
         if status == "truncated":
             _note(damage, path, pos, "truncated-frame",
                   f"frame cut at byte {fend}; {len(out)} bytes decoded from it")

@@ -46,7 +46,7 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
                     ".pftrace (Perfetto protobuf: smallest, fastest to load), .json.gz or "
                     ".json (Chrome JSON).")
     p.add_argument("traces", nargs="+", metavar="TRACE",
-                   help="trace files, folders or globs (*.pfw, *.pfw.zst, *.pfw.gz)")
+                   help="trace files, folders or globs (*.pfw, *.pfw.zst, *.pfw.gz, *.iotc.zst)")
     p.add_argument("-o", "--output", required=True,
                    help="job.pftrace, job.json.gz or job.json")
     cut = p.add_argument_group("cutting the trace down")

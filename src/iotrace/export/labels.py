@@ -15,7 +15,7 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 # Linux pids stay below 2**22 (pid_max); with several hosts, the host's index
 # goes above that so that equal pids on two hosts stay two processes.
 PID_BITS = 22
-_PID_IN_NAME = re.compile(r"-(\d+)(?:-\d+)?\.pfw(?:\.\w+)?$")
+_PID_IN_NAME = re.compile(r"-(\d+)(?:-\d+)?\.(?:pfw|iotc)(?:\.\w+)?$")
 
 
 @dataclass

@@ -1,0 +1,243 @@
+#include "compact.h"
+
+#include <new>
+#include <stdlib.h>
+#include <string.h>
+
+namespace iot {
+
+namespace {
+inline uint64_t zz(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
+inline int64_t unzz(uint64_t u) { return int64_t(u >> 1) ^ -int64_t(u & 1); }
+inline int64_t sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+inline int64_t add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+
+constexpr int kFdSlots = 1024;
+constexpr int kHashSlots = 8192;  // open addressing, at most half full
+constexpr int kMaxIndexed = kHashSlots / 2;
+
+// What the next offset on an fd is expected to be: where the last transfer on it ended, or
+// where an lseek put it. Writer and renderer apply the same rule to the same rows.
+inline bool is_seek(uint16_t call) { return call == C_lseek || call == C_lseek64; }
+
+struct FdPositions {
+  int64_t* pos;
+  bool* known;
+  int64_t expect(const IoRec& r) const {
+    if (!(r.fields & F_FD) || r.fd < 0 || r.fd >= kFdSlots || !known[r.fd]) return 0;
+    return pos[r.fd];
+  }
+  void update(const IoRec& r) {
+    if (!(r.fields & F_FD) || r.fd < 0 || r.fd >= kFdSlots || !(r.fields & F_RET)) return;
+    if ((r.fields & F_OFFSET) && r.ret > 0) pos[r.fd] = add(r.offset, r.ret), known[r.fd] = true;
+    else if (is_seek(r.h.call) && r.ret >= 0) pos[r.fd] = r.ret, known[r.fd] = true;
+  }
+};
+
+// The hash table of the frame's files (writer side): hash → index in the frame's file list.
+struct FileSlots {
+  uint64_t key[kHashSlots];
+  int32_t idx[kHashSlots];
+};
+FileSlots g_slots;  // the writer's (one CompactBuilder per process)
+}  // namespace
+
+void CompactBuilder::reset() {
+  for (Out& c : col_) c.n = 0;
+  rows_ = 0;
+  prev_tid_ = 0;
+  prev_end_ = 0;
+  n_hashes_ = 0;
+  memset(g_slots.idx, -1, sizeof g_slots.idx);
+  memset(known_, 0, sizeof known_);
+  ready_ = true;
+}
+
+size_t CompactBuilder::bytes() const {
+  size_t n = 0;
+  for (const Out& c : col_) n += c.n;
+  return n;
+}
+
+void CompactBuilder::text(const char* s, size_t n) {
+  if (!n) return;
+  if (!ready_) reset();
+  col_[kKinds].ch(0);
+  col_[kTextLens].uvar(n);
+  col_[kText].put(s, n);
+  rows_++;
+}
+
+int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
+  tmp_.n = 0;
+  if (h->kind != R_IO) {  // Python and C API events, metadata: kept as their JSON text
+    int events = encode_record(tmp_, h, tid, ctx);
+    text(tmp_.p, tmp_.n);
+    return events;
+  }
+  const IoRec& r = *reinterpret_cast<const IoRec*>(h);
+  int events = 1 + encode_new_files(tmp_, &r, tid, ctx);
+  if (tmp_.n) text(tmp_.p, tmp_.n);
+  if (!ready_) reset();
+  const IoTimes t = io_times(&r, ctx);
+  const uint32_t f = r.fields;
+  col_[kKinds].ch(char(1 + r.h.call));
+  col_[kTids].uvar(zz(sub(tid, prev_tid_)));
+  prev_tid_ = tid;
+  col_[kMasks].uvar(f);
+  col_[kGaps].uvar(zz(sub(t.start, prev_end_)));
+  col_[kDurs].uvar(zz(t.dur));
+  prev_end_ = add(t.start, t.dur);
+  auto file = [&](uint64_t hash) {
+    uint32_t s = uint32_t(hash) & (kHashSlots - 1);
+    while (g_slots.idx[s] >= 0 && g_slots.key[s] != hash) s = (s + 1) & (kHashSlots - 1);
+    if (g_slots.idx[s] >= 0) return col_[kFiles].uvar(uint64_t(g_slots.idx[s]));
+    // New in this frame: its index is the list's length, its 8 bytes follow in kHashes.
+    col_[kFiles].uvar(uint64_t(n_hashes_));
+    col_[kHashes].put(reinterpret_cast<const char*>(&hash), 8);
+    if (n_hashes_ < kMaxIndexed) g_slots.key[s] = hash, g_slots.idx[s] = n_hashes_;
+    n_hashes_++;
+  };
+  if (f & F_FHASH) file(t.fh);
+  if (f & F_FHASH2) file(t.fh2);
+  if (f & F_FD) col_[kFds].uvar(zz(r.fd));
+  if (f & F_FD2) col_[kFds].uvar(zz(r.fd2));
+  if (f & F_SIZE) col_[kSizes].uvar(zz(r.size));
+  FdPositions fds{pos_, known_};
+  if (f & F_OFFSET) col_[kOffsets].uvar(zz(sub(r.offset, fds.expect(r))));
+  if (f & F_RET) col_[kRets].uvar(zz(sub(r.ret, (f & F_SIZE) ? r.size : 0)));
+  if (f & F_BYTES) col_[kExtras].uvar(zz(r.bytes));
+  if (f & F_ERRNO) col_[kExtras].uvar(zz(r.err));
+  if (f & F_FLAGS) col_[kExtras].uvar(zz(r.flags));
+  if (f & F_MODE) col_[kExtras].uvar(zz(r.mode));
+  fds.update(r);
+  rows_++;
+  return events;
+}
+
+void CompactBuilder::finish(Out& out, int pid, int res) {
+  out.put(kCompactMagic, 4);
+  out.ch(char(kCompactVersion));
+  out.uvar(uint64_t(pid));
+  out.uvar(uint64_t(res));
+  out.uvar(rows_);
+  for (const Out& c : col_) out.uvar(c.n);
+  for (const Out& c : col_) out.put(c.p, c.n);
+  reset();  // the next frame starts from nothing: each decodes on its own
+}
+
+// --- rendering ---------------------------------------------------------------------------
+
+namespace {
+struct Reader {
+  const uint8_t* p;
+  const uint8_t* end;
+  bool ok = true;
+  uint64_t uvar() {
+    uint64_t v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      if (p >= end) break;
+      uint8_t b = *p++;
+      v |= uint64_t(b & 0x7f) << shift;
+      if (!(b & 0x80)) return v;
+    }
+    ok = false;
+    return 0;
+  }
+  int64_t svar() { return unzz(uvar()); }
+  uint8_t byte() {
+    if (p >= end) return ok = false, 0;
+    return *p++;
+  }
+};
+}  // namespace
+
+bool compact_is(const char* p, size_t n) { return n >= 5 && memcmp(p, kCompactMagic, 4) == 0; }
+
+bool compact_render(const char* data, size_t n, Out& out) {
+  if (!compact_is(data, n) || uint8_t(data[4]) != kCompactVersion) return false;
+  Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n};
+  const int64_t pid = int64_t(h.uvar()), res = int64_t(h.uvar());
+  const uint64_t rows = h.uvar();
+  enum { kColumns = 14 };
+  uint64_t len[kColumns];
+  for (uint64_t& l : len) l = h.uvar();
+  if (!h.ok || !(res == 1 || res == 10 || res == 100 || res == 1000)) return false;
+  Reader col[kColumns];
+  const uint8_t* at = h.p;
+  for (int i = 0; i < kColumns; i++) {
+    if (len[i] > uint64_t(h.end - at)) return false;
+    col[i] = Reader{at, at + len[i]};
+    at += len[i];
+  }
+  Reader &kinds = col[0], &tids = col[1], &masks = col[2], &gaps = col[3], &durs = col[4],
+         &files = col[5], &hashes = col[6], &fdc = col[7], &sizes = col[8], &offsets = col[9],
+         &rets = col[10], &extras = col[11], &text_lens = col[12], &text = col[13];
+
+  int64_t pos[kFdSlots];
+  bool known[kFdSlots] = {};
+  FdPositions fds{pos, known};
+  uint64_t* file_list = nullptr;
+  size_t n_files = 0, cap_files = 0;
+  auto* cache = static_cast<IoPrefixCache*>(malloc(sizeof(IoPrefixCache)));
+  new (cache) IoPrefixCache();
+  const EncodeCtx ctx{int(pid), 1, ClockMap()};
+  int64_t tid = 0, prev_end = 0;
+  bool ok = true;
+  for (uint64_t row = 0; row < rows && ok; row++) {
+    const uint8_t kind = kinds.byte();
+    if (!kinds.ok) { ok = false; break; }
+    if (kind == 0) {
+      const uint64_t l = text_lens.uvar();
+      if (!text_lens.ok || l > uint64_t(text.end - text.p)) { ok = false; break; }
+      out.put(reinterpret_cast<const char*>(text.p), l);
+      text.p += l;
+      continue;
+    }
+    if (kind - 1 >= C_COUNT) { ok = false; break; }
+    IoRec r;
+    memset(&r, 0, sizeof r);
+    r.h.call = uint16_t(kind - 1);
+    tid = add(tid, tids.svar());
+    const uint32_t f = uint32_t(masks.uvar());
+    r.fields = f;
+    IoTimes t{};
+    t.res = int(res);
+    t.start = add(prev_end, gaps.svar());
+    t.dur = durs.svar();
+    prev_end = add(t.start, t.dur);
+    auto file = [&]() -> uint64_t {
+      const uint64_t i = files.uvar();
+      if (i < n_files) return file_list[i];
+      if (i != n_files || hashes.end - hashes.p < 8) return ok = false, 0;
+      if (n_files == cap_files) {
+        cap_files = cap_files ? 2 * cap_files : 64;
+        file_list = static_cast<uint64_t*>(realloc(file_list, cap_files * 8));
+      }
+      memcpy(&file_list[n_files], hashes.p, 8);
+      hashes.p += 8;
+      return file_list[n_files++];
+    };
+    if (f & F_FHASH) t.fh = file();
+    if (f & F_FHASH2) t.fh2 = file();
+    if (f & F_FD) r.fd = fdc.svar();
+    if (f & F_FD2) r.fd2 = fdc.svar();
+    if (f & F_SIZE) r.size = sizes.svar();
+    if (f & F_OFFSET) r.offset = add(offsets.svar(), fds.expect(r));
+    if (f & F_RET) r.ret = add(rets.svar(), (f & F_SIZE) ? r.size : 0);
+    if (f & F_BYTES) r.bytes = extras.svar();
+    if (f & F_ERRNO) r.err = int32_t(extras.svar());
+    if (f & F_FLAGS) r.flags = extras.svar();
+    if (f & F_MODE) r.mode = extras.svar();
+    fds.update(r);
+    for (const Reader& c : col) ok = ok && c.ok;
+    if (!ok) break;
+    encode_io_line(out, *cache, &r, t, int(tid), ctx);
+  }
+  free(file_list);
+  free(cache);
+  for (const Reader& c : col) ok = ok && c.ok;
+  return ok;
+}
+
+}  // namespace iot

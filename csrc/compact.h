@@ -1,0 +1,48 @@
+// The compact form of a trace (IOTRACE_FORMAT=compact, `.iotc.zst`): each zstd frame holds
+// one self-contained block of columns instead of JSON text. I/O events become rows of small
+// integers (times as gaps, offsets against the fd's expected position, returns against the
+// size asked for); every other line (metadata, Python events) is kept as its JSON text.
+// Rendering a block gives back, byte for byte, the lines the JSON form would have written.
+// docs/trace-format.md ("The compact form") is the contract.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include "encoder.h"
+
+namespace iot {
+
+constexpr char kCompactMagic[4] = {'I', 'O', 'T', 'C'};
+constexpr int kCompactVersion = 1;
+
+// Writer side: rows are added in file order, then serialised as one frame's content.
+class CompactBuilder {
+ public:
+  void text(const char* s, size_t n);  // lines exactly as the JSON form writes them
+  int record(const RecHeader* r, int tid, const EncodeCtx& ctx);  // returns events
+  size_t rows() const { return rows_; }
+  size_t bytes() const;                // raw bytes so far (frames are cut on it)
+  void finish(Out& out, int pid, int res);  // header + columns into `out`; then empty
+ private:
+  enum { kKinds, kTids, kMasks, kGaps, kDurs, kFiles, kHashes, kFds, kSizes, kOffsets, kRets,
+         kExtras, kTextLens, kText, kColumns };
+  void reset();
+  Out col_[kColumns];
+  Out tmp_;
+  bool ready_ = false;  // reset() done for the frame being built
+  size_t rows_ = 0;
+  int prev_tid_ = 0;
+  int64_t prev_end_ = 0;
+  uint64_t hashes_[256];  // files seen in this frame (a linear table: frames name few files)
+  int n_hashes_ = 0;
+  int64_t pos_[1024];     // expected position per fd (fds below 1024)
+  bool known_[1024] = {};
+};
+
+// Does `p` start a compact block?
+bool compact_is(const char* p, size_t n);
+// Render one compact block (a frame's whole content) as JSON lines appended to `out`.
+// false: the block is damaged (`out` then holds the lines rendered before the damage).
+bool compact_render(const char* p, size_t n, Out& out);
+
+}  // namespace iot

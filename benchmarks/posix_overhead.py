@@ -5,12 +5,15 @@ Runs a C workload (benchmarks/posix_workload.c, 4 calls a round) and prints medi
     1000 calls in turn; the difference is the tracer's cost per call on the traced thread.
     This is the precise figure: whole processes differ by ±20 % here in their syscall costs.
   * whole-process pairs: the loop's wall time, untraced and traced processes in alternation.
-  * CPU: user + sys of the whole process per call, the writer thread's JSON encoding and
+  * CPU: user + sys of the whole process per call, the writer thread's encoding and
     compression included (what the machine pays, on the other core when there is one).
   * bytes per event of the trace file on disk, at the default resolution and then at each
     IOTRACE_RESOLUTION (ns, 10ns, 100ns, us; median of 3 runs each).
+Each figure is given for both trace forms (IOTRACE_FORMAT): json (JSON lines in zstd frames,
+what Perfetto opens as is) and compact (columns in zstd frames, rendered back by `iotrace cat`).
 Usage:
     python benchmarks/posix_overhead.py [--rounds 100000] [--pairs 7] [--resolution ns]
+                                        [--forms json,compact]
 """
 from __future__ import annotations
 
@@ -23,9 +26,10 @@ import subprocess
 import sys
 import tempfile
 
-import zstandard
+import iotrace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+PRELOAD = iotrace.preload_path()
 
 
 def build(tmp: str) -> str:
@@ -52,9 +56,24 @@ def run(exe: str, data: str, rounds: int, env: dict | None) -> tuple[int, int, f
 
 
 def count_events(path: str) -> int:
-    with open(path, "rb") as f:
-        text = zstandard.ZstdDecompressor().stream_reader(f, read_across_frames=True).read()
-    return text.count(b"\n") - 1  # minus the "[" line
+    """Event lines of a trace file, either form (a compact one is rendered back to its lines)."""
+    from iotrace_analyzer import reader
+
+    return sum(block.count(b"\n") for block in reader.iter_blocks(path)) - 1  # minus "["
+
+
+def traced_env(out: str, form: str, args, **extra) -> dict:
+    env = dict(os.environ, LD_PRELOAD=PRELOAD, IOTRACE_DIR=out, IOTRACE_FORMAT=form, **extra)
+    if args.level:
+        env["IOTRACE_COMPRESSION_LEVEL"] = str(args.level)
+    if args.resolution:
+        env["IOTRACE_RESOLUTION"] = args.resolution
+    return env
+
+
+def the_trace(out: str) -> str:
+    (trace,) = glob.glob(os.path.join(out, "*.pfw.zst")) + glob.glob(os.path.join(out, "*.iotc.zst"))
+    return trace
 
 
 def main() -> int:
@@ -63,55 +82,54 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=7, help="traced/untraced pairs (median taken)")
     ap.add_argument("--level", type=int, default=None, help="zstd level (IOTRACE_COMPRESSION_LEVEL)")
     ap.add_argument("--resolution", default=None, help="IOTRACE_RESOLUTION of the timed runs")
+    ap.add_argument("--forms", default="json,compact", help="trace forms to measure (IOTRACE_FORMAT)")
     args = ap.parse_args()
-    import iotrace
+    forms = args.forms.split(",")
 
     with tempfile.TemporaryDirectory() as tmp:
         exe = build(tmp)
         data = os.path.join(tmp, "data.bin")
-        deltas, cpu_deltas, plain, sizes, events = [], [], [], [], []
+        plain = []
+        deltas = {f: [] for f in forms}
+        cpu_deltas = {f: [] for f in forms}
+        per_event = {f: [] for f in forms}
         for i in range(args.pairs):
             base_ns, calls, base_cpu = run(exe, data, args.rounds, dict(os.environ, IOTRACE_ENABLE="0"))
-            out = os.path.join(tmp, f"trace{i}")
-            env = dict(os.environ, LD_PRELOAD=iotrace.preload_path(), IOTRACE_DIR=out)
-            if args.level:
-                env["IOTRACE_COMPRESSION_LEVEL"] = str(args.level)
-            if args.resolution:
-                env["IOTRACE_RESOLUTION"] = args.resolution
-            traced_ns, _, traced_cpu = run(exe, data, args.rounds, env)
-            (trace,) = glob.glob(os.path.join(out, "*.pfw.zst"))
             plain.append(base_ns / calls)
-            deltas.append((traced_ns - base_ns) / calls)
-            cpu_deltas.append((traced_cpu - base_cpu) * 1e9 / calls)
-            sizes.append(os.path.getsize(trace))
-            events.append(count_events(trace))
-        per_event = [s / e for s, e in zip(sizes, events)]
-        alt = [alternate(exe, data, args.rounds, dict(os.environ, LD_PRELOAD=iotrace.preload_path(),
-                                                     IOTRACE_DIR=os.path.join(tmp, f"alt{i}")))
-               for i in range(args.pairs)]
-        alt_delta = [on - off for on, off in alt]
+            for form in forms:
+                out = os.path.join(tmp, f"trace-{form}-{i}")
+                traced_ns, _, traced_cpu = run(exe, data, args.rounds, traced_env(out, form, args))
+                trace = the_trace(out)
+                deltas[form].append((traced_ns - base_ns) / calls)
+                cpu_deltas[form].append((traced_cpu - base_cpu) * 1e9 / calls)
+                per_event[form].append(os.path.getsize(trace) / count_events(trace))
+        alt = {form: [alternate(exe, data, args.rounds, traced_env(os.path.join(tmp, f"alt-{form}-{i}"), form, args))
+                      for i in range(args.pairs)] for form in forms}
         print(f"workload: {calls} intercepted calls per run (lseek, read, pread, fstat), {args.pairs} pairs")
         print(f"untraced: {statistics.median(plain):.1f} ns per call (median; the syscalls themselves)")
-        print(f"overhead: {statistics.median(alt_delta):.1f} ns per intercepted call, in-process alternation "
-              f"(median of {len(alt)} runs; min {min(alt_delta):.1f}, max {max(alt_delta):.1f})   target <= 150")
-        print(f"          {statistics.median(deltas):.1f} ns per call, whole-process pairs (median; "
-              f"min {min(deltas):.1f}, max {max(deltas):.1f}: noisy, processes differ by their syscall costs)")
-        print(f"cpu:      {statistics.median(cpu_deltas):.1f} ns of CPU per intercepted call (median; the "
-              f"traced thread plus the writer thread's JSON encoding and compression, whole process)")
-        print(f"trace:    {statistics.median(per_event):.2f} bytes per event on disk "
-              f"({statistics.median(sizes)} bytes, {statistics.median(events)} events)   target <= 6")
-        by_res = []
-        for res in ("ns", "10ns", "100ns", "us"):
-            per = []
-            for i in range(3):
-                out = os.path.join(tmp, f"res-{res}-{i}")
-                env = dict(os.environ, LD_PRELOAD=iotrace.preload_path(), IOTRACE_DIR=out,
-                           IOTRACE_RESOLUTION=res)
-                run(exe, data, args.rounds, env)
-                (trace,) = glob.glob(os.path.join(out, "*.pfw.zst"))
-                per.append(os.path.getsize(trace) / count_events(trace))
-            by_res.append(f"{res} {statistics.median(per):.2f}")
-        print(f"          bytes per event by IOTRACE_RESOLUTION (median of 3): {', '.join(by_res)}")
+        for form in forms:
+            d = [on - off for on, off in alt[form]]
+            print(f"[{form}]")
+            print(f"  overhead: {statistics.median(d):.1f} ns per intercepted call, in-process alternation "
+                  f"(median of {len(d)} runs; min {min(d):.1f}, max {max(d):.1f})   target <= 150")
+            print(f"            {statistics.median(deltas[form]):.1f} ns per call, whole-process pairs (median; "
+                  f"min {min(deltas[form]):.1f}, max {max(deltas[form]):.1f}: noisy, processes differ by their "
+                  f"syscall costs)")
+            print(f"  cpu:      {statistics.median(cpu_deltas[form]):.1f} ns of CPU per intercepted call (median; "
+                  f"the traced thread plus the writer thread's encoding and compression, whole process)")
+            print(f"  trace:    {statistics.median(per_event[form]):.2f} bytes per event on disk (median)   "
+                  f"target <= 6")
+        for form in forms:
+            by_res = []
+            for res in ("ns", "10ns", "100ns", "us"):
+                per = []
+                for i in range(3):
+                    out = os.path.join(tmp, f"res-{form}-{res}-{i}")
+                    run(exe, data, args.rounds, traced_env(out, form, args, IOTRACE_RESOLUTION=res))
+                    trace = the_trace(out)
+                    per.append(os.path.getsize(trace) / count_events(trace))
+                by_res.append(f"{res} {statistics.median(per):.2f}")
+            print(f"[{form}] bytes per event by IOTRACE_RESOLUTION (median of 3): {', '.join(by_res)}")
     return 0
 
 

@@ -33,8 +33,7 @@ class CompactBuilder {
   size_t rows_ = 0;
   int prev_tid_ = 0;
   int64_t prev_end_ = 0;
-  uint64_t hashes_[256];  // files seen in this frame (a linear table: frames name few files)
-  int n_hashes_ = 0;
+  int n_hashes_ = 0;      // files listed in this frame (compact.cc keeps their lookup table)
   int64_t pos_[1024];     // expected position per fd (fds below 1024)
   bool known_[1024] = {};
 };

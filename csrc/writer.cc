@@ -257,7 +257,11 @@ void drain_all(bool sealed_only = false) {
     }
   }
   pthread_mutex_unlock(&g_reg_mu);
-  frame_write();
+  // A drain for a full buffer leaves a partial frame open (bigger frames compress better:
+  // compact ~1.0 B/event at 65,536 rows against ~1.4 at one buffer's ~9,000); every other
+  // drain (the time bound, exit, exec, signals, explicit flushes) writes it, so a killed
+  // process still loses at most one flush interval.
+  if (!sealed_only) frame_write();
 }
 
 bool lock_drain(bool may_block) {
@@ -284,6 +288,9 @@ void* writer_main(void*) {
   if (syscall(SYS_close_range, ~0U, ~0U, 0U) == 0 && syscall(SYS_unshare, CLONE_FILES) == 0)
     syscall(SYS_close_range, 0U, ~0U, 0U);
   Sink::set_writer_thread();
+  // The time bound holds even when full buffers wake the writer more often than the flush
+  // interval: a drain that comes due takes everything (unsealed buffers, the open frame).
+  int64_t last_full = now_ns();
   for (;;) {
     pthread_mutex_lock(&g_wake_mu);
     bool woken = false;
@@ -298,8 +305,11 @@ void* writer_main(void*) {
     bool stop = g_stop;
     pthread_mutex_unlock(&g_wake_mu);
     if (stop) break;
+    const int64_t t = now_ns();
+    const bool due = t - last_full >= int64_t(g_config.flush_ms) * 1000000;
+    if (!woken || due) last_full = t;
     pthread_mutex_lock(&g_drain_mu);
-    if (g_recording.load(std::memory_order_relaxed)) drain_all(/*sealed_only=*/woken);
+    if (g_recording.load(std::memory_order_relaxed)) drain_all(/*sealed_only=*/woken && !due);
     pthread_mutex_unlock(&g_drain_mu);
   }
   return nullptr;

@@ -17,7 +17,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="iotrace-analyze",
         description="Summarize iotrace / DFTracer traces and write them as Parquet.")
-    p.add_argument("traces", nargs="+", help="trace files, folders or globs (.pfw, .pfw.zst, .pfw.gz)")
+    p.add_argument("traces", nargs="+", help="trace files, folders or globs (.pfw, .pfw.zst, .pfw.gz, .iotc.zst)")
     p.add_argument("-o", "--out", help="output folder: Parquet dataset, summary.json, timeline.html")
     p.add_argument("--summary", help="where to write summary.json (default OUT/summary.json)")
     p.add_argument("--timeline", help="where to write the timeline page (default OUT/timeline.html)")

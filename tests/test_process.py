@@ -191,6 +191,46 @@ def test_sigkill_keeps_what_was_flushed(proc, tmp_path, data_dir):
     assert f.header["pid"] == p.pid
 
 
+def test_sigkill_keeps_a_quiet_thread_while_another_fills_buffers(tmp_path, data_dir):
+    """The flush interval holds for every thread even when a busy thread fills a buffer more
+    often than the interval (each full buffer wakes the writer, which then had never timed out
+    and left the quiet thread's buffer unwritten)."""
+    code = f"""
+import os, sys, threading, time
+big = os.open({str(data_dir / 'big')!r}, os.O_RDWR | os.O_CREAT, 0o644)
+os.write(big, b'x' * 4096)
+def busy():
+    while True:  # ~20,000 calls/s: a 64 KiB buffer (~580 events) fills every ~30 ms
+        for _ in range(100):
+            os.pread(big, 1, 0)
+        time.sleep(0.005)
+threading.Thread(target=busy, daemon=True).start()
+def quiet():
+    fd = os.open({str(data_dir / 'lone')!r}, os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b'y' * 7)
+    print('ready', flush=True)
+    time.sleep(60)
+threading.Thread(target=quiet, daemon=True).start()
+time.sleep(60)
+"""
+    out = fresh_dir(tmp_path)
+    env = tracer_env(out, include=[data_dir], flush_ms=200,
+                     env={"IOTRACE_BUFFER_SIZE": "64k"})
+    p = subprocess.Popen([sys.executable, "-I", "-c", code], env=env, stdout=subprocess.PIPE,
+                         text=True)
+    try:
+        assert p.stdout.readline() == "ready\n"
+        time.sleep(1.0)  # five flush intervals, ~30 full buffers
+    finally:
+        p.kill()
+    assert p.wait(timeout=10) == -signal.SIGKILL
+    ts = TraceSet.load(out)
+    writes = [(e["args"]["size"], e["args"]["ret"]) for e in ts.events(fname=data_dir / "lone",
+                                                                      name="write")]
+    assert writes == [(7, 7)]
+    assert ts.count(name=("pread", "pread64"), fname=data_dir / "big") > 2000  # the busy thread's
+
+
 def test_enable_0_creates_no_file(proc, trace, data_dir, tmp_path):
     ts = trace([proc, "after", data_dir], include=[data_dir], env={"IOTRACE_ENABLE": "0"})
     assert ts.files == [] and not os.path.exists(ts.dir)

@@ -40,6 +40,14 @@ struct FileSlots {
   int32_t idx[kHashSlots];
 };
 FileSlots g_slots;  // the writer's (one CompactBuilder per process)
+
+// The frame's names and categories (writer side): interned pointer → index in the frame's list.
+constexpr int kStrSlots = 4096;
+struct StrSlots {
+  const Str* key[kStrSlots];
+  int32_t idx[kStrSlots];
+};
+StrSlots g_strs;
 }  // namespace
 
 void CompactBuilder::reset() {
@@ -48,7 +56,9 @@ void CompactBuilder::reset() {
   prev_tid_ = 0;
   prev_end_ = 0;
   n_hashes_ = 0;
+  n_strs_ = 0;
   memset(g_slots.idx, -1, sizeof g_slots.idx);
+  memset(g_strs.idx, -1, sizeof g_strs.idx);
   memset(known_, 0, sizeof known_);
   ready_ = true;
 }
@@ -68,9 +78,42 @@ void CompactBuilder::text(const char* s, size_t n) {
   rows_++;
 }
 
+void CompactBuilder::str(const Str* p) {
+  uint32_t s = uint32_t(reinterpret_cast<uintptr_t>(p) >> 4) & (kStrSlots - 1);
+  while (g_strs.idx[s] >= 0 && g_strs.key[s] != p) s = (s + 1) & (kStrSlots - 1);
+  if (g_strs.idx[s] >= 0) return col_[kStrs].uvar(uint64_t(g_strs.idx[s]));
+  // New in this frame: its index is the list's length, its length and bytes follow in kStrText.
+  col_[kStrs].uvar(uint64_t(n_strs_));
+  col_[kStrText].uvar(p->len);
+  col_[kStrText].put(p->str, p->len);
+  if (n_strs_ < kStrSlots / 2) g_strs.key[s] = p, g_strs.idx[s] = n_strs_;
+  n_strs_++;
+}
+
+void CompactBuilder::span(const SpanRec* r, int tid, const EncodeCtx& ctx) {
+  const SpanLine l = span_line(r, tid, ctx);
+  col_[kKinds].ch(char(kSpanRow));
+  col_[kTids].uvar(zz(sub(l.tid, prev_tid_)));
+  prev_tid_ = l.tid;
+  // A span is recorded when it ends, after the calls inside it: its gap is mostly negative.
+  col_[kGaps].uvar(zz(sub(l.start, prev_end_)));
+  col_[kDurs].uvar(zz(l.dur));
+  prev_end_ = add(l.start, l.dur);
+  str(r->name);
+  str(r->cat);
+  col_[kTextLens].uvar(l.args_len);
+  col_[kText].put(l.args, l.args_len);
+  rows_++;
+}
+
 int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
   tmp_.n = 0;
-  if (h->kind != R_IO) {  // Python and C API events, metadata: kept as their JSON text
+  if (h->kind == R_SPAN) {
+    if (!ready_) reset();
+    span(reinterpret_cast<const SpanRec*>(h), tid, ctx);
+    return 1;
+  }
+  if (h->kind != R_IO) {  // metadata, instants, counters: kept as their JSON text
     int events = encode_record(tmp_, h, tid, ctx);
     text(tmp_.p, tmp_.n);
     return events;
@@ -116,6 +159,7 @@ int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
 }
 
 void CompactBuilder::finish(Out& out, int pid, int res) {
+  static_assert(kColumns == kCompactColumns, "writer and renderer columns differ");
   out.put(kCompactMagic, 4);
   out.ch(char(kCompactVersion));
   out.uvar(uint64_t(pid));
@@ -159,7 +203,7 @@ bool compact_render(const char* data, size_t n, Out& out) {
   Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n};
   const int64_t pid = int64_t(h.uvar()), res = int64_t(h.uvar());
   const uint64_t rows = h.uvar();
-  enum { kColumns = 14 };
+  enum { kColumns = kCompactColumns };
   uint64_t len[kColumns];
   for (uint64_t& l : len) l = h.uvar();
   if (!h.ok || !(res == 1 || res == 10 || res == 100 || res == 1000)) return false;
@@ -172,18 +216,36 @@ bool compact_render(const char* data, size_t n, Out& out) {
   }
   Reader &kinds = col[0], &tids = col[1], &masks = col[2], &gaps = col[3], &durs = col[4],
          &files = col[5], &hashes = col[6], &fdc = col[7], &sizes = col[8], &offsets = col[9],
-         &rets = col[10], &extras = col[11], &text_lens = col[12], &text = col[13];
+         &rets = col[10], &extras = col[11], &text_lens = col[12], &text = col[13],
+         &strs = col[14], &str_text = col[15];
 
   int64_t pos[kFdSlots];
   bool known[kFdSlots] = {};
   FdPositions fds{pos, known};
+  bool ok = true;
   uint64_t* file_list = nullptr;
   size_t n_files = 0, cap_files = 0;
+  struct Text { const char* p; size_t n; };
+  Text* str_list = nullptr;
+  size_t n_strs = 0, cap_strs = 0;
+  auto string = [&]() -> Text {
+    const uint64_t i = strs.uvar();
+    if (i < n_strs) return str_list[i];
+    const uint64_t len = str_text.uvar();
+    if (i != n_strs || !str_text.ok || len > uint64_t(str_text.end - str_text.p))
+      return ok = false, Text{"", 0};
+    if (n_strs == cap_strs) {
+      cap_strs = cap_strs ? 2 * cap_strs : 64;
+      str_list = static_cast<Text*>(realloc(str_list, cap_strs * sizeof(Text)));
+    }
+    str_list[n_strs] = Text{reinterpret_cast<const char*>(str_text.p), size_t(len)};
+    str_text.p += len;
+    return str_list[n_strs++];
+  };
   auto* cache = static_cast<IoPrefixCache*>(malloc(sizeof(IoPrefixCache)));
   new (cache) IoPrefixCache();
   const EncodeCtx ctx{int(pid), 1, ClockMap()};
   int64_t tid = 0, prev_end = 0;
-  bool ok = true;
   for (uint64_t row = 0; row < rows && ok; row++) {
     const uint8_t kind = kinds.byte();
     if (!kinds.ok) { ok = false; break; }
@@ -192,6 +254,25 @@ bool compact_render(const char* data, size_t n, Out& out) {
       if (!text_lens.ok || l > uint64_t(text.end - text.p)) { ok = false; break; }
       out.put(reinterpret_cast<const char*>(text.p), l);
       text.p += l;
+      continue;
+    }
+    if (kind == kSpanRow) {
+      SpanLine l{};
+      tid = add(tid, tids.svar());
+      l.tid = int(tid);
+      l.res = int(res);
+      l.start = add(prev_end, gaps.svar());
+      l.dur = durs.svar();
+      prev_end = add(l.start, l.dur);
+      const Text name = string(), cat = string();
+      const uint64_t alen = text_lens.uvar();
+      if (!ok || !text_lens.ok || alen > uint64_t(text.end - text.p)) { ok = false; break; }
+      l.name = name.p, l.name_len = name.n, l.cat = cat.p, l.cat_len = cat.n;
+      l.args = reinterpret_cast<const char*>(text.p), l.args_len = size_t(alen);
+      text.p += alen;
+      for (const Reader& c : col) ok = ok && c.ok;
+      if (!ok) break;
+      encode_span_line(out, l, ctx);
       continue;
     }
     if (kind - 1 >= C_COUNT) { ok = false; break; }
@@ -235,6 +316,7 @@ bool compact_render(const char* data, size_t n, Out& out) {
     encode_io_line(out, *cache, &r, t, int(tid), ctx);
   }
   free(file_list);
+  free(str_list);
   free(cache);
   for (const Reader& c : col) ok = ok && c.ok;
   return ok;

@@ -1,7 +1,8 @@
 // The compact form of a trace (IOTRACE_FORMAT=compact, `.iotc.zst`): each zstd frame holds
 // one self-contained block of columns instead of JSON text. I/O events become rows of small
 // integers (times as gaps, offsets against the fd's expected position, returns against the
-// size asked for); every other line (metadata, Python events) is kept as its JSON text.
+// size asked for), Python / C API complete events rows of times, name and category numbers
+// and their args text; every other line (metadata, instants, counters) is kept as its text.
 // Rendering a block gives back, byte for byte, the lines the JSON form would have written.
 // docs/trace-format.md ("The compact form") is the contract.
 #pragma once
@@ -14,6 +15,8 @@ namespace iot {
 
 constexpr char kCompactMagic[4] = {'I', 'O', 'T', 'C'};
 constexpr int kCompactVersion = 1;
+constexpr int kCompactColumns = 16;
+constexpr uint8_t kSpanRow = 255;  // the kind of a Python / C API complete event
 
 // Writer side: rows are added in file order, then serialised as one frame's content.
 class CompactBuilder {
@@ -25,7 +28,9 @@ class CompactBuilder {
   void finish(Out& out, int pid, int res);  // header + columns into `out`; then empty
  private:
   enum { kKinds, kTids, kMasks, kGaps, kDurs, kFiles, kHashes, kFds, kSizes, kOffsets, kRets,
-         kExtras, kTextLens, kText, kColumns };
+         kExtras, kTextLens, kText, kStrs, kStrText, kColumns };
+  void span(const SpanRec* r, int tid, const EncodeCtx& ctx);
+  void str(const Str* s);
   void reset();
   Out col_[kColumns];
   Out tmp_;
@@ -34,6 +39,7 @@ class CompactBuilder {
   int prev_tid_ = 0;
   int64_t prev_end_ = 0;
   int n_hashes_ = 0;      // files listed in this frame (compact.cc keeps their lookup table)
+  int n_strs_ = 0;        // names and categories listed in this frame
   int64_t pos_[1024];     // expected position per fd (fds below 1024)
   bool known_[1024] = {};
 };

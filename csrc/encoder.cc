@@ -119,12 +119,6 @@ static void put_ts_dur_units(Out& o, int64_t start, int64_t dur, int res) {
   o.usec(dur, res);
 }
 
-static void put_ts_dur(Out& o, int64_t start_ns, int64_t dur_ns) {
-  const int res = g_config.res_ns;
-  const int64_t s = to_units(start_ns, res);
-  put_ts_dur_units(o, s, to_units(start_ns + dur_ns, res) - s, res);
-}
-
 static void head(Out& o, char ph, const char* name, size_t name_len, bool quoted_name,
                  const char* cat, size_t cat_len, const EncodeCtx& ctx, int tid) {
   o.put("{\"ph\":\"");
@@ -243,14 +237,34 @@ static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   return events;
 }
 
-static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) {
-  if (r->tid) tid = r->tid;
-  head(o, 'X', r->name->str, r->name->len, false, r->cat->str, r->cat->len, ctx, tid);
+void encode_span_line(Out& o, const SpanLine& l, const EncodeCtx& ctx) {
+  head(o, 'X', l.name, l.name_len, false, l.cat, l.cat_len, ctx, l.tid);
   o.put(",\"ts\":");
-  put_ts_dur(o, ctx.clk.ns(r->start), ctx.clk.dur(r->dur));
+  put_ts_dur_units(o, l.start, l.dur, l.res);
   o.put(",\"args\":{");
-  o.put(reinterpret_cast<const char*>(r + 1), r->args_len);
+  o.put(l.args, l.args_len);
   o.put("}},\n");
+}
+
+SpanLine span_line(const SpanRec* r, int tid, const EncodeCtx& ctx) {
+  const int res = g_config.res_ns;
+  const int64_t start_ns = ctx.clk.ns(r->start);
+  SpanLine l;
+  l.name = r->name->str;
+  l.name_len = r->name->len;
+  l.cat = r->cat->str;
+  l.cat_len = r->cat->len;
+  l.args = reinterpret_cast<const char*>(r + 1);
+  l.args_len = r->args_len;
+  l.tid = r->tid ? r->tid : tid;
+  l.start = to_units(start_ns, res);
+  l.dur = to_units(start_ns + ctx.clk.dur(r->dur), res) - l.start;
+  l.res = res;
+  return l;
+}
+
+static int encode_span(Out& o, const SpanRec* r, int tid, const EncodeCtx& ctx) {
+  encode_span_line(o, span_line(r, tid, ctx), ctx);
   return 1;
 }
 

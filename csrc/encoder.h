@@ -69,6 +69,21 @@ int encode_new_files(Out& out, const IoRec* r, int tid, const EncodeCtx& ctx);
 void encode_io_line(Out& out, IoPrefixCache& cache, const IoRec* r, const IoTimes& t, int tid,
                     const EncodeCtx& ctx);
 
+// A Python / C API complete event, its times in units of `res`.
+struct SpanLine {
+  const char* name;
+  size_t name_len;
+  const char* cat;
+  size_t cat_len;
+  const char* args;  // the body of the args object
+  size_t args_len;
+  int tid;           // the effective tid (a virtual one for asyncio tasks)
+  int64_t start, dur;
+  int res;
+};
+SpanLine span_line(const SpanRec* r, int tid, const EncodeCtx& ctx);
+void encode_span_line(Out& out, const SpanLine& l, const EncodeCtx& ctx);
+
 // Append the event line(s) of one record, each ending in ",\n"; returns events written.
 int encode_record(Out& out, const RecHeader* r, int tid, const EncodeCtx& ctx);
 // A metadata event line for the file hash of `s` (once per generation).

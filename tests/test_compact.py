@@ -94,11 +94,11 @@ def uvar(b: bytes, i: int) -> tuple[int, int]:
 
 
 def block_header(content: bytes) -> dict:
-    """The header of a compact block (csrc/compact.cc finish): pid, res, rows, the 14 column
+    """The header of a compact block (csrc/compact.cc finish): pid, res, rows, the 16 column
     lengths, and where the columns start."""
     assert content[:5] == b"IOTC\x01"
     vals, i = [], 5
-    for _ in range(3 + 14):
+    for _ in range(3 + 16):
         v, i = uvar(content, i)
         vals.append(v)
     return dict(pid=vals[0], res=vals[1], rows=vals[2], lens=vals[3:], columns_at=i)
@@ -201,6 +201,72 @@ def test_same_lines_in_both_forms(workload):
     assert strip(cp) == strip(js)
     assert len(strip(cp)) == sum(WORKLOAD_COUNTS.values()) == 132
     assert cp.counts() == WORKLOAD_COUNTS
+
+
+PY_WORKLOAD = r"""
+import asyncio, os, sys, iotrace
+data = sys.argv[1]
+fd = os.open(os.path.join(data, "p.bin"), os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"z" * 4096)
+
+@iotrace.trace(cat="fetch", args=["i", "tag"])
+def load(i, tag):
+    return os.pread(fd, 64, i * 64)
+
+@iotrace.trace
+def nested(n):
+    return [load(i, 'q"uote\\ é ' + chr(0x1F600)) for i in range(n)]
+
+@iotrace.trace(name="gen.items")
+def items(n):
+    yield from range(n)
+
+@iotrace.trace(cat="async")
+async def task(k):
+    await asyncio.sleep(0)
+    os.pread(fd, 8, k)
+    return k
+
+async def main():
+    return await asyncio.gather(*(task(k) for k in range(3)))
+
+for step in range(20):
+    with iotrace.region("step", cat="train", step=step) as r:
+        nested(3)
+        r.update(nbytes=step * 10)
+    for x in iotrace.iter(items(2), name="batch"):
+        pass
+    iotrace.instant("mark", step=step)
+    iotrace.counter("train", loss=1.0 / (step + 1))
+asyncio.run(main())
+os.close(fd)
+"""
+
+
+def kinds_of(path: str) -> Counter:
+    """Rows per kind byte over all blocks of a compact file."""
+    out: Counter = Counter()
+    for _, _, content in frames(Path(path).read_bytes()):
+        h = block_header(content)
+        out.update(content[h["columns_at"]:h["columns_at"] + h["lens"][0]])
+    return out
+
+
+def test_python_events_same_lines_in_both_forms(tmp_path):
+    """Python events (nested, generator, iterator, asyncio tasks on virtual tids, escaped and
+    non-ASCII args) between I/O calls: the same lines in both forms, stored as span rows."""
+    data = tmp_path / "data"
+    cmd = [sys.executable, "-I", "-c", PY_WORKLOAD, data]
+    js, cp = (run_form(form, cmd, data, tmp_path) for form in ("json", "compact"))
+    assert masked(cp.files[0].text.encode()) == masked(js.files[0].text.encode())
+    spans = [e for e in cp.events() if e["ph"] == "X" and e["cat"] not in ("posix", "stdio")]
+    assert Counter(e["name"] for e in spans) == {
+        "step": 20, "nested": 20, "load": 60, "gen.items": 40, "batch": 40, "task": 3}
+    assert {e["tid"] for e in spans if e["name"] == "task"} != {cp.pid}  # virtual tids
+    (f,) = [e for e in spans if e["name"] == "load"][:1]
+    assert f["args"] == {"i": 0, "tag": 'q"uote\\ é \U0001F600'}
+    rows = kinds_of(only_file(cp))
+    assert rows[255] == len(spans)  # every complete Python event is a span row, not text
 
 
 def test_compact_events_match_the_program(workload):

@@ -29,8 +29,11 @@ struct FdPositions {
   }
   void update(const IoRec& r) {
     if (!(r.fields & F_FD) || r.fd < 0 || r.fd >= kFdSlots || !(r.fields & F_RET)) return;
-    if ((r.fields & F_OFFSET) && r.ret > 0) pos[r.fd] = add(r.offset, r.ret), known[r.fd] = true;
-    else if (is_seek(r.h.call) && r.ret >= 0) pos[r.fd] = r.ret, known[r.fd] = true;
+    if (is_seek(r.h.call)) {
+      if (r.ret >= 0) pos[r.fd] = r.ret, known[r.fd] = true;
+    } else if ((r.fields & F_OFFSET) && r.ret > 0) {
+      pos[r.fd] = add(r.offset, r.ret), known[r.fd] = true;
+    }
   }
 };
 

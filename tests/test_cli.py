@@ -91,6 +91,29 @@ def test_run_resolution_option(tmp_path):
     assert bad.returncode == 2 and "invalid choice: '3ns'" in bad.stderr
 
 
+def test_run_format_option_and_cat(tmp_path):
+    """--format compact writes .iotc.zst; `iotrace cat` prints it as the JSON lines of the
+    same calls (cat(1) reading a 100-byte file: open, fstat, read 100, read 0, close)."""
+    data = tmp_path / "a.txt"
+    data.write_text("a" * 100)
+    out = tmp_path / "t"
+    p = iotrace_run(tmp_path, "-o", str(out), "--include", str(tmp_path), "--format", "compact",
+                    "--", "cat", str(data))
+    assert p.returncode == 0 and p.stdout == "a" * 100
+    (name,) = os.listdir(out)
+    assert name.endswith(".iotc.zst")
+    (f,) = TraceSet.load(out).files
+    assert f.header["form"] == "compact" and f.closed
+    reads = [(e["args"]["size"], e["args"]["offset"], e["args"]["ret"])
+             for e in TraceSet.load(out).events(name="read", fname=data)]
+    assert reads[0] == (reads[0][0], 0, 100) and reads[-1][1:] == (100, 0)
+    text = subprocess.run([*IOTRACE, "cat", str(out / name)], capture_output=True, timeout=60)
+    assert text.returncode == 0 and text.stderr == b""
+    assert text.stdout.decode() == f.text  # the reader's frame walk gives what tests/tracing.py renders
+    bad = iotrace_run(tmp_path, "--format", "binary", "--", "true")
+    assert bad.returncode == 2 and "invalid choice: 'binary'" in bad.stderr
+
+
 def test_run_records_what_direct_preload_records(tmp_path):
     # `iotrace run` is LD_PRELOAD plus variables: a real program (gzip) gives the same events.
     if not shutil.which("gzip"):

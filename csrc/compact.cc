@@ -13,8 +13,6 @@ inline int64_t sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t
 inline int64_t add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
 
 constexpr int kFdSlots = 1024;
-constexpr int kHashSlots = 8192;  // open addressing, at most half full
-constexpr int kMaxIndexed = kHashSlots / 2;
 
 // What the next offset on an fd is expected to be: where the last transfer on it ended, or
 // where an lseek put it. Writer and renderer apply the same rule to the same rows.
@@ -37,20 +35,6 @@ struct FdPositions {
   }
 };
 
-// The hash table of the frame's files (writer side): hash → index in the frame's file list.
-struct FileSlots {
-  uint64_t key[kHashSlots];
-  int32_t idx[kHashSlots];
-};
-FileSlots g_slots;  // the writer's (one CompactBuilder per process)
-
-// The frame's names and categories (writer side): interned pointer → index in the frame's list.
-constexpr int kStrSlots = 4096;
-struct StrSlots {
-  const Str* key[kStrSlots];
-  int32_t idx[kStrSlots];
-};
-StrSlots g_strs;
 }  // namespace
 
 void CompactBuilder::reset() {
@@ -58,12 +42,10 @@ void CompactBuilder::reset() {
   rows_ = 0;
   prev_tid_ = 0;
   prev_end_ = 0;
-  n_hashes_ = 0;
-  n_strs_ = 0;
-  memset(g_slots.idx, -1, sizeof g_slots.idx);
-  memset(g_strs.idx, -1, sizeof g_strs.idx);
+  n_files_ = n_strs_ = 0;
+  memset(file_idx_, 0, sizeof file_idx_);
+  memset(str_idx_, 0, sizeof str_idx_);
   memset(known_, 0, sizeof known_);
-  ready_ = true;
 }
 
 size_t CompactBuilder::bytes() const {
@@ -74,46 +56,56 @@ size_t CompactBuilder::bytes() const {
 
 void CompactBuilder::text(const char* s, size_t n) {
   if (!n) return;
-  if (!ready_) reset();
   col_[kKinds].ch(0);
   col_[kTextLens].uvar(n);
   col_[kText].put(s, n);
   rows_++;
 }
 
+void CompactBuilder::times(int tid, int64_t start, int64_t dur) {
+  col_[kTids].uvar(zz(sub(tid, prev_tid_)));
+  prev_tid_ = tid;
+  col_[kGaps].uvar(zz(sub(start, prev_end_)));
+  col_[kDurs].uvar(zz(dur));
+  prev_end_ = add(start, dur);
+}
+
+void CompactBuilder::file(uint64_t hash) {
+  uint32_t s = uint32_t(hash) & (kFileSlots - 1);
+  while (file_idx_[s] && file_key_[s] != hash) s = (s + 1) & (kFileSlots - 1);
+  if (file_idx_[s]) return col_[kFiles].uvar(uint64_t(file_idx_[s] - 1));
+  // New in this frame: its index is the list's length, its 8 bytes follow in kHashes.
+  col_[kFiles].uvar(uint64_t(n_files_));
+  col_[kHashes].put(reinterpret_cast<const char*>(&hash), 8);
+  if (n_files_ < kFileSlots / 2) file_key_[s] = hash, file_idx_[s] = n_files_ + 1;
+  n_files_++;
+}
+
 void CompactBuilder::str(const Str* p) {
   uint32_t s = uint32_t(reinterpret_cast<uintptr_t>(p) >> 4) & (kStrSlots - 1);
-  while (g_strs.idx[s] >= 0 && g_strs.key[s] != p) s = (s + 1) & (kStrSlots - 1);
-  if (g_strs.idx[s] >= 0) return col_[kStrs].uvar(uint64_t(g_strs.idx[s]));
+  while (str_idx_[s] && str_key_[s] != p) s = (s + 1) & (kStrSlots - 1);
+  if (str_idx_[s]) return col_[kStrs].uvar(uint64_t(str_idx_[s] - 1));
   // New in this frame: its index is the list's length, its length and bytes follow in kStrText.
   col_[kStrs].uvar(uint64_t(n_strs_));
   col_[kStrText].uvar(p->len);
   col_[kStrText].put(p->str, p->len);
-  if (n_strs_ < kStrSlots / 2) g_strs.key[s] = p, g_strs.idx[s] = n_strs_;
+  if (n_strs_ < kStrSlots / 2) str_key_[s] = p, str_idx_[s] = n_strs_ + 1;
   n_strs_++;
-}
-
-void CompactBuilder::span(const SpanRec* r, int tid, const EncodeCtx& ctx) {
-  const SpanLine l = span_line(r, tid, ctx);
-  col_[kKinds].ch(char(kSpanRow));
-  col_[kTids].uvar(zz(sub(l.tid, prev_tid_)));
-  prev_tid_ = l.tid;
-  // A span is recorded when it ends, after the calls inside it: its gap is mostly negative.
-  col_[kGaps].uvar(zz(sub(l.start, prev_end_)));
-  col_[kDurs].uvar(zz(l.dur));
-  prev_end_ = add(l.start, l.dur);
-  str(r->name);
-  str(r->cat);
-  col_[kTextLens].uvar(l.args_len);
-  col_[kText].put(l.args, l.args_len);
-  rows_++;
 }
 
 int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
   tmp_.n = 0;
   if (h->kind == R_SPAN) {
-    if (!ready_) reset();
-    span(reinterpret_cast<const SpanRec*>(h), tid, ctx);
+    const auto* r = reinterpret_cast<const SpanRec*>(h);
+    const SpanLine l = span_line(r, tid, ctx);
+    col_[kKinds].ch(char(kSpanRow));
+    // A span is recorded when it ends, after the calls inside it: its gap is mostly negative.
+    times(l.tid, l.start, l.dur);
+    str(r->name);
+    str(r->cat);
+    col_[kTextLens].uvar(l.args_len);
+    col_[kText].put(l.args, l.args_len);
+    rows_++;
     return 1;
   }
   if (h->kind != R_IO) {  // metadata, instants, counters: kept as their JSON text
@@ -123,27 +115,12 @@ int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
   }
   const IoRec& r = *reinterpret_cast<const IoRec*>(h);
   int events = 1 + encode_new_files(tmp_, &r, tid, ctx);
-  if (tmp_.n) text(tmp_.p, tmp_.n);
-  if (!ready_) reset();
+  text(tmp_.p, tmp_.n);
   const IoTimes t = io_times(&r, ctx);
   const uint32_t f = r.fields;
   col_[kKinds].ch(char(1 + r.h.call));
-  col_[kTids].uvar(zz(sub(tid, prev_tid_)));
-  prev_tid_ = tid;
+  times(tid, t.start, t.dur);
   col_[kMasks].uvar(f);
-  col_[kGaps].uvar(zz(sub(t.start, prev_end_)));
-  col_[kDurs].uvar(zz(t.dur));
-  prev_end_ = add(t.start, t.dur);
-  auto file = [&](uint64_t hash) {
-    uint32_t s = uint32_t(hash) & (kHashSlots - 1);
-    while (g_slots.idx[s] >= 0 && g_slots.key[s] != hash) s = (s + 1) & (kHashSlots - 1);
-    if (g_slots.idx[s] >= 0) return col_[kFiles].uvar(uint64_t(g_slots.idx[s]));
-    // New in this frame: its index is the list's length, its 8 bytes follow in kHashes.
-    col_[kFiles].uvar(uint64_t(n_hashes_));
-    col_[kHashes].put(reinterpret_cast<const char*>(&hash), 8);
-    if (n_hashes_ < kMaxIndexed) g_slots.key[s] = hash, g_slots.idx[s] = n_hashes_;
-    n_hashes_++;
-  };
   if (f & F_FHASH) file(t.fh);
   if (f & F_FHASH2) file(t.fh2);
   if (f & F_FD) col_[kFds].uvar(zz(r.fd));
@@ -197,6 +174,21 @@ struct Reader {
     return *p++;
   }
 };
+
+// A growable array of a block's files or strings (the renderer's; freed with it).
+template <class T>
+struct List {
+  T* p = nullptr;
+  size_t n = 0, cap = 0;
+  ~List() { free(p); }
+  T push(T v) {
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      p = static_cast<T*>(realloc(p, cap * sizeof(T)));
+    }
+    return p[n++] = v;
+  }
+};
 }  // namespace
 
 bool compact_is(const char* p, size_t n) { return n >= 5 && memcmp(p, kCompactMagic, 4) == 0; }
@@ -226,82 +218,71 @@ bool compact_render(const char* data, size_t n, Out& out) {
   bool known[kFdSlots] = {};
   FdPositions fds{pos, known};
   bool ok = true;
-  uint64_t* file_list = nullptr;
-  size_t n_files = 0, cap_files = 0;
   struct Text { const char* p; size_t n; };
-  Text* str_list = nullptr;
-  size_t n_strs = 0, cap_strs = 0;
+  List<uint64_t> file_list;
+  List<Text> str_list;
+  // The next `len` bytes of `c` as text (the renderer only points into the block).
+  auto take = [&](Reader& c, uint64_t len) -> Text {
+    if (!c.ok || len > uint64_t(c.end - c.p)) return ok = false, Text{"", 0};
+    Text t{reinterpret_cast<const char*>(c.p), size_t(len)};
+    c.p += len;
+    return t;
+  };
+  // An index into the block's list; the list's length appends the next item of its column.
+  auto file = [&]() -> uint64_t {
+    const uint64_t i = files.uvar();
+    if (i < file_list.n) return file_list.p[i];
+    if (i != file_list.n) return ok = false, 0;
+    uint64_t hash = 0;
+    const Text t = take(hashes, 8);
+    if (ok) memcpy(&hash, t.p, 8);
+    return file_list.push(hash);
+  };
   auto string = [&]() -> Text {
     const uint64_t i = strs.uvar();
-    if (i < n_strs) return str_list[i];
-    const uint64_t len = str_text.uvar();
-    if (i != n_strs || !str_text.ok || len > uint64_t(str_text.end - str_text.p))
-      return ok = false, Text{"", 0};
-    if (n_strs == cap_strs) {
-      cap_strs = cap_strs ? 2 * cap_strs : 64;
-      str_list = static_cast<Text*>(realloc(str_list, cap_strs * sizeof(Text)));
-    }
-    str_list[n_strs] = Text{reinterpret_cast<const char*>(str_text.p), size_t(len)};
-    str_text.p += len;
-    return str_list[n_strs++];
+    if (i < str_list.n) return str_list.p[i];
+    if (i != str_list.n) return ok = false, Text{"", 0};
+    return str_list.push(take(str_text, str_text.uvar()));
+  };
+  int64_t tid = 0, prev_end = 0;
+  auto times = [&](int64_t& start, int64_t& dur) {  // tid, gap and dur of an I/O or span row
+    tid = add(tid, tids.svar());
+    start = add(prev_end, gaps.svar());
+    dur = durs.svar();
+    prev_end = add(start, dur);
   };
   auto* cache = static_cast<IoPrefixCache*>(malloc(sizeof(IoPrefixCache)));
   new (cache) IoPrefixCache();
   const EncodeCtx ctx{int(pid), 1, ClockMap()};
-  int64_t tid = 0, prev_end = 0;
   for (uint64_t row = 0; row < rows && ok; row++) {
     const uint8_t kind = kinds.byte();
     if (!kinds.ok) { ok = false; break; }
     if (kind == 0) {
-      const uint64_t l = text_lens.uvar();
-      if (!text_lens.ok || l > uint64_t(text.end - text.p)) { ok = false; break; }
-      out.put(reinterpret_cast<const char*>(text.p), l);
-      text.p += l;
+      const Text t = take(text, text_lens.uvar());
+      if ((ok = ok && text_lens.ok)) out.put(t.p, t.n);
       continue;
     }
     if (kind == kSpanRow) {
       SpanLine l{};
-      tid = add(tid, tids.svar());
-      l.tid = int(tid);
       l.res = int(res);
-      l.start = add(prev_end, gaps.svar());
-      l.dur = durs.svar();
-      prev_end = add(l.start, l.dur);
-      const Text name = string(), cat = string();
-      const uint64_t alen = text_lens.uvar();
-      if (!ok || !text_lens.ok || alen > uint64_t(text.end - text.p)) { ok = false; break; }
+      times(l.start, l.dur);
+      l.tid = int(tid);
+      const Text name = string(), cat = string(), args = take(text, text_lens.uvar());
       l.name = name.p, l.name_len = name.n, l.cat = cat.p, l.cat_len = cat.n;
-      l.args = reinterpret_cast<const char*>(text.p), l.args_len = size_t(alen);
-      text.p += alen;
+      l.args = args.p, l.args_len = args.n;
       for (const Reader& c : col) ok = ok && c.ok;
-      if (!ok) break;
-      encode_span_line(out, l, ctx);
+      if (ok) encode_span_line(out, l, ctx);
       continue;
     }
     if (kind - 1 >= C_COUNT) { ok = false; break; }
     IoRec r;
     memset(&r, 0, sizeof r);
     r.h.call = uint16_t(kind - 1);
-    tid = add(tid, tids.svar());
-    const uint32_t f = uint32_t(masks.uvar());
-    r.fields = f;
     IoTimes t{};
     t.res = int(res);
-    t.start = add(prev_end, gaps.svar());
-    t.dur = durs.svar();
-    prev_end = add(t.start, t.dur);
-    auto file = [&]() -> uint64_t {
-      const uint64_t i = files.uvar();
-      if (i < n_files) return file_list[i];
-      if (i != n_files || hashes.end - hashes.p < 8) return ok = false, 0;
-      if (n_files == cap_files) {
-        cap_files = cap_files ? 2 * cap_files : 64;
-        file_list = static_cast<uint64_t*>(realloc(file_list, cap_files * 8));
-      }
-      memcpy(&file_list[n_files], hashes.p, 8);
-      hashes.p += 8;
-      return file_list[n_files++];
-    };
+    times(t.start, t.dur);
+    const uint32_t f = uint32_t(masks.uvar());
+    r.fields = f;
     if (f & F_FHASH) t.fh = file();
     if (f & F_FHASH2) t.fh2 = file();
     if (f & F_FD) r.fd = fdc.svar();
@@ -315,11 +296,8 @@ bool compact_render(const char* data, size_t n, Out& out) {
     if (f & F_MODE) r.mode = extras.svar();
     fds.update(r);
     for (const Reader& c : col) ok = ok && c.ok;
-    if (!ok) break;
-    encode_io_line(out, *cache, &r, t, int(tid), ctx);
+    if (ok) encode_io_line(out, *cache, &r, t, int(tid), ctx);
   }
-  free(file_list);
-  free(str_list);
   free(cache);
   for (const Reader& c : col) ok = ok && c.ok;
   return ok;

@@ -18,7 +18,8 @@ constexpr int kCompactVersion = 1;
 constexpr int kCompactColumns = 16;
 constexpr uint8_t kSpanRow = 255;  // the kind of a Python / C API complete event
 
-// Writer side: rows are added in file order, then serialised as one frame's content.
+// Writer side: rows are added in file order, then serialised as one frame's content. Its
+// all-zero state is an empty frame, so the process-wide builder needs no initialisation.
 class CompactBuilder {
  public:
   void text(const char* s, size_t n);  // lines exactly as the JSON form writes them
@@ -26,21 +27,27 @@ class CompactBuilder {
   size_t rows() const { return rows_; }
   size_t bytes() const;                // raw bytes so far (frames are cut on it)
   void finish(Out& out, int pid, int res);  // header + columns into `out`; then empty
+  void reset();                        // drop the frame being built (a fork child's)
  private:
   enum { kKinds, kTids, kMasks, kGaps, kDurs, kFiles, kHashes, kFds, kSizes, kOffsets, kRets,
          kExtras, kTextLens, kText, kStrs, kStrText, kColumns };
-  void span(const SpanRec* r, int tid, const EncodeCtx& ctx);
+  static constexpr int kFileSlots = 8192, kStrSlots = 4096;  // open addressing, <= half full
+  void times(int tid, int64_t start, int64_t dur);  // tid, gap and dur of an I/O or span row
+  void file(uint64_t hash);
   void str(const Str* s);
-  void reset();
   Out col_[kColumns];
   Out tmp_;
-  bool ready_ = false;  // reset() done for the frame being built
   size_t rows_ = 0;
   int prev_tid_ = 0;
   int64_t prev_end_ = 0;
-  int n_hashes_ = 0;      // files listed in this frame (compact.cc keeps their lookup table)
+  int n_files_ = 0;       // files listed in this frame
   int n_strs_ = 0;        // names and categories listed in this frame
-  int64_t pos_[1024];     // expected position per fd (fds below 1024)
+  // Lookup tables into those lists: slot → key and index + 1 (0: an empty slot).
+  uint64_t file_key_[kFileSlots] = {};
+  int32_t file_idx_[kFileSlots] = {};
+  const Str* str_key_[kStrSlots] = {};
+  int32_t str_idx_[kStrSlots] = {};
+  int64_t pos_[1024] = {};  // expected position per fd (fds below 1024)
   bool known_[1024] = {};
 };
 

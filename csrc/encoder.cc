@@ -210,14 +210,18 @@ void encode_io_line(Out& o, IoPrefixCache& cache, const IoRec* r, const IoTimes&
   o.put("}},\n");
 }
 
-IoTimes io_times(const IoRec* r, const EncodeCtx& ctx) {
+// A record's start and duration (ticks) → start and dur in units of IOTRACE_RESOLUTION.
+static void unit_times(int64_t start, int64_t dur, const EncodeCtx& ctx, int64_t* s, int64_t* d) {
   const int res = g_config.res_ns;
-  const int64_t start_ns = ctx.clk.ns(r->start);
-  const int64_t s = to_units(start_ns, res);
+  const int64_t start_ns = ctx.clk.ns(start);
+  *s = to_units(start_ns, res);
+  *d = to_units(start_ns + ctx.clk.dur(dur), res) - *s;
+}
+
+IoTimes io_times(const IoRec* r, const EncodeCtx& ctx) {
   IoTimes t;
-  t.start = s;
-  t.dur = to_units(start_ns + ctx.clk.dur(r->dur), res) - s;
-  t.res = res;
+  unit_times(r->start, r->dur, ctx, &t.start, &t.dur);
+  t.res = g_config.res_ns;
   t.fh = (r->fields & F_FHASH) ? r->file->hash : 0;
   t.fh2 = (r->fields & F_FHASH2) ? r->file2->hash : 0;
   return t;
@@ -247,8 +251,6 @@ void encode_span_line(Out& o, const SpanLine& l, const EncodeCtx& ctx) {
 }
 
 SpanLine span_line(const SpanRec* r, int tid, const EncodeCtx& ctx) {
-  const int res = g_config.res_ns;
-  const int64_t start_ns = ctx.clk.ns(r->start);
   SpanLine l;
   l.name = r->name->str;
   l.name_len = r->name->len;
@@ -257,9 +259,8 @@ SpanLine span_line(const SpanRec* r, int tid, const EncodeCtx& ctx) {
   l.args = reinterpret_cast<const char*>(r + 1);
   l.args_len = r->args_len;
   l.tid = r->tid ? r->tid : tid;
-  l.start = to_units(start_ns, res);
-  l.dur = to_units(start_ns + ctx.clk.dur(r->dur), res) - l.start;
-  l.res = res;
+  unit_times(r->start, r->dur, ctx, &l.start, &l.dur);
+  l.res = g_config.res_ns;
   return l;
 }
 

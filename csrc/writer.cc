@@ -224,7 +224,7 @@ void drain_thread(ThreadState* ts, const EncodeCtx& ctx, bool sealed_only = fals
       at += r->size;
     }
     g_file_events += events;
-    g_written.fetch_add(events, std::memory_order_relaxed);
+    (discard ? g_dropped : g_written).fetch_add(events, std::memory_order_relaxed);
     b->consumed = end;
     if (!sealed) break;
     Buffer* next = b->next;
@@ -428,7 +428,7 @@ void writer_child_after_fork() {
   }
   g_sink.abandon();
   g_text = Out();
-  new (&g_compact) CompactBuilder();
+  g_compact.reset();
   g_file_failed = false;
   g_file_events = 0;
   g_written.store(0);

@@ -76,13 +76,20 @@ def test_run_options_include_exclude_compression(tmp_path):
         ts.count("openat", fname=str(data / "keep" / "a.txt")) == 1
 
 
-def test_run_resolution_option(tmp_path):
+def cat_traced(tmp_path, *options):
+    """`iotrace run -o tmp/t --include tmp OPTIONS -- cat tmp/a.txt` (100 bytes): (trace folder,
+    file read); the program's output came through."""
     data = tmp_path / "a.txt"
     data.write_text("a" * 100)
     out = tmp_path / "t"
-    p = iotrace_run(tmp_path, "-o", str(out), "--include", str(tmp_path), "--resolution", "100ns",
+    p = iotrace_run(tmp_path, "-o", str(out), "--include", str(tmp_path), *options,
                     "--", "cat", str(data))
     assert p.returncode == 0 and p.stdout == "a" * 100
+    return out, data
+
+
+def test_run_resolution_option(tmp_path):
+    out, _ = cat_traced(tmp_path, "--resolution", "100ns")
     (f,) = TraceSet.load(out).files
     assert f.header["resolution_ns"] == 100
     xs = [line for line in f.lines if '"ph":"X"' in line]
@@ -94,12 +101,7 @@ def test_run_resolution_option(tmp_path):
 def test_run_format_option_and_cat(tmp_path):
     """--format compact writes .iotc.zst; `iotrace cat` prints it as the JSON lines of the
     same calls (cat(1) reading a 100-byte file: open, fstat, read 100, read 0, close)."""
-    data = tmp_path / "a.txt"
-    data.write_text("a" * 100)
-    out = tmp_path / "t"
-    p = iotrace_run(tmp_path, "-o", str(out), "--include", str(tmp_path), "--format", "compact",
-                    "--", "cat", str(data))
-    assert p.returncode == 0 and p.stdout == "a" * 100
+    out, data = cat_traced(tmp_path, "--format", "compact")
     (name,) = os.listdir(out)
     assert name.endswith(".iotc.zst")
     (f,) = TraceSet.load(out).files

@@ -269,6 +269,36 @@ def test_python_events_same_lines_in_both_forms(tmp_path):
     assert rows[255] == len(spans)  # every complete Python event is a span row, not text
 
 
+def test_fork_with_a_frame_open(tmp_path):
+    """A fork while the parent's compact frame is still open (full buffers are drained into it,
+    the frame is written only at the time bound): the child's frames name their own files."""
+    code = """
+import os, sys, time
+fd = os.open(os.path.join(sys.argv[1], "x.bin"), os.O_RDWR | os.O_CREAT, 0o644)
+os.write(fd, b"x" * 4096)
+for i in range(3000):  # ~5 full 64 KiB buffers: drained into the open frame
+    os.pread(fd, 1, i % 4096)
+time.sleep(0.3)  # the writer drains them; the 60 s time bound keeps the frame open
+pid = os.fork()
+if pid == 0:
+    for i in range(5):
+        os.pread(fd, 2, i)
+    os._exit(0)
+os.waitpid(pid, 0)
+"""
+    data = tmp_path / "data"
+    ts = run_form("compact", [sys.executable, "-I", "-c", code, data], data, tmp_path,
+                  env={"IOTRACE_BUFFER_SIZE": "64k"}, flush_ms=60000)
+    (child,) = [p for p in ts.pids if p != ts.pid]
+    for f in ts.files:
+        for _, _, content in frames(Path(f.path).read_bytes()):
+            render(content)  # asserts the block is undamaged
+    reads = [(e["args"]["size"], e["args"]["offset"])
+             for e in ts.events(pid=child, name=("pread", "pread64"))]
+    assert reads == [(2, i) for i in range(5)]
+    assert ts.count(pid=ts.pid, name=("pread", "pread64")) == 3000
+
+
 def test_compact_events_match_the_program(workload):
     """The compact events carry the rets, errnos, offsets and files the program had."""
     ts = workload["compact"]

@@ -191,10 +191,10 @@ struct List {
 };
 }  // namespace
 
-bool compact_is(const char* p, size_t n) { return n >= 5 && memcmp(p, kCompactMagic, 4) == 0; }
+bool compact_is(const char* p, size_t n) { return n >= 4 && memcmp(p, kCompactMagic, 4) == 0; }
 
 bool compact_render(const char* data, size_t n, Out& out) {
-  if (!compact_is(data, n) || uint8_t(data[4]) != kCompactVersion) return false;
+  if (!compact_is(data, n) || n < 5 || uint8_t(data[4]) != kCompactVersion) return false;
   Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n};
   const int64_t pid = int64_t(h.uvar()), res = int64_t(h.uvar());
   const uint64_t rows = h.uvar();

@@ -51,7 +51,7 @@ class CompactBuilder {
   bool known_[1024] = {};
 };
 
-// Does `p` start a compact block?
+// Does `p` start with the compact magic? (A block cut short still does: it renders damaged.)
 bool compact_is(const char* p, size_t n);
 // Render one compact block (a frame's whole content) as JSON lines appended to `out`.
 // false: the block is damaged (`out` then holds the lines rendered before the damage).

@@ -61,7 +61,8 @@ void iotrace_stats(uint64_t* recorded, uint64_t* written, uint64_t* dropped);
 /* Render one frame of a compact trace (`.iotc.zst`: the decompressed content of one zstd frame)
  * as the JSON event lines the JSON form would have written. Returns a malloc'd buffer (free it)
  * of *out_len bytes; *damaged is set when the frame is damaged: the buffer then holds the lines
- * before the damage. Returns NULL (and *out_len 0) when `data` is not a compact frame. */
+ * before the damage. Returns NULL (and *out_len 0) when `data` does not start with the compact
+ * magic "IOTC" (a frame cut inside its header does, and is damaged). */
 char* iotrace_compact_to_json(const void* data, size_t len, size_t* out_len, int* damaged);
 
 #ifdef __cplusplus

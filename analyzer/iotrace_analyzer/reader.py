@@ -293,8 +293,7 @@ def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
             pos, tail = (end if nxt < 0 else nxt), b""
             continue
         if out[:4] == COMPACT_MAGIC:
-            rendered = render_compact(out)  # None: cut inside the block's first bytes
-            out, damaged = rendered if rendered is not None else (b"", True)
+            out, damaged = render_compact(out)
             if damaged and status == "ok":
                 lines = out.count(b"\n")
                 _note(damage, path, pos, "corrupt-frame",

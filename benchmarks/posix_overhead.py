@@ -9,11 +9,12 @@ Runs a C workload (benchmarks/posix_workload.c, 4 calls a round) and prints medi
     compression included (what the machine pays, on the other core when there is one).
   * bytes per event of the trace file on disk, at the default resolution and then at each
     IOTRACE_RESOLUTION (ns, 10ns, 100ns, us; median of 3 runs each).
-Each figure is given for both trace forms (IOTRACE_FORMAT): json (JSON lines in zstd frames,
-what Perfetto opens as is) and compact (columns in zstd frames, rendered back by `iotrace cat`).
+Each figure is given for both trace forms (IOTRACE_FORMAT): compact (the default: columns in
+zstd frames, rendered back to JSON lines by `iotrace cat`) and json (the JSON lines themselves
+in zstd frames, which `zstd -d` turns into what Perfetto opens).
 Usage:
     python benchmarks/posix_overhead.py [--rounds 100000] [--pairs 7] [--resolution ns]
-                                        [--forms json,compact]
+                                        [--forms compact,json]
 """
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=7, help="traced/untraced pairs (median taken)")
     ap.add_argument("--level", type=int, default=None, help="zstd level (IOTRACE_COMPRESSION_LEVEL)")
     ap.add_argument("--resolution", default=None, help="IOTRACE_RESOLUTION of the timed runs")
-    ap.add_argument("--forms", default="json,compact", help="trace forms to measure (IOTRACE_FORMAT)")
+    ap.add_argument("--forms", default="compact,json", help="trace forms to measure (IOTRACE_FORMAT)")
     args = ap.parse_args()
     forms = args.forms.split(",")
 

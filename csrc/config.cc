@@ -68,7 +68,13 @@ void config_from_env(Config& c) {
     else if (strcmp(z, "none") == 0) c.compression = Compression::none;
     else c.compression = Compression::zstd;
   }
-  if (const char* f = getenv("IOTRACE_FORMAT"); f && *f) c.compact = strcmp(f, "compact") == 0;
+  // The form follows the compression unless named: asking for gzip or no compression asks
+  // for text that gunzip or cat alone turns into JSON.
+  c.compact = c.compression == Compression::zstd;
+  if (const char* f = getenv("IOTRACE_FORMAT"); f && *f) {
+    if (strcmp(f, "compact") == 0) c.compact = true;
+    else if (strcmp(f, "json") == 0) c.compact = false;
+  }
   if (c.compact) c.compression = Compression::zstd;  // its frames are what make it readable
   c.level = int(env_long("IOTRACE_COMPRESSION_LEVEL", c.compression == Compression::gzip ? 6 : 1,
                          1, 19));

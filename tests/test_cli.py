@@ -12,7 +12,7 @@ import sys
 import pytest
 
 import iotrace
-from tracing import TraceSet, run_traced
+from tracing import TraceSet, decompress, run_traced
 
 IOTRACE = [sys.executable, "-m", "iotrace"]
 
@@ -99,9 +99,10 @@ def test_run_resolution_option(tmp_path):
 
 
 def test_run_format_option_and_cat(tmp_path):
-    """--format compact writes .iotc.zst; `iotrace cat` prints it as the JSON lines of the
-    same calls (cat(1) reading a 100-byte file: open, fstat, read 100, read 0, close)."""
-    out, data = cat_traced(tmp_path, "--format", "compact")
+    """By default (zstd) `iotrace run` writes the compact form, .iotc.zst, and `iotrace cat`
+    prints it as the JSON lines of the same calls (cat(1) reading a 100-byte file: open, fstat,
+    read 100, read 0, close); --format json, or gzip, writes those lines themselves."""
+    out, data = cat_traced(tmp_path)
     (name,) = os.listdir(out)
     assert name.endswith(".iotc.zst")
     (f,) = TraceSet.load(out).files
@@ -112,6 +113,21 @@ def test_run_format_option_and_cat(tmp_path):
     text = subprocess.run([*IOTRACE, "cat", str(out / name)], capture_output=True, timeout=60)
     assert text.returncode == 0 and text.stderr == b""
     assert text.stdout.decode() == f.text  # the reader's frame walk gives what tests/tracing.py renders
+    for options, suffix in ((["--format", "json"], ".pfw.zst"), (["--compression", "gzip"], ".pfw.gz"),
+                            (["--format", "compact", "--compression", "gzip"], ".iotc.zst")):
+        sub = tmp_path / suffix.strip(".") / options[-1]
+        sub.mkdir(parents=True)
+        out, data = cat_traced(sub, *options)
+        (name,) = os.listdir(out)
+        assert name.endswith(suffix), options
+        (g,) = TraceSet.load(out).files
+        assert g.header["form"] == ("compact" if suffix == ".iotc.zst" else "json")
+        if suffix != ".iotc.zst":  # the file decompresses to the lines; cat prints them too
+            assert decompress(out / name).decode() == g.text
+            again = subprocess.run([*IOTRACE, "cat", str(out / name)], capture_output=True, timeout=60)
+            assert again.stdout.decode() == g.text
+        assert [e["args"]["ret"] for e in TraceSet.load(out).events(name="read", fname=data)] == \
+            [r[2] for r in reads]
     bad = iotrace_run(tmp_path, "--format", "binary", "--", "true")
     assert bad.returncode == 2 and "invalid choice: 'binary'" in bad.stderr
 

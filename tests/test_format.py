@@ -1,6 +1,7 @@
 """docs/trace-format.md, held line by line against what the tracer writes: the JSON-array
-shape, the schema of every event line, FH resolution, the three compression forms, files cut
-off by a crash, and Perfetto's own JSON importer taking the files as they are."""
+shape, the schema of every event line, FH resolution, the four kinds of file (the default
+compact form, and the JSON form in zstd, gzip or no compression), files cut off by a crash, and
+Perfetto's own JSON importer taking the JSON files as they are."""
 from __future__ import annotations
 
 import gzip
@@ -31,35 +32,41 @@ X_TIMES = re.compile(rf',"ts":{USEC},"dur":{USEC},"args":')
 PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "wall_ns", "mono_ns",
                 "resolution_ns", "role",
                 "parent_pid", "ranks", "compression", "form"]
-SUFFIX = {"zstd": ".pfw.zst", "gzip": ".pfw.gz", "none": ".pfw"}
+# kind of file -> (variables, compression, suffix, form). "compact" is what no variable asks
+# for (IOTRACE_FORMAT empty counts as unset); asking for gzip or none gives the JSON form.
+KINDS = {"compact": ({"IOTRACE_FORMAT": ""}, "zstd", ".iotc.zst", "compact"),
+         "json-zstd": ({"IOTRACE_FORMAT": "json"}, "zstd", ".pfw.zst", "json"),
+         "gzip": ({"IOTRACE_FORMAT": ""}, "gzip", ".pfw.gz", "json"),
+         "none": ({"IOTRACE_FORMAT": ""}, "none", ".pfw", "json")}
 
 
 # -- a workload: every kind of event, no filter (pipes, /etc, stdout... all recorded) --------
 
 
-def _workload(base: Path, compression: str) -> TraceSet:
+def _workload(base: Path, kind: str) -> TraceSet:
+    env, compression, _, _ = KINDS[kind]
     build = base / "build"
-    out = base / f"trace-{compression}"
+    out = base / f"trace-{kind}"
     runs = [("posix_calls.c", ()), ("at_calls.c", ()), ("stdio_calls.c", ("-fno-builtin",))]
     for src, flags in runs:
         exe = compile_c(build, src, name=src[:-2], flags=flags)
-        d = base / f"{compression}-{src[:-2]}"
+        d = base / f"{kind}-{src[:-2]}"
         d.mkdir()
-        run_traced([exe, d], base, compression=compression, trace_dir=out)
+        run_traced([exe, d], base, env, compression=compression, trace_dir=out)
     proc = compile_c(build, "proc.c", name="proc")
     for mode, check in (("fork", True), ("segv", False)):
-        d = base / f"{compression}-{mode}"
+        d = base / f"{kind}-{mode}"
         d.mkdir()
-        run_traced([proc, mode, d], base, compression=compression, trace_dir=out, check=check)
-    d = base / f"{compression}-py"
+        run_traced([proc, mode, d], base, env, compression=compression, trace_dir=out, check=check)
+    d = base / f"{kind}-py"
     d.mkdir()
     run_traced([sys.executable, "-I", "-c",
                 f"import os, json\nopen({str(d / 'j')!r}, 'w').write(json.dumps(list(range(9))))\n"
-                f"print(os.listdir({str(d)!r}))"], base, compression=compression, trace_dir=out)
+                f"print(os.listdir({str(d)!r}))"], base, env, compression=compression, trace_dir=out)
     return TraceSet.load(out)
 
 
-@pytest.fixture(scope="module", params=["zstd", "gzip", "none"])
+@pytest.fixture(scope="module", params=list(KINDS))
 def workload(request, tmp_path_factory):
     if not tracing.c_compiler():
         pytest.skip("no C compiler: the workload programs cannot be built")
@@ -85,8 +92,9 @@ def _check_io_args(name: str, args: dict) -> None:
         assert args.get("offset") != args["ret"], (name, args)
 
 
-def check_file_schema(f: tracing.TraceFile) -> dict:
-    """Every line of one decoded trace file against docs/trace-format.md; returns a tally."""
+def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
+    """Every line of one decoded trace file (a compact one rendered) against
+    docs/trace-format.md; returns a tally."""
     assert f.lines[0] == "[", f.path
     assert not f.bad_lines, f.bad_lines[:3]
     body = f.lines[1:]
@@ -100,7 +108,7 @@ def check_file_schema(f: tracing.TraceFile) -> dict:
     assert first["name"] == "iotrace_process" and first["ph"] == "M"
     assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
     assert first["args"]["version"] == 3
-    assert first["args"]["form"] == "json"
+    assert first["args"]["form"] == form
     assert first["args"]["resolution_ns"] == 1  # the default: ns
     pid = first["pid"]
     assert first["args"]["pid"] == pid == first["tid"]
@@ -150,14 +158,15 @@ def check_file_schema(f: tracing.TraceFile) -> dict:
 
 
 def test_every_line_holds_to_the_schema(workload):
-    compression, ts = workload
+    kind, ts = workload
+    _, compression, suffix, form = KINDS[kind]
     # 6 programs + 1 fork child
     assert len(ts.files) == 7
     calls_seen = set()
     for f in ts.files:
-        assert f.path.endswith(SUFFIX[compression])
+        assert f.path.endswith(suffix)
         assert f.header["compression"] == compression
-        tally = check_file_schema(f)
+        tally = check_file_schema(f, form)
         assert tally["X"] > 0 and tally["fh"] > 0
         calls_seen |= {r["name"] for r in f.records if r["ph"] == "X"}
     assert all(f.closed for f in ts.files)
@@ -171,33 +180,38 @@ def test_every_line_holds_to_the_schema(workload):
 
 
 def test_file_names(workload):
-    compression, ts = workload
+    kind, ts = workload
     import socket
     host = socket.gethostname().split(".")[0]
     for f in ts.files:
         h = f.header
         stem = os.path.basename(h["exe"])
-        assert f.name == f"{stem}-{host}-{h['pid']}{SUFFIX[compression]}"
+        assert f.name == f"{stem}-{host}-{h['pid']}{KINDS[kind][2]}"
 
 
 def test_compression_forms(workload):
-    compression, ts = workload
+    kind, ts = workload
+    from iotrace import _core
+
     for f in ts.files:
         raw = Path(f.path).read_bytes()
-        if compression == "zstd":
+        if kind in ("compact", "json-zstd"):
             assert raw[:4] == b"\x28\xb5\x2f\xfd"
             # independent frames: each decodes on its own, and together they are the text
             texts, rest = [], raw
             while rest:
-                size = zstandard.frame_content_size(rest)  # noqa: F841 (may be unknown)
-                dctx = zstandard.ZstdDecompressor()
-                obj = dctx.decompressobj()
-                texts.append(obj.decompress(rest))
+                obj = zstandard.ZstdDecompressor().decompressobj()
+                content = obj.decompress(rest)
                 rest = obj.unused_data
+                if kind == "compact":  # a block of columns, rendered on its own
+                    assert content[:5] == b"IOTC\x01"
+                    content, damaged = _core.compact_to_json(content)
+                    assert not damaged
+                texts.append(content)
             assert b"".join(texts).decode() == f.text
             for t in texts:  # each frame holds whole lines
                 assert t.endswith(b"\n")
-        elif compression == "gzip":
+        elif kind == "gzip":
             assert raw[:2] == b"\x1f\x8b"
             d = zlib.decompressobj(16 + zlib.MAX_WBITS)
             text = d.decompress(raw)
@@ -210,13 +224,14 @@ def test_compression_forms(workload):
 # -- files cut off ------------------------------------------------------------------------
 
 
-def _killed_trace(tmp_path: Path, compression: str) -> tuple[Path, int]:
+def _killed_trace(tmp_path: Path, kind: str) -> tuple[Path, int]:
     """A `proc wait` run killed with SIGKILL after several 10 ms flushes (no `]`)."""
+    env, compression, _, _ = KINDS[kind]
     proc = compile_c(tmp_path / "build", "proc.c", name="proc")
     d = tmp_path / "data"
     d.mkdir(parents=True, exist_ok=True)
     out = tracing.fresh_dir(tmp_path)
-    env = tracer_env(out, compression=compression, flush_ms=10, include=[d])
+    env = tracer_env(out, env, compression=compression, flush_ms=10, include=[d])
     p = subprocess.Popen([proc, "wait", str(d)], env=env, stdout=subprocess.PIPE, text=True)
     assert p.stdout.readline() == "ready\n"
     time.sleep(0.2)
@@ -226,14 +241,14 @@ def _killed_trace(tmp_path: Path, compression: str) -> tuple[Path, int]:
     return Path(path), p.pid
 
 
-@pytest.mark.parametrize("compression", ["zstd", "gzip", "none"])
-def test_sigkill_file_is_a_valid_unclosed_array(tmp_path, compression):
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_sigkill_file_is_a_valid_unclosed_array(tmp_path, kind):
     if not tracing.c_compiler():
         pytest.skip("no C compiler")
-    path, pid = _killed_trace(tmp_path, compression)
+    path, pid = _killed_trace(tmp_path, kind)
     f = read_trace_file(path)
     assert not f.closed and f.end is None
-    tally = check_file_schema(f)
+    tally = check_file_schema(f, KINDS[kind][3])
     assert tally["X"] == 7  # open, 5 writes, close: everything before the kill
     # what a reader does with it: add the missing `]` and it is strict JSON
     events = json.loads(f.text.rstrip().rstrip(",") + "]")
@@ -247,13 +262,14 @@ PERIODIC = ("import os, time, sys\n"
             "    time.sleep(0.04)\n")
 
 
-def _periodic(tmp_path, compression):
+def _periodic(tmp_path, kind):
     """A run that writes a file every 40 ms under 10 ms flushes: one frame (or deflate full
     flush) per burst."""
+    env, compression, _, _ = KINDS[kind]
     d = tmp_path / "data"
     d.mkdir()
-    ts = run_traced([sys.executable, "-I", "-c", PERIODIC, d], tmp_path, include=[d], flush_ms=10,
-                    compression=compression)
+    ts = run_traced([sys.executable, "-I", "-c", PERIODIC, d], tmp_path, env, include=[d],
+                    flush_ms=10, compression=compression)
     assert len(ts.files) == 1, [(f.name, f.header.get("pid"), f.end, len(f.records)) for f in ts.files]
     (f,) = ts.files
     assert ts.count("write") == 6
@@ -261,7 +277,7 @@ def _periodic(tmp_path, compression):
 
 
 def test_zstd_cut_anywhere_decodes_whole_lines(tmp_path):
-    f = _periodic(tmp_path, "zstd")
+    f = _periodic(tmp_path, "json-zstd")
     raw = Path(f.path).read_bytes()
     cut = tmp_path / "cut.pfw.zst"
     prefixes = set()
@@ -291,8 +307,8 @@ def test_gzip_cut_inflates_to_the_last_flush(tmp_path):
 
 
 def test_perfetto_loads_raw_files(tmp_path):
-    """A plain, a gzip and a SIGKILL-truncated per-process file, loaded as they are: one slice
-    per X event."""
+    """A plain, a gzip and a SIGKILL-truncated per-process file, loaded as they are, and a
+    compact one as `iotrace cat` prints it: one slice per X event."""
     from perfetto_tp import load_trace, require_trace_processor
 
     require_trace_processor()
@@ -311,6 +327,15 @@ def test_perfetto_loads_raw_files(tmp_path):
     killed = read_trace_file(path)
     assert not killed.closed and not killed.text.rstrip().endswith("]")
     files.append(killed)
+    d = tmp_path / "d-compact"
+    d.mkdir()
+    (compact,) = run_traced([exe, d], tmp_path, KINDS["compact"][0]).files
+    json_path = tmp_path / "compact.json"
+    with open(json_path, "wb") as out:
+        subprocess.run([sys.executable, "-m", "iotrace", "cat", compact.path], stdout=out, check=True)
+    cat = read_trace_file(json_path)
+    assert cat.text == compact.text and cat.closed
+    files.append(cat)
     for f in files:
         n_x = sum(r["ph"] == "X" for r in f.records)
         assert n_x > 0

@@ -36,10 +36,12 @@ import iotrace
 
 PRELOAD = iotrace.preload_path()
 TRACE_SUFFIXES = (".pfw.zst", ".pfw.gz", ".pfw", ".iotc.zst")
-# IOTRACE_TEST_FORMAT=compact runs every traced program of the suite in the compact form
-# (IOTRACE_FORMAT=compact); the decoders below render it back to JSON lines.
+# IOTRACE_TEST_FORMAT=json|compact runs every traced program of the suite in that form
+# (IOTRACE_FORMAT); unset, the tracer's own default applies: compact with zstd, json with gzip
+# or no compression. The decoders below render compact frames back to JSON lines.
 TEST_FORMAT = os.environ.get("IOTRACE_TEST_FORMAT", "")
-ZST_SUFFIX = ".iotc.zst" if TEST_FORMAT == "compact" else ".pfw.zst"  # the default file suffix
+ZSTD_FORM = TEST_FORMAT or "compact"  # the form of a zstd trace (the default compression)
+ZST_SUFFIX = ".iotc.zst" if ZSTD_FORM == "compact" else ".pfw.zst"  # the default file suffix
 EVENT_PHASES = ("X", "i", "C")
 
 

@@ -98,8 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resolution", choices=["ns", "10ns", "100ns", "us"],
                    help="time resolution of ts and dur (default ns); coarser is smaller on disk")
     r.add_argument("--format", choices=["json", "compact"],
-                   help="json (default): JSON lines Perfetto opens as they are; compact: columns, "
-                        "3-10x smaller, read by iotrace-analyze/export and `iotrace cat`")
+                   help="compact (default with zstd): columns, 5-10x smaller, read by "
+                        "iotrace-analyze/export and turned into JSON by `iotrace cat`; json (default "
+                        "with gzip/none): JSON lines that decompress into what Perfetto opens")
     r.add_argument("--flush-interval-ms", type=int, help="flush at least this often (default 1000)")
     r.add_argument("--sample-ms", type=int, help="sample process counters (CPU, RSS, I/O) this often")
     r.add_argument("-v", "--verbose", action="store_true", help="say where the traces go")

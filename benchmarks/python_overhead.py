@@ -1,5 +1,6 @@
 """Cost of Python tracing: ns per @trace call (enabled and disabled), `import iotrace` time,
-and the example training pipeline traced vs untraced.
+the example training pipeline traced vs untraced, and bytes per event on disk of both (in the
+default compact form and in the JSON form, IOTRACE_FORMAT=json).
 
 Each figure is a median over repeated runs in fresh subprocesses; traced and untraced runs
 alternate so that drift on a shared machine hits both. Usage:
@@ -50,6 +51,15 @@ def per_call(calls: int, env: dict) -> tuple[float, float]:
     return float(out[0]), float(out[1])
 
 
+def bytes_per_event(folder: str) -> float:
+    """Bytes on disk per event line of every trace file under `folder`, either form."""
+    from iotrace_analyzer import reader
+
+    files = reader.find_traces([folder])
+    lines = sum(sum(b.count(b"\n") for b in reader.iter_blocks(f)) - 1 for f in files)  # minus "["
+    return sum(os.path.getsize(f) for f in files) / lines
+
+
 def import_ms(repeats: int) -> float:
     """Cumulative time of `import iotrace` as CPython's -X importtime reports it (median)."""
     def run() -> float:
@@ -70,19 +80,26 @@ def timed(cmd: list[str], **env: str) -> tuple[float, float]:
     return wall, (r1.ru_utime - r0.ru_utime) + (r1.ru_stime - r0.ru_stime)
 
 
-def pipeline(pairs: int, tmp: str) -> tuple[list, list]:
+def pipeline_args(tmp: str) -> list[str]:
     script = os.path.join(ROOT, "examples", "train_pipeline.py")
-    data = os.path.join(tmp, "data")
-    args = [script, "--data", data, "--samples", "2048", "--epochs", "3"]
+    return [script, "--data", os.path.join(tmp, "data"), "--samples", "2048", "--epochs", "3"]
+
+
+def preload() -> str:
+    import iotrace
+
+    return iotrace.preload_path()
+
+
+def pipeline(pairs: int, tmp: str) -> tuple[list, list]:
+    args = pipeline_args(tmp)
     subprocess.run([sys.executable, *args], env=clean_env(), check=True, capture_output=True)  # dataset
     # Traced as `iotrace run` sets it up (LD_PRELOAD + IOTRACE_DIR), without the launcher's own
     # Python start-up, which launcher_ms() reports apart: a fixed cost, not the tracer's.
-    import iotrace
-
     plain, traced = [], []
     for i in range(pairs):
         plain.append(timed([sys.executable, *args]))
-        traced.append(timed([sys.executable, *args], LD_PRELOAD=iotrace.preload_path(),
+        traced.append(timed([sys.executable, *args], LD_PRELOAD=preload(),
                             IOTRACE_DIR=os.path.join(tmp, f"t{i}"), IOTRACE_ENABLE="1"))
     return plain, traced
 
@@ -106,6 +123,13 @@ def main() -> int:
               f"(with one recorded argument: {statistics.median(b for _, b in on):.1f})   target <= 300")
         print(f"@trace disabled:  {statistics.median(a for a, _ in off):6.1f} ns per call   target <= 30")
         print(f"import iotrace:   {import_ms(args.repeats):6.1f} ms   target < 20")
+        size = {}
+        for form in ("compact", "json"):
+            folder = os.path.join(tmp, f"size-{form}")
+            per_call(args.calls // 10, clean_env(IOTRACE_ENABLE="1", IOTRACE_DIR=folder, IOTRACE_FORMAT=form))
+            size[form] = bytes_per_event(folder)
+        print(f"@trace events on disk: {size['compact']:.2f} bytes each (JSON form {size['json']:.2f})   "
+              "target <= 6")
         if args.pipeline_pairs:
             plain, traced = pipeline(args.pipeline_pairs, tmp)
             m = statistics.median
@@ -115,6 +139,11 @@ def main() -> int:
                 print(f"example pipeline {what}: {p:.2f} s untraced, {t:.2f} s traced (LD_PRELOAD): "
                       f"{100 * (t - p) / p:+.1f} % (medians of {len(plain)} pairs; pairs from "
                       f"{pair[0]:+.1f} to {pair[-1]:+.1f} %)   target <= 3 %")
+            json_dir = os.path.join(tmp, "t-json")
+            timed([sys.executable, *pipeline_args(tmp)], LD_PRELOAD=preload(), IOTRACE_DIR=json_dir,
+                  IOTRACE_ENABLE="1", IOTRACE_FORMAT="json")
+            print(f"example pipeline on disk: {bytes_per_event(os.path.join(tmp, 't0')):.2f} bytes per "
+                  f"event (JSON form {bytes_per_event(json_dir):.2f})   target <= 6")
             print(f"`iotrace run` launcher: {launcher_ms(args.repeats):.0f} ms once per job (a Python start-up)")
     return 0
 

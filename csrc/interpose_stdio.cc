@@ -94,10 +94,11 @@ IOT_EXPORT FILE* fdopen(int fd, const char* mode) {
 #define FREOPEN(fn, id)                                                                         \
   IOT_EXPORT FILE* fn(const char* path, const char* mode, FILE* old) {                          \
     int oldfd = fd_of(old);                                                                     \
+    OpenFile* seen = fd_peek(oldfd);                                                            \
     return traced<FILE*>(stdio_on(), id, [&] { return real_##fn()(path, mode, old); },          \
                          [&](IoRec& r, FILE* fp, int err) {                                     \
                            Str* p = path ? intern_path(path) : fd_path(oldfd);                  \
-                           if (path) fd_close(oldfd);                                           \
+                           if (path) fd_closed(oldfd, seen);                                    \
                            if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0); \
                            if (!passes(p)) return false;                                        \
                            r.set_file(p);                                                       \
@@ -112,9 +113,10 @@ FREOPEN(freopen64, C_freopen64)
 IOT_EXPORT int fclose(FILE* fp) {
   int fd = fd_of(fp);
   Str* p = stdio_on() && !t_guard ? fd_path(fd) : nullptr;  // named while still open
+  OpenFile* seen = fd_peek(fd);
   return traced<int>(stdio_on(), C_fclose, [&] { return real_fclose()(fp); },
                      [&](IoRec& r, int ret, int err) {
-                       fd_close(fd);  // the stream is gone whatever fclose returned
+                       fd_closed(fd, seen);  // the stream is gone whatever fclose returned
                        if (!passes(p)) return false;
                        r.set_file(p);
                        r.set_fd(fd);

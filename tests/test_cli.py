@@ -150,3 +150,30 @@ def test_run_records_what_direct_preload_records(tmp_path):
     # every byte accounted for: all of the input read, all of the output written
     assert sum(e["args"]["ret"] for e in cli.events(name="read", fname=str(src / "f.bin"))) == 300_000
     assert sum(e["args"]["ret"] for e in cli.events(name="write", fname=str(src / "f.bin.gz"))) == gz_size
+
+
+def test_cat_to_a_folder_writes_gzip_json_per_trace(tmp_path):
+    """`iotrace cat -o DIR` turns each trace of a job (here a parent and its fork child, in the
+    default compact form) into DIR/<name>-<host>-<pid>.pfw.gz: the same lines, in the gzip
+    JSON form Perfetto opens as it is."""
+    import gzip
+
+    d = tmp_path / "d"
+    d.mkdir()
+    code = (f"import os\nopen({str(d / 'p')!r}, 'w').write('p' * 7)\npid = os.fork()\n"
+            f"if pid == 0:\n    open({str(d / 'c')!r}, 'w').write('c' * 5)\n    os._exit(0)\n"
+            "os.waitpid(pid, 0)\n")
+    ts = run_traced([sys.executable, "-c", code], tmp_path, include=[d])
+    assert len(ts.files) == 2 and all(f.name.endswith(".iotc.zst") for f in ts.files)
+    out = tmp_path / "json"
+    p = subprocess.run([*IOTRACE, "cat", "-o", str(out), os.path.dirname(ts.files[0].path)],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout == "" and p.stderr == ""
+    assert sorted(os.listdir(out)) == sorted(f.name[:-len(".iotc.zst")] + ".pfw.gz" for f in ts.files)
+    for f in ts.files:
+        gz = out / (f.name[:-len(".iotc.zst")] + ".pfw.gz")
+        assert gzip.decompress(gz.read_bytes()).decode() == f.text
+    again = TraceSet.load(out)
+    assert again.counts(fname=str(d / "c")) == ts.counts(fname=str(d / "c"))
+    assert [e["args"]["ret"] for e in again.events(name="write")] == \
+        [e["args"]["ret"] for e in ts.events(name="write")]

@@ -20,7 +20,7 @@ struct Config {
   int n_exclude = 0;
   bool trace_libs = false;        // IOTRACE_TRACE_LIBS: also shared libraries and .pyc files
   // IOTRACE_FORMAT: compact (default with zstd) writes columns instead of JSON text in each
-  // zstd frame (compact.h): 5-10x smaller and a third of the writer's CPU, rendered back to
+  // zstd frame (compact.h): 3-10x smaller and a third of the writer's CPU, rendered back to
   // the same JSON lines by `iotrace cat` and the readers. json writes the lines themselves,
   // the default with IOTRACE_COMPRESSION=gzip|none (compact frames are zstd's).
   bool compact = true;

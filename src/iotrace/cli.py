@@ -122,7 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--resolution", choices=["ns", "10ns", "100ns", "us"],
                    help="time resolution of ts and dur (default ns); coarser is smaller on disk")
     r.add_argument("--format", choices=["json", "compact"],
-                   help="compact (default with zstd): columns, 5-10x smaller, read by "
+                   help="compact (default with zstd): columns, 3-10x smaller, read by "
                         "iotrace-analyze/export and turned into JSON by `iotrace cat`; json (default "
                         "with gzip/none): JSON lines that decompress into what Perfetto opens")
     r.add_argument("--flush-interval-ms", type=int, help="flush at least this often (default 1000)")

@@ -4,6 +4,7 @@
 // time-bound flush needs no cooperation from the traced thread.
 #pragma once
 #include <atomic>
+#include <errno.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -48,6 +49,14 @@ void count_dropped();
 struct Guard {
   Guard() { ++t_guard; }
   ~Guard() { --t_guard; }
+};
+
+// The program's errno across the tracer's own syscalls outside the traced call itself
+// (learning an unknown fd before it, the constructor, fork handlers): a call that succeeds
+// leaves errno as the program set it, and errno is 0 when main starts.
+struct KeepErrno {
+  int saved = errno;
+  ~KeepErrno() { errno = saved; }
 };
 
 // Reserve `size` bytes in the calling thread's buffer; fill them, then commit(size).

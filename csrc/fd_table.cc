@@ -78,6 +78,7 @@ void install(int fd, OpenFile* f) {
 // kernel once for its name and position.
 OpenFile* learn(int fd) {
   if (fd < 0) return nullptr;
+  KeepErrno keep;  // lseek on a pipe fails with ESPIPE: not the program's business
   char link[64], target[PATH_MAX];
   snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
   long n = syscall(SYS_readlinkat, AT_FDCWD, link, target, sizeof target - 1);

@@ -7,6 +7,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "buffer.h"
 #include "config.h"
 #include "fd_table.h"
 
@@ -117,6 +118,7 @@ Str* intern_name(const char* s, uint32_t len) { return intern(g_names, s, len, f
 Str* intern_abs_path(const char* s, uint32_t len) { return intern(g_paths, s, len, true); }
 
 void cwd_refresh() {
+  KeepErrno keep;
   char buf[PATH_MAX];
   long n = syscall(SYS_getcwd, buf, sizeof buf);
   if (n > 0) g_cwd.store(intern_abs_path(buf, uint32_t(strlen(buf))), std::memory_order_release);

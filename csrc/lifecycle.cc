@@ -121,12 +121,15 @@ void install_signal_handlers() {
 }
 
 void atfork_prepare() {
+  KeepErrno keep;
   if (g_started) writer_prepare_fork();
 }
 void atfork_parent() {
+  KeepErrno keep;
   if (g_started) writer_parent_after_fork();
 }
 void atfork_child() {
+  KeepErrno keep;
   if (!g_started) return;
   int parent = g_pid;
   g_pid = int(syscall(SYS_getpid));
@@ -226,6 +229,7 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
 }
 
 bool core_start(bool preloaded) {
+  KeepErrno keep;  // /sys or /proc may be missing: the program starts with errno 0
   pthread_mutex_lock(&g_start_mu);
   if (!g_started) {
     Guard g;

@@ -291,3 +291,24 @@ int main(void) { char b[16]; read(0, b, 5); read(0, b, 5); lseek(0, 1, SEEK_SET)
     assert ts.counts(fname=str(src)) == {"read": 3, "lseek": 1}
     reads = [(e["args"]["offset"], e["args"]["ret"]) for e in ts.events(name="read", fname=str(src))]
     assert reads == [(3, 5), (8, 5), (1, 2)]
+
+
+def test_errno_of_successful_calls_is_the_programs(cprog, trace, data_dir, tmp_path):
+    # The tracer looks unknown fds up in /proc/self/fd before a call (lseek on a pipe fails
+    # with ESPIPE there): a call that succeeds must still leave errno as the program set it
+    # (fgets at EOF, readdir at the end: programs tell the end from an error by errno), and
+    # main starts with errno 0. Same output traced and untraced, and every call recorded.
+    exe = cprog("errno_kept.c", name="errno_kept")
+    plain_dir, traced_dir = tmp_path / "plain", data_dir
+    plain_dir.mkdir()
+    plain = run_plain([exe, plain_dir], input="abc\n")
+    assert plain.returncode == 0 and plain.stdout.startswith("main 0\nfgets 1 0\nfgets-eof 0 0\n")
+    ts = trace([exe, traced_dir], input="abc\n")
+    assert ts.stdout == plain.stdout
+    f = str(traced_dir / "f")
+    assert ts.counts(fname=f) == {"open": 1, "pwrite": 1, "lseek": 1, "read": 1, "close": 1,
+                                  "fopen": 1, "fread": 1, "fclose": 1}
+    assert [e["args"]["ret"] for e in ts.events(name="read", fname=f)] == [4]
+    pipe_reads = [e["args"]["ret"] for e in ts.events(name="read")
+                  if (e.get("fname") or "").startswith("pipe:")]
+    assert pipe_reads == [2, 0]

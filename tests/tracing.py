@@ -334,10 +334,13 @@ def run_traced(cmd: Sequence[str | os.PathLike], tmp_path: str | os.PathLike, en
     e = tracer_env(out, env, include=include, exclude=exclude, compression=compression,
                    flush_ms=flush_ms)
     argv = [os.fspath(c) for c in cmd]
+    given = kw.pop("input", None)  # text for the program's stdin, a pipe
+    if given is not None:
+        kw["stdin"] = subprocess.PIPE
     p = subprocess.Popen(argv, env=e, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                          **kw)
     try:
-        so, se = p.communicate(timeout=timeout)
+        so, se = p.communicate(given, timeout=timeout)
     except subprocess.TimeoutExpired:
         p.kill()
         so, se = p.communicate()

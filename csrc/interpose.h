@@ -15,7 +15,17 @@
 
 #define IOT_EXPORT extern "C" __attribute__((visibility("default")))
 
+// Set by the vfork stand-in (interpose_process.cc) in the calling thread just before the real
+// vfork. The child then runs on this thread's memory until it execs or exits, and must neither
+// record nor touch the tracer's tables (they are the parent's); the parent clears it on its
+// next intercepted call. C linkage: the stand-in is a few instructions of assembly.
+extern "C" __thread int iot_vforking __attribute__((tls_model("initial-exec")));
+
 namespace iot {
+
+// The slow half of in_vfork_child: one getpid, only while iot_vforking is set.
+bool vfork_child_slow();
+inline bool in_vfork_child() { return __builtin_expect(iot_vforking != 0, 0) && vfork_child_slow(); }
 
 // The next definition of a libc function (looked up once, on first use).
 template <class F>
@@ -29,12 +39,16 @@ inline F next_fn(F& slot, const char* name) {
   static inline name##_fn real_##name() { return ::iot::next_fn(real_##name##_slot, #name); }
 
 inline bool posix_on() {
-  return g_interposing && g_config.posix && !g_paused && g_recording.load(std::memory_order_relaxed);
+  return g_interposing && g_config.posix && !g_paused &&
+         g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }
 inline bool stdio_on() {
-  return g_interposing && g_config.stdio && !g_paused && g_recording.load(std::memory_order_relaxed);
+  return g_interposing && g_config.stdio && !g_paused &&
+         g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }
-inline bool process_on() { return g_interposing && g_recording.load(std::memory_order_relaxed); }
+inline bool process_on() {
+  return g_interposing && g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
+}
 
 // Does an event on this file pass the filter? (NULL: a call that names no file)
 inline bool passes(Str* file) { return file ? file->traced : g_trace_unnamed; }

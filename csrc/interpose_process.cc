@@ -1,5 +1,6 @@
 // Process events: fork (the child's own trace starts in the atfork handler), exec (flush and
-// close before the image is replaced), _exit/_Exit (flush: no atexit handlers will run).
+// close before the image is replaced), _exit/_Exit (flush: no atexit handlers will run), and
+// vfork, marked so that its child stays out of the parent's trace and tables.
 #include <alloca.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -143,6 +144,49 @@ IOT_EXPORT int execle(const char* path, const char* arg, ...) {
     return real_execve()(path, const_cast<char* const*>(argv), env);
   });
 }
+
+// --- vfork ------------------------------------------------------------------------------------
+// Python's subprocess (_posixsubprocess) and others vfork, then dup2/close/sigaction in the
+// child through the PLT before exec. The child shares the parent's memory: left alone, those
+// calls were recorded as the parent's and rewrote the parent's fd table (the parent's stdout
+// then read as the child's pipe). vfork cannot be wrapped by a C function: the child would
+// return through the wrapper's frame, which the parent then resumes in. So a few instructions
+// mark the thread (iot_vforking) and jump to the real vfork, which returns straight to the
+// caller in both processes; in_vfork_child() tells them apart by pid. (x86-64 only; elsewhere
+// vfork is not intercepted.)
+extern "C" {
+__thread int iot_vforking __attribute__((tls_model("initial-exec"))) = 0;
+
+__attribute__((visibility("hidden"), used)) void* iot_vfork_target() {
+  static void* real = nullptr;
+  if (!real) real = dlsym(RTLD_NEXT, "vfork");
+  if (!real) real = dlsym(RTLD_NEXT, "fork");  // no vfork below us: fork keeps the semantics
+  return real;
+}
+}
+
+#if defined(__x86_64__)
+__asm__(
+    ".text\n"
+    ".globl vfork\n"
+    ".type vfork, @function\n"
+    "vfork:\n"
+    "  subq $8, %rsp\n"  // the call below needs a 16-byte aligned stack
+    "  call iot_vfork_target\n"
+    "  addq $8, %rsp\n"
+    "  movq iot_vforking@gottpoff(%rip), %rcx\n"
+    "  movl $1, %fs:(%rcx)\n"
+    "  jmp *%rax\n"
+    ".size vfork, .-vfork\n");
+#endif
+
+namespace iot {
+bool vfork_child_slow() {
+  if (syscall(SYS_getpid) != g_pid) return true;
+  iot_vforking = 0;  // the parent, back from vfork (or vfork failed)
+  return false;
+}
+}  // namespace iot
 
 IOT_EXPORT void _exit(int status) {
   before_exit_now("_exit");

@@ -13,7 +13,10 @@ namespace {
 REAL_FN(sigaction, int (*)(int, const struct sigaction*, struct sigaction*))
 REAL_FN(signal, sighandler_t (*)(int, sighandler_t))
 
-bool stands_in(int sig) { return sig > 0 && sig < kMaxSignal && g_signal_stand_in[sig]; }
+// Not in a vfork child: its signal actions are its own, but g_signal_stand_in is the parent's.
+bool stands_in(int sig) {
+  return sig > 0 && sig < kMaxSignal && g_signal_stand_in[sig] && !in_vfork_child();
+}
 
 void as_default(struct sigaction* old) {
   if (!old) return;

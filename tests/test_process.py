@@ -98,6 +98,54 @@ def test_fd_numbers_reused_across_threads(cprog, trace, data_dir):
     assert len(lookups) <= 1, lookups[:5]
 
 
+VFORK_C = r"""
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* vfork, and in the child open + dup2 onto stdout + close before exec: the parent then writes
+ * to its own file and its own stdout. */
+int main(int argc, char** argv) {
+  char a[4096], b[4096];
+  snprintf(a, sizeof a, "%s/a", argv[1]);
+  snprintf(b, sizeof b, "%s/b", argv[1]);
+  int fd = open(a, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+  pid_t pid = vfork();
+  if (pid == 0) {
+    int out = open(b, O_CREAT | O_WRONLY | O_TRUNC, 0644);
+    dup2(out, 1);
+    close(out);
+    execl("/bin/echo", "echo", "child", (char*)0);
+    _exit(127);
+  }
+  int status;
+  waitpid(pid, &status, 0);
+  write(fd, "xyz", 3);
+  write(1, "parent\n", 7);
+  close(fd);
+  printf("%d\n", (int)pid);
+  return 0;
+}
+"""
+
+
+def test_vfork_child_stays_out_of_the_parents_trace_and_fd_table(cprog, trace, data_dir):
+    exe = cprog(VFORK_C, name="vforker")
+    ts = trace([exe, data_dir])
+    child = int(ts.stdout.split()[-1])
+    assert ts.stdout.startswith("parent\n") and (data_dir / "b").read_text() == "child\n"
+    parent = ts.pid
+    # the parent's own calls, and none of the child's (its open of b, dup2, close)
+    assert ts.counts(pid=parent, under=data_dir) == {"open": 1, "write": 1, "close": 1}
+    assert ts.count(pid=parent, name=["dup2"]) == 0
+    (w,) = [e for e in ts.events(pid=parent, name="write") if e["args"]["fd"] == 1]
+    assert w["fname"].startswith("pipe:") and w["args"]["ret"] == 7  # the test's pipe, not b
+    # the exec'd child (echo) writes its own file, under its own pid, and its stdout is b
+    (echo,) = ts.files_of(child)
+    assert echo.header["ppid"] == parent and echo.header["exe"].endswith("/echo")
+    assert {e["fname"] for e in ts.events(pid=child) if e["args"].get("fd") == 1} == {str(data_dir / "b")}
+
+
 def test_fork_child_ends_in_exit(proc, trace, data_dir):
     ts = trace([proc, "fork", data_dir], include=[data_dir])
     child = int(ts.stdout.split()[1])

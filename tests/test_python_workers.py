@@ -225,6 +225,31 @@ def test_subprocess_run_keeps_parent_in_one_file_preload(tmp_path):
     assert [f.end["reason"] for f in fs] == ["exit"], [f.name for f in fs]
 
 
+def test_subprocess_child_stays_out_of_the_parents_trace_and_fd_table(tmp_path):
+    """_posixsubprocess vforks, and its child dup2s the pipes onto 0/1/2 and closes fds through
+    the PLT before exec. Those calls are the child's: none is in the parent's file, and the
+    parent's own fd 1 still names its stdout afterwards (it once named the child's pipe)."""
+    ts = run_py("""
+        import json, os, subprocess
+        os.write(1, b"one\\n")
+        r = subprocess.run(["/bin/echo", "hi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           stdin=subprocess.DEVNULL, check=True)
+        os.write(1, b"two\\n")
+        print(json.dumps({"pid": os.getpid(), "child": r.stdout.decode()}))
+    """, tmp_path, mode="preload")
+    assert ts.stdout.startswith("one\ntwo\n") and ts.out["child"] == "hi\n"
+    parent = ts.out["pid"]
+    writes = [e for e in ts.events(pid=parent, name="write") if e["args"]["fd"] == 1]
+    assert [e["args"]["ret"] for e in writes[:2]] == [4, 4]
+    assert writes[0]["fname"] == writes[1]["fname"]  # the parent's stdout pipe, both times
+    assert ts.count(pid=parent, name=["dup2", "dup3"]) == 0  # the child's, not recorded here
+    # the child's exec'd image (echo) writes its own file, naming the parent
+    (echo,) = [f for f in ts.files if f.header["exe"].endswith("/echo")]
+    assert echo.header["ppid"] == parent
+    (out,) = {e["fname"] for e in ts.events(pid=echo.pid) if e["args"].get("fd") == 1}
+    assert out.startswith("pipe:") and out != writes[0]["fname"]  # its stdout: the run's pipe
+
+
 # -- ProcessPoolExecutor ---------------------------------------------------------------------
 
 PPE_CODE = """

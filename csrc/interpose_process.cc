@@ -171,6 +171,7 @@ __asm__(
     ".globl vfork\n"
     ".type vfork, @function\n"
     "vfork:\n"
+    "  endbr64\n"        // a valid indirect-branch target under CET (a no-op elsewhere)
     "  subq $8, %rsp\n"  // the call below needs a 16-byte aligned stack
     "  call iot_vfork_target\n"
     "  addq $8, %rsp\n"

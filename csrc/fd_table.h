@@ -31,7 +31,10 @@ void fd_dup(int oldfd, int newfd);
 void fd_close(int fd);
 // The entry of fd as it is, without learning an unknown fd (NULL then).
 OpenFile* fd_peek(int fd);
-// fd was closed: forget `seen`, its entry before the close (fd_peek). When the entry is no
+// Before a close: the entry to forget after it (fd_closed), learned when the event needs its
+// name (an fd the tracer has not seen opened can only be named while it is open).
+inline OpenFile* fd_before_close(int fd, bool named) { return named ? fd_get(fd) : fd_peek(fd); }
+// fd was closed: forget `seen`, its entry before the close. When the entry is no
 // longer `seen`, another thread already got the number back from the kernel and installed
 // its own file, which stays: the kernel reuses the lowest free fd at once.
 void fd_closed(int fd, OpenFile* seen);

@@ -253,13 +253,9 @@ IOT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
                  [&] { return real___openat64_2()(dirfd, path, flags); });
 }
 
-// An fd the tracer has not seen opened (pipe, socket, inherited) can only be named while it is
-// open: look it up before the real call.
-inline Str* path_before_close(int fd) { return posix_on() && !t_guard ? fd_path(fd) : nullptr; }
-
 IOT_EXPORT int close(int fd) {
-  Str* p = path_before_close(fd);
-  OpenFile* seen = fd_peek(fd);
+  OpenFile* seen = fd_before_close(fd, posix_on() && !t_guard);
+  Str* p = fd_path_of(seen);
   return traced<int>(posix_on(), C_close, [&] { return real_close()(fd); },
                      [&](IoRec& r, int ret, int err) {
                        if (!(ret < 0 && err == EBADF)) fd_closed(fd, seen);  // even on EINTR/EIO
@@ -532,8 +528,8 @@ IOT_EXPORT struct dirent64* readdir64(DIR* d) {
 }
 IOT_EXPORT int closedir(DIR* d) {
   int fd = d ? dirfd(d) : -1;
-  Str* p = path_before_close(fd);
-  OpenFile* seen = fd_peek(fd);
+  OpenFile* seen = fd_before_close(fd, posix_on() && !t_guard);
+  Str* p = fd_path_of(seen);
   return traced<int>(posix_on(), C_closedir, [&] { return real_closedir()(d); },
                      [&](IoRec& r, int ret, int err) {
                        if (ret == 0) fd_closed(fd, seen);

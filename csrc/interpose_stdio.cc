@@ -112,8 +112,8 @@ FREOPEN(freopen64, C_freopen64)
 
 IOT_EXPORT int fclose(FILE* fp) {
   int fd = fd_of(fp);
-  Str* p = stdio_on() && !t_guard ? fd_path(fd) : nullptr;  // named while still open
-  OpenFile* seen = fd_peek(fd);
+  OpenFile* seen = fd_before_close(fd, stdio_on() && !t_guard);  // named while still open
+  Str* p = fd_path_of(seen);
   return traced<int>(stdio_on(), C_fclose, [&] { return real_fclose()(fp); },
                      [&](IoRec& r, int ret, int err) {
                        fd_closed(fd, seen);  // the stream is gone whatever fclose returned

@@ -30,7 +30,7 @@ import pytest
 import zstandard
 
 import tracing
-from tracing import TraceSet, parse_report, run_traced
+from tracing import TraceSet, parse_report, run_traced, uvarint
 from iotrace import _core
 from iotrace_analyzer import reader
 
@@ -82,24 +82,13 @@ def render(content: bytes) -> bytes:
     return text
 
 
-def uvar(b: bytes, i: int) -> tuple[int, int]:
-    v = shift = 0
-    while True:
-        x = b[i]
-        i += 1
-        v |= (x & 0x7F) << shift
-        shift += 7
-        if not x & 0x80:
-            return v, i
-
-
 def block_header(content: bytes) -> dict:
     """The header of a compact block (csrc/compact.cc finish): pid, res, rows, the 16 column
     lengths, and where the columns start."""
     assert content[:5] == b"IOTC\x01"
     vals, i = [], 5
     for _ in range(3 + 16):
-        v, i = uvar(content, i)
+        v, i = uvarint(content, i)
         vals.append(v)
     return dict(pid=vals[0], res=vals[1], rows=vals[2], lens=vals[3:], columns_at=i)
 

@@ -14,6 +14,7 @@ import pytest
 import perfetto_imports  # noqa: F401  (makes iotrace.export importable)
 import perfetto_job
 from perfetto_tp import load_trace, require_trace_processor
+from tracing import uvarint
 
 from iotrace.export import cli, gzjoin
 from iotrace.export.filters import EventFilter, TimeHistogram
@@ -283,27 +284,16 @@ def test_duration_units():
 # -- the two .pftrace writers ------------------------------------------------------
 
 
-def _varint(b, p):
-    v = s = 0
-    while True:
-        c = b[p]
-        p += 1
-        v |= (c & 0x7F) << s
-        s += 7
-        if c < 0x80:
-            return v, p
-
-
 def _fields(b):
     p = 0
     while p < len(b):
-        key, p = _varint(b, p)
+        key, p = uvarint(b, p)
         if key & 7 == 0:
-            v, p = _varint(b, p)
+            v, p = uvarint(b, p)
         elif key & 7 == 1:
             v, p = b[p:p + 8], p + 8
         else:
-            n, p = _varint(b, p)
+            n, p = uvarint(b, p)
             v, p = b[p:p + n], p + n
         yield key >> 3, v
 

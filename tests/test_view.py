@@ -96,37 +96,9 @@ def test_find_local_ui(tmp_path, monkeypatch):
     assert find_local_ui() == str(tmp_path)
 
 
-def test_view_once_prints_the_link_and_exits_after_the_fetch(trace, monkeypatch):
-    out = io.StringIO()
-    servers = []
-    real = view_mod.TraceServer
-
-    def recording(*args, **kwargs):
-        servers.append(real(*args, **kwargs))
-        return servers[-1]
-
-    monkeypatch.setattr(view_mod, "TraceServer", recording)
-    done = []
-    t = threading.Thread(target=lambda: done.append(
-        view_mod.view(str(trace), port=0, once=True, out=out)))
-    t.start()
-    for _ in range(100):
-        if servers and "Open:" in out.getvalue():
-            break
-        threading.Event().wait(0.05)
-    assert "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:" in out.getvalue()
-    get(servers[0], "/job.pftrace")
-    t.join(10)
-    assert done == [0]
-
-
-def test_view_missing_file(tmp_path, capsys):
-    assert view_mod.view(str(tmp_path / "nope.pftrace")) == 2
-    assert "no such file" in capsys.readouterr().err
-
-
-def _view_once(path, monkeypatch) -> bytes:
-    """Run view(path, once=True) in a thread; fetch what it serves; return the body."""
+def _view_once(path, monkeypatch) -> tuple[str, bytes, str]:
+    """Run view(path, once=True) in a thread, fetch what it serves, and wait for it to exit:
+    (the served name, the body, what view printed)."""
     out = io.StringIO()
     servers = []
     real = view_mod.TraceServer
@@ -143,10 +115,22 @@ def _view_once(path, monkeypatch) -> bytes:
         if servers and "Open:" in out.getvalue():
             break
         threading.Event().wait(0.05)
+    printed = out.getvalue()
     resp, body = get(servers[0], "/" + servers[0].trace_name)
     t.join(10)
     assert done == [0] and resp.status == 200
-    return servers[0].trace_name, body
+    return servers[0].trace_name, body, printed
+
+
+def test_view_once_prints_the_link_and_exits_after_the_fetch(trace, monkeypatch):
+    name, body, printed = _view_once(trace, monkeypatch)
+    assert "https://ui.perfetto.dev/#!/?url=http://127.0.0.1:" in printed
+    assert name == "job.pftrace" and body == trace.read_bytes()
+
+
+def test_view_missing_file(tmp_path, capsys):
+    assert view_mod.view(str(tmp_path / "nope.pftrace")) == 2
+    assert "no such file" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("form", ["compact", "json"])
@@ -163,7 +147,7 @@ def test_view_serves_a_zstd_trace_as_its_json(tmp_path, monkeypatch, capfd, form
     code = f"open({str(d / 'f')!r}, 'wb').write(b'x' * 300)"
     ts = run_traced([sys.executable, "-c", code], tmp_path, {"IOTRACE_FORMAT": form}, include=[d])
     (f,) = ts.files
-    name, body = _view_once(f.path, monkeypatch)
+    name, body, _ = _view_once(f.path, monkeypatch)
     suffix = ".iotc.zst" if form == "compact" else ".pfw.zst"
     assert f.path.endswith(suffix) and name == f.name[:-len(suffix)] + ".json.gz"
     assert gzip.decompress(body).decode() == f.text
@@ -173,7 +157,7 @@ def test_view_serves_a_zstd_trace_as_its_json(tmp_path, monkeypatch, capfd, form
     raw = open(f.path, "rb").read()
     cut.write_bytes(raw[:len(raw) // 2])
     capfd.readouterr()
-    _, body = _view_once(cut, monkeypatch)
+    _, body, _ = _view_once(cut, monkeypatch)
     text = gzip.decompress(body).decode()
     assert f.text.startswith(text) and len(text) < len(f.text)
     assert "iotrace view:" in capfd.readouterr().err

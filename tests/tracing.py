@@ -53,6 +53,18 @@ def fnv1a_hex(path: str) -> str:
     return f"{h:016x}"
 
 
+def uvarint(b: bytes, i: int) -> tuple[int, int]:
+    """An unsigned LEB128 varint at b[i] (compact blocks, protobuf): (value, next index)."""
+    v = shift = 0
+    while True:
+        x = b[i]
+        i += 1
+        v |= (x & 0x7F) << shift
+        shift += 7
+        if not x & 0x80:
+            return v, i
+
+
 # -- decoding ----------------------------------------------------------------------------
 
 

@@ -73,6 +73,12 @@ def _is_trace_name(name: str) -> bool:
     return name.endswith(TRACE_SUFFIXES)
 
 
+def trace_stem(path: str) -> str:
+    """<name>-<host>-<pid>[-<n>]: a trace file's name without folder and suffix (any form)."""
+    base = os.path.basename(path)
+    return next((base[:-len(s)] for s in TRACE_SUFFIXES if base.endswith(s)), base)
+
+
 def _walk(folder: str) -> list[str]:
     found = []
     for root, dirs, files in os.walk(folder):

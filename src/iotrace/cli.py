@@ -50,15 +50,6 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _json_name(path: str) -> str:
-    """<name>-<host>-<pid>.pfw.gz for a trace file of any form."""
-    base = os.path.basename(path)
-    for suffix in (".iotc.zst", ".pfw.zst", ".pfw.gz", ".pfw"):
-        if base.endswith(suffix):
-            return base[:-len(suffix)] + ".pfw.gz"
-    return base + ".pfw.gz"
-
-
 def _cmd_cat(args: argparse.Namespace) -> int:
     """Write the JSON text of traces to stdout: a compact trace as the JSON lines it stands for
     (byte for byte what the JSON form writes), a JSON trace decompressed. With -o DIR, each
@@ -77,7 +68,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
         import gzip
 
         os.makedirs(args.output, exist_ok=True)
-        names = [_json_name(path) for path in files]
+        names = [reader.trace_stem(path) + ".pfw.gz" for path in files]
         if len(set(names)) < len(names):
             print("iotrace cat: two traces would get the same name in " + args.output, file=sys.stderr)
             return 2

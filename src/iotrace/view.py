@@ -154,9 +154,7 @@ def as_json_gz(trace: str, folder: str) -> tuple[str, list]:
     Perfetto reads gzip); returns (that path, the damage the reader found and read around)."""
     from iotrace_analyzer import reader  # zstandard + the standard library only
 
-    name = os.path.basename(trace)
-    stem = next(name[:-len(sfx)] for sfx in ZSTD_TRACES if name.endswith(sfx))
-    path = os.path.join(folder, stem + ".json.gz")
+    path = os.path.join(folder, reader.trace_stem(trace) + ".json.gz")
     damage: list = []
     with gzip.open(path, "wb", compresslevel=1) as f:
         for block in reader.iter_blocks(trace, damage):

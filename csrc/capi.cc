@@ -105,12 +105,13 @@ IOT_API void iotrace_thread_name(const char* name, uint32_t len) {
 
 IOT_API void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed)) return;
-  Out o;
+  char buf[512];
+  Out o(buf, sizeof buf);
   o.put("\"name\":");
   o.json_str(name, len);
   static Str* key = intern_name("thread_name", 11);
   mark_on(tid, 'M', key, nullptr, 0, o.p, uint32_t(o.n));
-  free(o.p);
+  o.release();
 }
 
 IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
@@ -118,7 +119,7 @@ IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid, int6
 }
 
 IOT_API void iotrace_flush(void) {
-  if (g_recording.load()) flush_now(true);
+  if (g_recording.load()) flush_now(kExitWaitMs);
 }
 
 IOT_API void iotrace_finalize(void) { before_exit_now("finalize"); }
@@ -140,6 +141,10 @@ IOT_API char* iotrace_compact_to_json(const void* data, size_t len, size_t* out_
   iot::Out out;
   out.reserve(len * 8);  // ~20x for I/O rows; grows when needed
   *damaged = !iot::compact_render(p, len, out);
-  *out_len = out.n;
-  return out.p;  // realloc'd: the caller frees it
+  // The contract is a malloc'd buffer; Out's memory is mapped (sysmem.h).
+  char* text = static_cast<char*>(malloc(out.n ? out.n : 1));
+  if (text && out.n) memcpy(text, out.p, out.n);
+  *out_len = text ? out.n : 0;
+  out.release();
+  return text;
 }

@@ -2,6 +2,7 @@
 
 #include "config.h"
 #include "json_escape.h"
+#include "sysmem.h"
 
 
 namespace iot {
@@ -65,6 +66,23 @@ inline void write_u64(char* end, uint64_t v) {
   else end[-1] = char('0' + v);
 }
 }  // namespace
+
+void Out::grow(size_t need) {
+  size_t c = cap >= (1 << 16) ? cap : 1 << 16;
+  while (c < need) c *= 2;
+  char* q = static_cast<char*>(mapped ? sys_remap(p, cap, c) : sys_map(c));
+  if (q && !mapped && n) memcpy(q, p, n);  // out of the caller's buffer
+  p = q;
+  cap = q ? c : 0;
+  mapped = q != nullptr;
+}
+
+void Out::release() {
+  if (mapped) sys_unmap(p, cap);
+  p = nullptr;
+  n = cap = 0;
+  mapped = false;
+}
 
 void Out::i64(int64_t v) {
   reserve(21);
@@ -166,7 +184,8 @@ static void io_prefix(Out& o, IoPrefixCache& c, uint16_t call, int tid, const En
     memset(c.len, 0, sizeof c.len);
   }
   if (!c.len[call]) {
-    Out t;
+    char buf[256];
+    Out t(buf, sizeof buf);
     const char* name = kCallNames[call];
     const char* cat = kCallCats[call];
     head(t, 'X', name, strlen(name), true, cat, strlen(cat), ctx, tid);
@@ -176,7 +195,7 @@ static void io_prefix(Out& o, IoPrefixCache& c, uint16_t call, int tid, const En
       c.len[call] = uint8_t(t.n);
     }
     o.put(t.p, t.n);
-    free(t.p);
+    t.release();
     return;
   }
   o.put(c.text[call], c.len[call]);

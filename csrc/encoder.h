@@ -9,17 +9,21 @@
 
 namespace iot {
 
-// A growable text buffer (writer side only).
+// A growable text buffer. Its memory is mapped, never malloc'd (sysmem.h says why); it may
+// start in a caller's buffer (a few lines on the stack) and moves to a mapping when it grows.
+// Trivially destructible, so that the process-wide ones run no destructor at exit while the
+// writer may still use them: whoever owns one calls release().
 struct Out {
   char* p = nullptr;
   size_t n = 0, cap = 0;
+  bool mapped = false;  // p is a mapping of ours (else NULL or the caller's buffer)
+  Out() = default;
+  Out(char* buf, size_t size) : p(buf), cap(size) {}
   void reserve(size_t more) {
-    if (n + more <= cap) return;
-    size_t c = cap ? cap : 1 << 16;
-    while (c < n + more) c *= 2;
-    p = static_cast<char*>(realloc(p, c));
-    cap = c;
+    if (n + more > cap) grow(n + more);
   }
+  void grow(size_t need);  // to at least `need` bytes; on failure (no memory) p is NULL, cap 0
+  void release();          // unmap (when mapped); empty again
   void put(const char* s, size_t len) { reserve(len); memcpy(p + n, s, len); n += len; }
   void put(const char* s) { put(s, strlen(s)); }
   void ch(char c) { reserve(1); p[n++] = c; }

@@ -1,6 +1,7 @@
 #include "fd_table.h"
 
 #include "buffer.h"
+#include "sysmem.h"
 
 #include <fcntl.h>
 #include <limits.h>
@@ -33,7 +34,8 @@ OpenFile* new_open_file(Str* path, int64_t offset) {
   if (f) {
     t_free = f->free_next;
   } else {
-    f = static_cast<OpenFile*>(malloc(sizeof(OpenFile)));
+    f = static_cast<OpenFile*>(arena_alloc(sizeof(OpenFile)));
+    if (!f) return nullptr;
     new (&f->offset) std::atomic<int64_t>(0);
     new (&f->refs) std::atomic<int32_t>(0);
   }
@@ -57,10 +59,10 @@ Entry* entry(int fd, bool create) {
   Entry* c = slot.load(std::memory_order_acquire);
   if (!c) {
     if (!create) return nullptr;
-    Entry* fresh = static_cast<Entry*>(calloc(kChunk, sizeof(Entry)));
+    Entry* fresh = static_cast<Entry*>(sys_map(kChunk * sizeof(Entry)));
     if (!fresh) return nullptr;
     if (slot.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) c = fresh;
-    else free(fresh);
+    else sys_unmap(fresh, kChunk * sizeof(Entry));
   }
   return &c[fd & (kChunk - 1)];
 }
@@ -94,7 +96,7 @@ OpenFile* learn(int fd) {
 }  // namespace
 
 void fd_table_init() {
-  if (!g_top) g_top = static_cast<std::atomic<Entry*>*>(calloc(kTop, sizeof(std::atomic<Entry*>)));
+  if (!g_top) g_top = static_cast<std::atomic<Entry*>*>(sys_map(kTop * sizeof(std::atomic<Entry*>)));
 }
 
 OpenFile* fd_get(int fd) {

@@ -10,6 +10,7 @@
 #include "buffer.h"
 #include "config.h"
 #include "fd_table.h"
+#include "sysmem.h"
 
 namespace iot {
 
@@ -21,7 +22,7 @@ constexpr uint32_t kBuckets = 1u << 18;  // chains grow without bound; this only
 struct Table {
   std::atomic<Str*>* heads = nullptr;
   void init() {
-    if (!heads) heads = static_cast<std::atomic<Str*>*>(calloc(kBuckets, sizeof(std::atomic<Str*>)));
+    if (!heads) heads = static_cast<std::atomic<Str*>*>(sys_map(kBuckets * sizeof(std::atomic<Str*>)));
   }
 };
 Table g_names, g_paths;
@@ -69,7 +70,8 @@ Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
   Str* first = head.load(std::memory_order_acquire);
   for (Str* n = first; n; n = n->next)
     if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) return n;
-  Str* node = static_cast<Str*>(malloc(sizeof(Str) + len + 1));
+  Str* node = static_cast<Str*>(arena_alloc(sizeof(Str) + len + 1));
+  if (!node) return nullptr;
   node->hash = h;
   node->len = len;
   node->traced = is_path ? path_traced(s, len) : true;
@@ -82,10 +84,8 @@ Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
       return node;
     // Someone inserted meanwhile: it may be our string.
     for (Str* n = first; n && n != node->next; n = n->next)
-      if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) {
-        free(node);
-        return n;
-      }
+      if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0)
+        return n;  // ours stays unused in the arena: a rare race, a few bytes
   }
 }
 

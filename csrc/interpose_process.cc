@@ -67,6 +67,7 @@ int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call)
   before_exec();
   int ret = call(env);
   int err = errno;
+  after_failed_exec();
   {
     Guard g;
     record_exec(id, prog, fd, t0, true, ret, err);

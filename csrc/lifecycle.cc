@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <atomic>
 #include <initializer_list>
 #include <fcntl.h>
 #include <limits.h>
@@ -42,7 +43,10 @@ struct ProcessInfo {
 
 pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
 bool g_started = false;
-bool g_finished = false;
+std::atomic<bool> g_finished{false};
+char g_signal_reason[kMaxSignal][16];  // "signal:N", written before any handler can run
+
+void end_process(const char* reason, int64_t wait_ms);
 
 const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM,
                              SIGHUP,  SIGQUIT, SIGXCPU, SIGXFSZ, SIGSYS, SIGUSR1, SIGUSR2};
@@ -94,17 +98,27 @@ void detect_python_worker() {
   }
 }
 
+// Everything here is async-signal-safe (the signal may have interrupted malloc, or a lock the
+// writer would need): the last drain is the writer's, asked for with atomics and a futex and
+// waited for kSignalWaitMs at most.
 void on_fatal_signal(int sig) {
   int saved = errno;
-  char reason[32];
-  snprintf(reason, sizeof reason, "signal:%d", sig);
-  if (syscall(SYS_getpid) == g_pid) finish_file(reason, false, true);
+  end_process(g_signal_reason[sig], kSignalWaitMs);
   errno = saved;
-  // SA_RESETHAND restored the default action; deliver the signal again to take it.
-  raise(sig);
+  // SA_RESETHAND restored the default action; deliver the signal again to take it (tgkill:
+  // to this thread, as the kernel delivered it).
+  syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
 }
 
 void install_signal_handlers() {
+  for (int sig = 1; sig < kMaxSignal; sig++) {
+    char* r = g_signal_reason[sig];
+    memcpy(r, "signal:", 7);
+    r[7] = char('0' + sig / 10);
+    r[8] = char('0' + sig % 10);
+    r[9] = 0;
+    if (sig < 10) r[7] = char('0' + sig), r[8] = 0;
+  }
   for (int sig : kFatalSignals) {
     g_signal_stand_in[sig] = false;
     struct sigaction old;
@@ -144,6 +158,15 @@ void atfork_child() {
 }
 
 void at_exit() { before_exit_now("exit"); }
+
+// The last drain of the process: once, from whichever way out comes first. `reason` must stay
+// valid (a literal or static). Not in a vfork child: its memory and fds are the parent's, and
+// so is the trace.
+void end_process(const char* reason, int64_t wait_ms) {
+  if (!g_started || syscall(SYS_getpid) != g_pid || g_finished.exchange(true)) return;
+  g_recording.store(false);  // first: no flush may reopen a file after the last one closes
+  finish_file(reason, true, wait_ms);
+}
 
 void json_kv_str(Out& o, const char* k, const char* v) {
   o.ch('"');
@@ -272,15 +295,18 @@ void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
 }
 
 void before_exec() {
-  if (g_started && g_recording.load()) finish_file("exec", true, false);
+  if (g_started && g_recording.load()) finish_file("exec", false, kExitWaitMs);
+}
+
+void after_failed_exec() {
+  if (g_started && g_recording.load()) writer_exec_failed();
 }
 
 void before_exit_now(const char* reason) {
-  // Not in a vfork child: its memory and fds are the parent's, and so is the trace.
-  if (!g_started || g_finished || syscall(SYS_getpid) != g_pid) return;
-  g_finished = true;
-  g_recording.store(false);  // first: no flush may reopen a file after the last one closes
-  finish_file(reason, true, true);
+  static char copy[64];  // the caller's string may not outlive a wait that gives up
+  if (g_finished.load()) return;
+  snprintf(copy, sizeof copy, "%s", reason);
+  end_process(copy, kExitWaitMs);
 }
 
 }  // namespace iot

@@ -17,6 +17,8 @@ extern bool g_signal_stand_in[kMaxSignal];
 // Before exec replaces the image: write everything and close the file. If exec fails, the next
 // flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
 void before_exec();
+// exec returned: it failed, the process goes on in a new file.
+void after_failed_exec();
 // _exit/_Exit: flush and close; the process is about to vanish without atexit.
 void before_exit_now(const char* reason);
 void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);

@@ -1,39 +1,44 @@
+#define ZSTD_STATIC_LINKING_ONLY  // ZSTD_createCCtx_advanced: zstd's memory from our allocator
 #include "sink.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sysmem.h"
+
 namespace iot {
 
 namespace {
 __thread bool t_writer __attribute__((tls_model("initial-exec"))) = false;
-int g_writer_fd = -1;          // open in the writer's table only
-unsigned g_writer_fd_gen = 0;  // the file it was opened for
 
-long open_append(const char* path) {
-  return syscall(SYS_openat, AT_FDCWD, path, O_WRONLY | O_APPEND | O_CLOEXEC);
-}
-}  // namespace
+// Bytes kept allocated past the end of the file (fallocate, KEEP_SIZE): when the disk fills
+// up, the record saying how many events were lost, and the end marker, still fit.
+constexpr long kTailReserve = 16 << 10;
 
-void Sink::set_writer_thread() { t_writer = true; }
+void* z_alloc(void*, uInt items, uInt size) { return sys_alloc(size_t(items) * size); }
+void z_free(void*, void* p) { sys_free(p); }
+void* zstd_alloc(void*, size_t n) { return sys_alloc(n); }
+void zstd_free(void*, void* p) { sys_free(p); }
 
-static void mkdirs(const char* dir) {
+void mkdirs(const char* dir) {
   char p[PATH_MAX];
   snprintf(p, sizeof p, "%s", dir);
   for (char* s = p + 1; *s; s++)
     if (*s == '/') {
       *s = 0;
-      syscall(SYS_mkdirat, AT_FDCWD, p, 0777);
+      syscall(SYS_mkdirat, AT_FDCWD, p, 0755);
       *s = '/';
     }
-  syscall(SYS_mkdirat, AT_FDCWD, p, 0777);
+  syscall(SYS_mkdirat, AT_FDCWD, p, 0755);
 }
+}  // namespace
+
+void Sink::set_writer_thread() { t_writer = true; }
 
 bool Sink::open(const char* dir, const char* name, const char* host, int pid, Compression c,
                 int level, bool compact) {
@@ -43,65 +48,98 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
                     : c == Compression::zstd ? ".pfw.zst"
                     : c == Compression::gzip ? ".pfw.gz" : ".pfw";
   mkdirs(dir);
+  long fd = -1;
   for (int n = 0; n < 1000; n++) {
     if (n == 0) snprintf(path_, sizeof path_, "%s/%s-%s-%d%s", dir, name, host, pid, ext);
     else snprintf(path_, sizeof path_, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, ext);
-    long fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-    if (fd >= 0) {
-      syscall(SYS_close, fd);  // created; every write opens it for appending (see sink.h)
-      open_ = true;
-      file_gen_++;
-      break;
-    }
-    if (errno != EEXIST) break;
+    // O_EXCL never follows a symlink and never opens a file someone else made.
+    fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    if (fd >= 0 || errno != EEXIST) break;
   }
-  if (!open_) {
+  if (fd < 0) {
     path_[0] = 0;
     return false;
   }
+  struct stat st;
+  syscall(SYS_fstat, fd, &st);
+  dev_ = st.st_dev;
+  ino_ = st.st_ino;
+  size_ = 0;
+  err_ = 0;
+  open_ = true;
+  reserve_tail(int(fd));
+  if (t_writer) fd_ = int(fd);  // in the writer's own table: kept, never reopened by path
+  else syscall(SYS_close, fd);
   if (c == Compression::gzip) {
     memset(&zs_, 0, sizeof zs_);
+    zs_.zalloc = z_alloc;
+    zs_.zfree = z_free;
     zs_live_ = deflateInit2(&zs_, level_, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK;
   }
   return true;
 }
 
-void Sink::write_raw(const char* p, size_t n) {
-  long fd;
-  if (t_writer) {  // the writer keeps its fd, reopened when the file changed
-    if (g_writer_fd >= 0 && g_writer_fd_gen != file_gen_) {
-      syscall(SYS_close, g_writer_fd);
-      g_writer_fd = -1;
-    }
-    if (g_writer_fd < 0) {
-      g_writer_fd = int(open_append(path_));
-      g_writer_fd_gen = file_gen_;
-    }
-    fd = g_writer_fd;
-  } else {
-    fd = open_append(path_);
+int Sink::file_fd() {
+  if (fd_ >= 0) return fd_;
+  long fd = syscall(SYS_openat, AT_FDCWD, path_,
+                    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_dev) != dev_ ||
+      uint64_t(st.st_ino) != ino_) {
+    syscall(SYS_close, fd);
+    errno = ESTALE;  // not the file we created: never written through
+    return -1;
   }
-  if (fd < 0) return;
-  while (n > 0) {
-    long w = syscall(SYS_write, fd, p, n);
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      break;  // disk full or similar: the tracer never breaks the program
-    }
-    p += w;
-    n -= size_t(w);
-  }
-  if (!t_writer) syscall(SYS_close, fd);
+  return int(fd);
 }
 
-void Sink::write(const char* text, size_t n) {
-  if (!open_ || n == 0) return;
+void Sink::done_with(int fd) {
+  if (fd >= 0 && fd != fd_) syscall(SYS_close, fd);
+}
+
+void Sink::reserve_tail(int fd) {
+  syscall(SYS_fallocate, fd, 1 /* FALLOC_FL_KEEP_SIZE */, long(size_), kTailReserve);
+}
+
+bool Sink::write_raw(const char* p, size_t n) {
+  int fd = file_fd();
+  if (fd < 0) {
+    err_ = errno;
+    return false;
+  }
+  size_t left = n;
+  while (left > 0) {
+    long w = syscall(SYS_write, fd, p, left);
+    if (w < 0 && errno == EINTR) continue;
+    if (w <= 0) {
+      // Disk full or similar: the tracer never breaks the program. Cut the partial frame off,
+      // so the file stays a run of whole frames, and take the space back for the tail reserve.
+      err_ = w < 0 ? errno : EIO;
+      syscall(SYS_ftruncate, fd, long(size_));
+      reserve_tail(fd);
+      done_with(fd);
+      return false;
+    }
+    p += w;
+    left -= size_t(w);
+  }
+  size_ += n;
+  reserve_tail(fd);  // appends use the reserve up: renew it (one cheap call per frame)
+  err_ = 0;
+  done_with(fd);
+  return true;
+}
+
+bool Sink::write(const char* text, size_t n) {
+  if (!open_ || n == 0) return open_;
   int saved = errno;
+  bool ok = false;
   if (comp_ == Compression::none) {
-    write_raw(text, n);
+    ok = write_raw(text, n);
   } else if (comp_ == Compression::zstd) {
     if (!zc_) {
-      zc_ = ZSTD_createCCtx();
+      zc_ = ZSTD_createCCtx_advanced(ZSTD_customMem{zstd_alloc, zstd_free, nullptr});
       ZSTD_CCtx_setParameter(zc_, ZSTD_c_compressionLevel, level_);
       // A content checksum per frame (4 bytes): a damaged frame is reported by every zstd
       // reader instead of decoding to wrong lines (in the compact form a flipped time gap
@@ -110,25 +148,33 @@ void Sink::write(const char* text, size_t n) {
     }
     size_t need = ZSTD_compressBound(n);
     if (need > ccap_) {
-      cbuf_ = static_cast<char*>(realloc(cbuf_, need));
-      ccap_ = need;
+      char* b = static_cast<char*>(cbuf_ ? sys_remap(cbuf_, ccap_, need) : sys_map(need));
+      if (b) cbuf_ = b, ccap_ = need;
     }
-    size_t r = ZSTD_compress2(zc_, cbuf_, ccap_, text, n);
-    if (!ZSTD_isError(r)) write_raw(cbuf_, r);
+    size_t r = zc_ && need <= ccap_ ? ZSTD_compress2(zc_, cbuf_, ccap_, text, n) : size_t(-1);
+    if (!ZSTD_isError(r)) ok = write_raw(cbuf_, r);
+    else err_ = ENOMEM;
   } else if (zs_live_) {
     size_t need = deflateBound(&zs_, uLong(n)) + 64;
     if (need > ccap_) {
-      cbuf_ = static_cast<char*>(realloc(cbuf_, need));
-      ccap_ = need;
+      char* b = static_cast<char*>(cbuf_ ? sys_remap(cbuf_, ccap_, need) : sys_map(need));
+      if (b) cbuf_ = b, ccap_ = need;
     }
-    zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text));
-    zs_.avail_in = uInt(n);
-    zs_.next_out = reinterpret_cast<Bytef*>(cbuf_);
-    zs_.avail_out = uInt(ccap_);
-    deflate(&zs_, Z_FULL_FLUSH);  // byte-aligned: everything so far inflates even if cut here
-    write_raw(cbuf_, ccap_ - zs_.avail_out);
+    if (need <= ccap_) {
+      zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text));
+      zs_.avail_in = uInt(n);
+      zs_.next_out = reinterpret_cast<Bytef*>(cbuf_);
+      zs_.avail_out = uInt(ccap_);
+      // Full flush: byte-aligned and the window reset, so the stream still inflates from here
+      // on when a flush before it was lost.
+      deflate(&zs_, Z_FULL_FLUSH);
+      ok = write_raw(cbuf_, ccap_ - zs_.avail_out);
+    } else {
+      err_ = ENOMEM;
+    }
   }
   errno = saved;
+  return ok;
 }
 
 void Sink::close() {
@@ -147,12 +193,32 @@ void Sink::close() {
     deflateEnd(&zs_);
     zs_live_ = false;
   }
-  open_ = false;  // the writer's kept fd, if any, is closed when it next writes (file_gen_)
+  // Give the tail reserve back: the file ends where its last frame does.
+  int fd = file_fd();
+  if (fd >= 0) syscall(SYS_ftruncate, fd, long(size_));
+  done_with(fd);
+  if (fd_ >= 0) syscall(SYS_close, fd_);
+  fd_ = -1;
+  open_ = false;
+}
+
+void Sink::discard() {
+  if (!open_) return;
+  if (zs_live_) deflateEnd(&zs_);
+  zs_live_ = false;
+  if (fd_ >= 0) syscall(SYS_close, fd_);
+  fd_ = -1;
+  open_ = false;
+  struct stat st;  // only the file we created, not whatever may stand at its path now
+  if (syscall(SYS_newfstatat, AT_FDCWD, path_, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
+      uint64_t(st.st_dev) == dev_ && uint64_t(st.st_ino) == ino_)
+    syscall(SYS_unlinkat, AT_FDCWD, path_, 0);
+  path_[0] = 0;
 }
 
 void Sink::abandon() {
-  // In a fork child: the parent's writer fd is in the parent writer's table, not here.
-  g_writer_fd = -1;
+  // In a fork child: the parent's kept fd is in the parent writer's table, not here.
+  fd_ = -1;
   open_ = false;
   zs_live_ = false;  // the parent's deflate state: leak it rather than touch it
   zc_ = nullptr;

@@ -2,13 +2,15 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
+#include <linux/futex.h>
 #include <new>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -18,7 +20,9 @@
 #include "clock.h"
 #include "compact.h"
 #include "config.h"
+#include "message.h"
 #include "sink.h"
+#include "sysmem.h"
 
 namespace iot {
 
@@ -31,31 +35,73 @@ namespace {
 constexpr size_t kFrameBytes = 4 << 20;  // text per zstd frame: large frames compress better
 constexpr size_t kCompactRows = 65536;   // rows per compact frame (~1 B/event there, 1.5 at 4096)
 
-pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;    // registry of thread states
-pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;   // free buffers
-pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;  // draining, the sink, the text buffer
-pthread_mutex_t g_wake_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_cond_t g_wake = PTHREAD_COND_INITIALIZER;
+// Only the writer drains (and fork holds the lock across fork). Threads register under
+// reg_mu; the writer walks the registry without it (only the writer unlinks) and unlinks
+// ended threads only when it gets the lock at once. The pool has its own lock; the writer
+// never waits for it either (see pool_give_back). So the writer never waits on a lock that a
+// program thread could hold while that thread waits for the writer from a signal handler.
+pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;
 
-ThreadState* g_threads = nullptr;
+std::atomic<ThreadState*> g_threads{nullptr};
+ThreadState* g_free_states = nullptr;  // ended threads' states, for reuse (reg_mu)
 Buffer* g_pool = nullptr;
+Buffer* g_give_later = nullptr;  // writer-only: buffers to return when the pool lock is free
 size_t g_in_flight = 0;  // bytes of buffers allocated (pool_mu)
 pthread_key_t g_key;
-bool g_writer_running = false;
-bool g_stop = false;
+std::atomic<bool> g_writer_running{false};
+
+// Waking the writer and waiting for it, with futex words: atomics and two system calls, so
+// any thread can do both, a signal handler included, and every wait has a deadline.
+std::atomic<uint32_t> g_wake{0};    // bumped to wake the writer
+std::atomic<uint32_t> g_asked{0};   // drains asked for by other threads
+std::atomic<uint32_t> g_served{0};  // the last of them the writer has done
+std::atomic<const char*> g_end_reason{nullptr};  // the asked drain also ends the file
+std::atomic<bool> g_end_final{false};            // ... and no file is opened after it
+std::atomic<int> g_end_tid{0};                   // the thread that ended it
 
 Sink g_sink;
 Out g_text;                    // the frame being built (JSON form), or the compact frame's bytes
 CompactBuilder g_compact;      // the frame being built (compact form)
 uint32_t g_gen = 1;            // file generation: FH metadata is rewritten for each file
 bool g_file_failed = false;
+bool g_exec_closed = false;    // the file was ended for an exec: no new one until it fails
 std::atomic<uint64_t> g_written{0}, g_dropped{0}, g_recorded_dead{0};
-uint64_t g_file_events = 0;     // event lines in the current file
+uint64_t g_file_events = 0;    // event lines written to the current file
+uint64_t g_frame_events = 0;   // event lines in the frame being built
+bool g_frame_has_loss = false; // the frame holds an iotrace_lost record
+uint64_t g_lost = 0;           // event lines of this file lost to failed writes
+uint64_t g_lost_unsaid = 0;    // of them (and drops), not yet told by an iotrace_lost record
+uint64_t g_drops_said = 0;     // g_dropped already counted into g_lost_unsaid
+int g_lost_errno = 0;          // why they were lost (0: no buffer could be had)
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const struct timespec* rel) {
+  return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, rel, nullptr, 0);
+}
+void futex_wake_all(std::atomic<uint32_t>* word) {
+  futex(word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+}
+struct timespec ms_span(int64_t ms) {
+  return timespec{time_t(ms / 1000), long(ms % 1000) * 1000000};
+}
+
+void wake_writer() {
+  int saved = errno;
+  g_wake.fetch_add(1, std::memory_order_release);
+  futex_wake_all(&g_wake);
+  errno = saved;
+}
 
 Buffer* new_buffer(uint32_t cap) {
-  Buffer* b = static_cast<Buffer*>(malloc(sizeof(Buffer)));
-  new (b) Buffer();
-  b->data = static_cast<char*>(malloc(cap));
+  void* mem = arena_alloc(sizeof(Buffer));
+  char* data = static_cast<char*>(sys_map(cap));
+  if (!mem || !data) {
+    sys_unmap(data, cap);
+    return nullptr;  // the Buffer's few bytes stay in the arena
+  }
+  Buffer* b = new (mem) Buffer();
+  b->data = data;
   b->cap = cap;
   return b;
 }
@@ -67,16 +113,10 @@ void reset_buffer(Buffer* b) {
   b->next = nullptr;
 }
 
-void wake_writer() {
-  pthread_mutex_lock(&g_wake_mu);
-  pthread_cond_signal(&g_wake);
-  pthread_mutex_unlock(&g_wake_mu);
-}
-
 // A free buffer of at least `need` bytes. While more than IOTRACE_MAX_BUFFERED is in flight
 // the producer waits for the writer (back-pressure), but never more than ~50 ms per buffer: the
 // writer may be unable to free anything (its only candidates are not sealed yet), and the
-// traced program must never hang. NULL once recording has stopped.
+// traced program must never hang. NULL once recording has stopped, or when no memory is left.
 Buffer* pool_take(uint32_t need) {
   uint32_t cap = uint32_t(g_config.buffer_size);
   if (need > cap) cap = rec_align(need);
@@ -90,10 +130,19 @@ Buffer* pool_take(uint32_t need) {
       reset_buffer(b);
       return b;
     }
-    bool room = g_in_flight + cap <= g_config.max_buffered || !g_writer_running || waits >= 250;
+    bool room = g_in_flight + cap <= g_config.max_buffered ||
+                !g_writer_running.load(std::memory_order_relaxed) || waits >= 250;
     if (room) g_in_flight += cap;
     pthread_mutex_unlock(&g_pool_mu);
-    if (room) return new_buffer(cap);
+    if (room) {
+      Buffer* b = new_buffer(cap);
+      if (!b) {
+        pthread_mutex_lock(&g_pool_mu);
+        g_in_flight -= cap;
+        pthread_mutex_unlock(&g_pool_mu);
+      }
+      return b;
+    }
     if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
     wake_writer();
     struct timespec ts = {0, 200000};
@@ -101,10 +150,19 @@ Buffer* pool_take(uint32_t need) {
   }
 }
 
-void pool_give(Buffer* b) {
-  pthread_mutex_lock(&g_pool_mu);
-  b->pool_next = g_pool;
-  g_pool = b;
+// The writer returns consumed buffers. It never waits for the pool lock: a program thread
+// that a signal interrupted inside pool_take holds it, and may be waiting for the writer.
+void pool_give_back(Buffer* b) {
+  if (b) {
+    b->pool_next = g_give_later;
+    g_give_later = b;
+  }
+  if (!g_give_later || pthread_mutex_trylock(&g_pool_mu) != 0) return;
+  Buffer* last = g_give_later;
+  while (last->pool_next) last = last->pool_next;
+  last->pool_next = g_pool;
+  g_pool = g_give_later;
+  g_give_later = nullptr;
   pthread_mutex_unlock(&g_pool_mu);
 }
 
@@ -121,15 +179,85 @@ void thread_exit(void* p) {
 
 // --- draining (g_drain_mu held) -------------------------------------------------------------
 
-// The frame being built: JSON text, or compact rows. A full frame is written at once.
+// Text into the frame being built; emit() then cuts the frame when it is full.
+void append_text(const char* s, size_t n) {
+  if (g_config.compact) g_compact.text(s, n);
+  else g_text.put(s, n);
+}
+void emit(const char* s, size_t n);
+
+// An event line the tracer writes itself (metadata), counted like the others.
+void emit_line(const Out& o) {
+  g_frame_events++;
+  emit(o.p, o.n);
+}
+
+// `{"ph":"M","name":"iotrace_lost",...}`: events of this process that are not in the file
+// (their frame could not be written, or no buffer could be had), and why.
+void emit_loss_record() {
+  char buf[512];
+  Out o(buf, sizeof buf);
+  o.put("{\"ph\":\"M\",\"name\":\"iotrace_lost\",\"pid\":");
+  o.i64(g_pid);
+  o.put(",\"tid\":");
+  o.i64(g_pid);
+  o.put(",\"args\":{\"events\":");
+  o.i64(int64_t(g_lost_unsaid));
+  o.put(",\"reason\":");
+  const char* why = g_lost_errno ? strerrordesc_np(g_lost_errno) : "no trace buffer could be had";
+  if (!why) why = "write error";
+  o.json_str(why, strlen(why));
+  o.put("}},\n");
+  g_frame_events++;
+  append_text(o.p, o.n);  // no cut here: frame_write is on its way
+  o.release();
+  g_frame_has_loss = true;
+}
+
+// The frame being built: JSON text, or compact rows. A full frame is written at once. A
+// frame that cannot be written is counted as lost and told in the next frame that can.
 void frame_write() {
+  uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
+  if (dropped > g_drops_said && g_sink.is_open()) {
+    g_lost_unsaid += dropped - g_drops_said;
+    g_drops_said = dropped;
+    if (!g_lost_errno) {
+      say_once(kMsgDropped, "events were dropped (no trace buffer could be had); ",
+               "the trace counts them (iotrace_lost)");
+    }
+  }
+  if (g_lost_unsaid && !g_frame_has_loss && g_sink.is_open()) emit_loss_record();
   if (g_config.compact) {
     if (!g_compact.rows()) return;
     g_text.n = 0;
     g_compact.finish(g_text, g_pid, g_config.res_ns);
   }
-  if (g_text.n) g_sink.write(g_text.p, g_text.n);
+  bool ok = !g_text.n || g_sink.write(g_text.p, g_text.n);
   g_text.n = 0;
+  uint64_t lines = g_frame_events, told = g_frame_has_loss ? 1 : 0;
+  g_frame_events = 0;
+  g_frame_has_loss = false;
+  if (ok) {
+    g_file_events += lines;
+    if (told) g_lost_unsaid = 0;
+    return;
+  }
+  g_lost += lines - told;
+  g_lost_unsaid += lines - told;
+  g_lost_errno = g_sink.error();
+  if (g_lost_errno == ESTALE) {
+    say_once(kMsgReplaced, g_sink.path(), ": the trace file was replaced by another file or a ",
+             "symlink; it is not written to any more");
+  } else {
+    const char* why = strerrordesc_np(g_lost_errno);
+    say_once(kMsgLost, "cannot write ", g_sink.path(), ": ", why ? why : "write error",
+             "; events are being lost (the trace counts them: iotrace_lost)");
+  }
+  // The lost frame may have held the first FH line of a file or a thread's name: the next
+  // frames write them again. A file that holds nothing yet is started again, header first.
+  g_gen++;
+  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
+  if (g_sink.size() == 0) g_sink.discard();
 }
 
 void frame_cut_if_full() {
@@ -139,41 +267,42 @@ void frame_cut_if_full() {
 }
 
 void emit(const char* s, size_t n) {
-  if (g_config.compact) g_compact.text(s, n);
-  else g_text.put(s, n);
+  append_text(s, n);
   frame_cut_if_full();
 }
 
 int frame_record(const RecHeader* r, int tid, const EncodeCtx& ctx) {
   int events = g_config.compact ? g_compact.record(r, tid, ctx) : encode_record(g_text, r, tid, ctx);
+  g_frame_events += uint64_t(events);
   frame_cut_if_full();
   return events;
 }
 
 bool ensure_file() {
   if (g_sink.is_open()) return true;
-  if (g_file_failed) return false;
+  if (g_file_failed || g_exec_closed) return false;
   const char *dir, *name, *host;
   trace_file_parts(&dir, &name, &host);
   if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level, g_config.compact)) {
     g_file_failed = true;
-    char msg[1200];
-    int n = snprintf(msg, sizeof msg, "iotrace: cannot create a trace file in %s: %s\n", dir,
-                     strerror(errno));
-    syscall(SYS_write, 2, msg, size_t(n));
+    const char* why = strerrordesc_np(errno);
+    say_once(kMsgNoFile, "cannot create a trace file in ", dir, ": ", why ? why : "error",
+             " (this process is not traced)");
     return false;
   }
   g_gen++;
-  g_file_events = 0;
-  for (ThreadState* t = g_threads; t; t = t->next) t->named = false;
-  Out head;
+  g_file_events = g_frame_events = 0;
+  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
+  char buf[4096];
+  Out head(buf, sizeof buf);
   EncodeCtx ctx{g_pid, g_gen, ClockMap()};
   head.put("[\n");
   write_process_header(head, ctx);
-  for (size_t i = 0; i < head.n; i++) g_file_events += head.p[i] == '\n';
-  g_file_events -= 1;  // the "[" line
+  uint64_t lines = 0;
+  for (size_t i = 0; i < head.n; i++) lines += head.p[i] == '\n';
+  g_frame_events += lines - 1;  // the "[" line is not an event
   emit(head.p, head.n);
-  free(head.p);
+  head.release();
   return true;
 }
 
@@ -192,7 +321,8 @@ void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
   }
   if (!name[0] || ts->dead.load(std::memory_order_acquire)) snprintf(name, sizeof name, "%s", ts->name);
   if (!name[0]) return;
-  Out o;
+  char buf[512];
+  Out o(buf, sizeof buf);
   o.put("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
   o.i64(ctx.pid);
   o.put(",\"tid\":");
@@ -200,9 +330,8 @@ void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
   o.put(",\"args\":{\"name\":");
   o.json_str(name, strlen(name));
   o.put("}},\n");
-  emit(o.p, o.n);
-  g_file_events++;
-  free(o.p);
+  emit_line(o);
+  o.release();
 }
 
 // `sealed_only`: leave a buffer its thread is still writing to alone (no cache lines pulled
@@ -223,40 +352,51 @@ void drain_thread(ThreadState* ts, const EncodeCtx& ctx, bool sealed_only = fals
       else events += uint64_t(frame_record(r, ts->tid, ctx));
       at += r->size;
     }
-    g_file_events += events;
     (discard ? g_dropped : g_written).fetch_add(events, std::memory_order_relaxed);
     b->consumed = end;
     if (!sealed) break;
     Buffer* next = b->next;
-    pool_give(b);
+    pool_give_back(b);
     b = next;
     ts->read = b;
   }
 }
 
+// Ended threads whose buffers are all consumed leave the registry, when its lock is free now.
+void unlink_ended_threads() {
+  if (pthread_mutex_trylock(&g_reg_mu) != 0) return;
+  ThreadState* prev = nullptr;
+  for (ThreadState* t = g_threads.load(std::memory_order_relaxed); t;) {
+    ThreadState* next = t->next;
+    if (t->dead.load(std::memory_order_acquire) && !t->read) {
+      if (prev) prev->next = next;
+      else g_threads.store(next, std::memory_order_release);
+      t->~ThreadState();
+      t->next = g_free_states;
+      g_free_states = t;
+    } else {
+      prev = t;
+    }
+    t = next;
+  }
+  pthread_mutex_unlock(&g_reg_mu);
+}
+
 void drain_all(bool sealed_only = false) {
   if (!ensure_file()) {
     // No file: consume and count as dropped so memory does not grow.
-    pthread_mutex_lock(&g_reg_mu);
-    for (ThreadState* t = g_threads; t; t = t->next)
+    for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
       drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap()}, false, /*discard=*/true);
-    pthread_mutex_unlock(&g_reg_mu);
+    unlink_ended_threads();
     return;
   }
   EncodeCtx ctx{g_pid, g_gen, clock_calibrate()};
-  pthread_mutex_lock(&g_reg_mu);
-  for (ThreadState** pp = &g_threads; *pp;) {
-    ThreadState* t = *pp;
+  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) {
+    if (ctx.gen != g_gen) ctx.gen = g_gen;  // a lost frame started a new generation
     drain_thread(t, ctx, sealed_only);
-    if (t->dead.load(std::memory_order_acquire) && !t->read) {
-      *pp = t->next;
-      t->~ThreadState();
-      free(t);
-    } else {
-      pp = &t->next;
-    }
   }
-  pthread_mutex_unlock(&g_reg_mu);
+  unlink_ended_threads();
+  pool_give_back(nullptr);
   // A drain for a full buffer leaves a partial frame open (bigger frames compress better:
   // compact ~1.0 B/event at 65,536 rows against ~1.4 at one buffer's ~9,000); every other
   // drain (the time bound, exit, exec, signals, explicit flushes) writes it, so a killed
@@ -264,9 +404,56 @@ void drain_all(bool sealed_only = false) {
   if (!sealed_only) frame_write();
 }
 
-bool lock_drain(bool may_block) {
-  if (may_block) return pthread_mutex_lock(&g_drain_mu) == 0;
-  for (int i = 0; i < 200; i++) {  // a signal handler waits at most ~0.2 s
+// The end marker and `]`, then close (drain lock held, everything drained).
+void end_file(const char* reason, int tid) {
+  if (!g_sink.is_open()) return;
+  frame_write();  // the loss record, if any, before the end
+  char buf[512];
+  Out o(buf, sizeof buf);
+  o.put("{\"ph\":\"M\",\"name\":\"iotrace_end\",\"pid\":");
+  o.i64(g_pid);
+  o.put(",\"tid\":");
+  o.i64(tid);
+  o.put(",\"args\":{\"events\":");
+  o.i64(int64_t(g_file_events + g_frame_events));
+  o.put(",\"reason\":");
+  o.json_str(reason, strlen(reason));
+  if (g_lost) {
+    o.put(",\"lost\":");
+    o.i64(int64_t(g_lost));
+  }
+  if (uint64_t d = g_dropped.load(std::memory_order_relaxed)) {
+    o.put(",\"dropped\":");
+    o.i64(int64_t(d));
+  }
+  o.put("}}]\n");
+  emit(o.p, o.n);
+  frame_write();
+  o.release();
+  g_sink.close();
+}
+
+// After the end of a file: `final`, no file is opened again (exit); an exec's, none until the
+// exec fails (else the writer's next periodic drain would start one in the exec's window).
+void close_for(const char* reason, bool final) {
+  if (final) g_file_failed = true;
+  else if (strcmp(reason, "exec") == 0) g_exec_closed = true;
+}
+
+// A drain asked for by another thread: everything, then the end of the file if asked.
+void serve_request() {
+  if (const char* reason = g_end_reason.exchange(nullptr, std::memory_order_acq_rel)) {
+    bool final = g_end_final.load(std::memory_order_acquire);
+    drain_all();
+    end_file(reason, g_end_tid.load(std::memory_order_relaxed));
+    close_for(reason, final);
+  } else if (g_recording.load(std::memory_order_relaxed)) {
+    drain_all();
+  }
+}
+
+bool lock_drain_bounded(int64_t ms) {
+  for (int64_t i = 0; i < ms; i++) {
     if (pthread_mutex_trylock(&g_drain_mu) == 0) return true;
     struct timespec ts = {0, 1000000};
     nanosleep(&ts, nullptr);
@@ -283,55 +470,111 @@ void* writer_main(void*) {
   // A private fd table for the writer: the program's table stops being shared, which keeps
   // the kernel's single-owner fast path for every fd syscall the program makes (no refcount
   // atomics, no f_pos lock), and the trace file never takes one of the program's fd numbers.
-  // The copies of the program's fds that unshare made are closed at once, so none is held open.
+  // The copies of the program's fds that unshare made are closed at once, but for one of its
+  // stderr: the tracer's messages go there, wherever the program points fd 2 later.
   // (close_range is probed first: without it, Linux < 5.9, the writer keeps the shared table.)
-  if (syscall(SYS_close_range, ~0U, ~0U, 0U) == 0 && syscall(SYS_unshare, CLONE_FILES) == 0)
-    syscall(SYS_close_range, 0U, ~0U, 0U);
+  if (syscall(SYS_close_range, ~0U, ~0U, 0U) == 0 && syscall(SYS_unshare, CLONE_FILES) == 0) {
+    long err = syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, 3);
+    if (err > 3) syscall(SYS_dup3, err, 3, O_CLOEXEC), syscall(SYS_close, err);
+    syscall(SYS_close_range, 0U, 2U, 0U);
+    syscall(SYS_close_range, err >= 0 ? 4U : 3U, ~0U, 0U);
+    message_fd_set(err >= 0 ? 3 : kNoMessages);
+  }
   Sink::set_writer_thread();
   // The time bound holds even when full buffers wake the writer more often than the flush
   // interval: a drain that comes due takes everything (unsealed buffers, the open frame).
   int64_t last_full = now_ns();
   for (;;) {
-    pthread_mutex_lock(&g_wake_mu);
-    bool woken = false;
-    if (!g_stop) {
-      struct timespec until;
-      clock_gettime(CLOCK_REALTIME, &until);
-      int64_t ns = until.tv_nsec + int64_t(g_config.flush_ms) * 1000000;
-      until.tv_sec += ns / 1000000000;
-      until.tv_nsec = ns % 1000000000;
-      woken = pthread_cond_timedwait(&g_wake, &g_wake_mu, &until) == 0;  // a full buffer
+    uint32_t seen = g_wake.load(std::memory_order_acquire);
+    bool asked = g_asked.load(std::memory_order_acquire) != g_served.load(std::memory_order_relaxed);
+    bool woken = true;  // by a full buffer or a request (else: the time bound)
+    if (!asked) {
+      struct timespec rel = ms_span(g_config.flush_ms);
+      woken = futex(&g_wake, FUTEX_WAIT_PRIVATE, seen, &rel) == 0 || errno == EAGAIN;
     }
-    bool stop = g_stop;
-    pthread_mutex_unlock(&g_wake_mu);
-    if (stop) break;
+    uint32_t asked_seq = g_asked.load(std::memory_order_acquire);
+    asked = asked_seq != g_served.load(std::memory_order_relaxed);
     const int64_t t = now_ns();
     const bool due = t - last_full >= int64_t(g_config.flush_ms) * 1000000;
-    if (!woken || due) last_full = t;
+    if (!woken || due || asked) last_full = t;
     pthread_mutex_lock(&g_drain_mu);
-    if (g_recording.load(std::memory_order_relaxed)) drain_all(/*sealed_only=*/woken && !due);
+    if (asked) serve_request();
+    else if (g_recording.load(std::memory_order_relaxed)) drain_all(/*sealed_only=*/woken && !due);
     pthread_mutex_unlock(&g_drain_mu);
+    if (asked) {
+      g_served.store(asked_seq, std::memory_order_release);
+      futex_wake_all(&g_served);
+    }
   }
   return nullptr;
+}
+
+// Ask the writer for a drain (and the end of the file) and wait for it, `ms` at most.
+// Async-signal-safe. false: not done in time (the process goes on, or dies, without it).
+bool ask_writer(const char* end_reason, bool final, int64_t ms) {
+  if (end_reason) {
+    g_end_tid.store(t_state ? t_state->tid : int(syscall(SYS_gettid)), std::memory_order_relaxed);
+    g_end_final.store(final, std::memory_order_release);
+    g_end_reason.store(end_reason, std::memory_order_release);
+  }
+  uint32_t mine = g_asked.fetch_add(1, std::memory_order_acq_rel) + 1;
+  wake_writer();
+  const int64_t deadline = now_ns() + ms * 1000000;
+  for (;;) {
+    uint32_t done = g_served.load(std::memory_order_acquire);
+    if (int32_t(done - mine) >= 0) return true;
+    int64_t left = deadline - now_ns();
+    if (left <= 0) return false;
+    struct timespec rel = {time_t(left / 1000000000), long(left % 1000000000)};
+    futex(&g_served, FUTEX_WAIT_PRIVATE, done, &rel);
+  }
+}
+
+// No writer thread (it could not be started): the asking thread drains itself, giving up
+// rather than waiting long for the lock.
+void drain_here(const char* end_reason, bool final, int64_t ms) {
+  if (!lock_drain_bounded(ms)) return;
+  if (end_reason) {
+    drain_all();
+    end_file(end_reason, t_state ? t_state->tid : g_pid);
+    close_for(end_reason, final);
+  } else {
+    drain_all();
+  }
+  pthread_mutex_unlock(&g_drain_mu);
+}
+
+void sync_drain(const char* end_reason, bool final, int64_t ms) {
+  int saved = errno;
+  Guard g;
+  if (g_writer_running.load(std::memory_order_acquire)) ask_writer(end_reason, final, ms);
+  else drain_here(end_reason, final, ms);
+  errno = saved;
 }
 }  // namespace
 
 ThreadState* thread_state_create() {
   if (!g_recording.load(std::memory_order_relaxed) || t_guard > 1) return nullptr;
   Guard g;
-  // malloc + placement new: the library needs no C++ runtime (libstdc++ costs every traced
-  // process ~2M instructions of relocations at start-up)
-  auto* ts = new (malloc(sizeof(ThreadState))) ThreadState();
+  pthread_mutex_lock(&g_reg_mu);
+  void* mem = g_free_states;
+  if (mem) g_free_states = g_free_states->next;
+  pthread_mutex_unlock(&g_reg_mu);
+  if (!mem && !(mem = arena_alloc(sizeof(ThreadState)))) return nullptr;
+  auto* ts = new (mem) ThreadState();
   ts->tid = int32_t(syscall(SYS_gettid));
   ts->cur = ts->read = pool_take(0);
   if (!ts->cur) {
     ts->~ThreadState();
-    free(ts);
+    pthread_mutex_lock(&g_reg_mu);
+    ts->next = g_free_states;
+    g_free_states = ts;
+    pthread_mutex_unlock(&g_reg_mu);
     return nullptr;
   }
   pthread_mutex_lock(&g_reg_mu);
-  ts->next = g_threads;
-  g_threads = ts;
+  ts->next = g_threads.load(std::memory_order_relaxed);
+  g_threads.store(ts, std::memory_order_release);
   pthread_mutex_unlock(&g_reg_mu);
   pthread_setspecific(g_key, ts);
   t_state = ts;
@@ -360,45 +603,26 @@ void writer_init() {
 }
 
 void writer_start() {
-  g_stop = false;
   pthread_t th;
   pthread_attr_t attr;
   pthread_attr_init(&attr);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_attr_setstacksize(&attr, 256 << 10);
-  g_writer_running = pthread_create(&th, &attr, writer_main, nullptr) == 0;
+  g_writer_running.store(pthread_create(&th, &attr, writer_main, nullptr) == 0,
+                         std::memory_order_release);
   pthread_attr_destroy(&attr);
 }
 
-void flush_now(bool may_block) {
-  Guard g;
-  if (!lock_drain(may_block)) return;
-  drain_all();
+void writer_exec_failed() {
+  pthread_mutex_lock(&g_drain_mu);
+  g_exec_closed = false;
   pthread_mutex_unlock(&g_drain_mu);
 }
 
-void finish_file(const char* reason, bool may_block, bool final) {
-  Guard g;
-  if (!lock_drain(may_block)) return;
-  drain_all();
-  if (final) g_file_failed = true;  // ensure_file() opens nothing after the last file
-  if (g_sink.is_open()) {
-    Out o;
-    o.put("{\"ph\":\"M\",\"name\":\"iotrace_end\",\"pid\":");
-    o.i64(g_pid);
-    o.put(",\"tid\":");
-    o.i64(t_state ? t_state->tid : g_pid);
-    o.put(",\"args\":{\"events\":");
-    o.i64(int64_t(g_file_events));
-    o.put(",\"reason\":");
-    o.json_str(reason, strlen(reason));
-    o.put("}}]\n");
-    emit(o.p, o.n);
-    frame_write();
-    free(o.p);
-    g_sink.close();
-  }
-  pthread_mutex_unlock(&g_drain_mu);
+void flush_now(int64_t wait_ms) { sync_drain(nullptr, false, wait_ms); }
+
+void finish_file(const char* reason, bool final, int64_t wait_ms) {
+  sync_drain(reason, final, wait_ms);
 }
 
 void writer_prepare_fork() {
@@ -415,39 +639,46 @@ void writer_parent_after_fork() {
 
 void writer_child_after_fork() {
   // Only this thread exists now. What the parent had buffered is the parent's to write.
-  g_threads = nullptr;
+  g_threads.store(nullptr, std::memory_order_relaxed);
   if (ThreadState* ts = t_state) {
     ts->tid = int32_t(syscall(SYS_gettid));
-      ts->read = ts->cur;
+    ts->read = ts->cur;
     ts->pos = 0;
     ts->recorded = 0;
     ts->named = false;
     reset_buffer(ts->cur);
     ts->next = nullptr;
-    g_threads = ts;
+    g_threads.store(ts, std::memory_order_relaxed);
   }
+  g_give_later = nullptr;
   g_sink.abandon();
-  g_text = Out();
+  g_text.n = 0;  // its mapping is this process's own copy now
   g_compact.reset();
-  g_file_failed = false;
-  g_file_events = 0;
+  g_file_failed = g_exec_closed = false;
+  g_file_events = g_frame_events = 0;
+  g_frame_has_loss = false;
+  g_lost = g_lost_unsaid = g_drops_said = 0;
+  g_lost_errno = 0;
   g_written.store(0);
   g_dropped.store(0);
   g_recorded_dead.store(0);
+  g_asked.store(0);
+  g_served.store(0);
+  g_end_reason.store(nullptr);
+  messages_reset();
   pthread_mutex_init(&g_pool_mu, nullptr);
   pthread_mutex_init(&g_reg_mu, nullptr);
   pthread_mutex_init(&g_drain_mu, nullptr);
-  pthread_mutex_init(&g_wake_mu, nullptr);
-  pthread_cond_init(&g_wake, nullptr);
-  g_writer_running = false;
+  g_writer_running.store(false);
 }
 
 uint64_t events_written() { return g_written.load(std::memory_order_relaxed); }
 uint64_t events_dropped() { return g_dropped.load(std::memory_order_relaxed); }
 uint64_t events_recorded() {
+  Guard g;
   uint64_t n = g_recorded_dead.load(std::memory_order_relaxed);
   pthread_mutex_lock(&g_reg_mu);
-  for (ThreadState* t = g_threads; t; t = t->next) n += t->recorded;
+  for (ThreadState* t = g_threads.load(std::memory_order_relaxed); t; t = t->next) n += t->recorded;
   pthread_mutex_unlock(&g_reg_mu);
   return n;
 }

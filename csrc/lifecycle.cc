@@ -27,7 +27,6 @@ namespace iot {
 
 bool g_interposing = false;
 bool g_paused = false;
-bool g_signal_stand_in[kMaxSignal] = {};
 
 namespace {
 struct ProcessInfo {
@@ -44,12 +43,6 @@ struct ProcessInfo {
 pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
 bool g_started = false;
 std::atomic<bool> g_finished{false};
-char g_signal_reason[kMaxSignal][16];  // "signal:N", written before any handler can run
-
-void end_process(const char* reason, int64_t wait_ms);
-
-const int kFatalSignals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM,
-                             SIGHUP,  SIGQUIT, SIGXCPU, SIGXFSZ, SIGSYS, SIGUSR1, SIGUSR2};
 
 void read_identity() {
   struct utsname u;
@@ -98,42 +91,6 @@ void detect_python_worker() {
   }
 }
 
-// Everything here is async-signal-safe (the signal may have interrupted malloc, or a lock the
-// writer would need): the last drain is the writer's, asked for with atomics and a futex and
-// waited for kSignalWaitMs at most.
-void on_fatal_signal(int sig) {
-  int saved = errno;
-  end_process(g_signal_reason[sig], kSignalWaitMs);
-  errno = saved;
-  // SA_RESETHAND restored the default action; deliver the signal again to take it (tgkill:
-  // to this thread, as the kernel delivered it).
-  syscall(SYS_tgkill, syscall(SYS_getpid), syscall(SYS_gettid), sig);
-}
-
-void install_signal_handlers() {
-  for (int sig = 1; sig < kMaxSignal; sig++) {
-    char* r = g_signal_reason[sig];
-    memcpy(r, "signal:", 7);
-    r[7] = char('0' + sig / 10);
-    r[8] = char('0' + sig % 10);
-    r[9] = 0;
-    if (sig < 10) r[7] = char('0' + sig), r[8] = 0;
-  }
-  for (int sig : kFatalSignals) {
-    g_signal_stand_in[sig] = false;
-    struct sigaction old;
-    if (sigaction(sig, nullptr, &old) != 0 || old.sa_handler != SIG_DFL ||
-        (old.sa_flags & SA_SIGINFO))
-      continue;  // the program has its own handler (or ignores it): leave it alone
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_fatal_signal;
-    sa.sa_flags = SA_RESETHAND | SA_NODEFER | SA_RESTART;
-    sigemptyset(&sa.sa_mask);
-    if (sigaction(sig, &sa, nullptr) == 0) g_signal_stand_in[sig] = true;
-  }
-}
-
 void atfork_prepare() {
   KeepErrno keep;
   if (g_started) writer_prepare_fork();
@@ -158,15 +115,6 @@ void atfork_child() {
 }
 
 void at_exit() { before_exit_now("exit"); }
-
-// The last drain of the process: once, from whichever way out comes first. `reason` must stay
-// valid (a literal or static). Not in a vfork child: its memory and fds are the parent's, and
-// so is the trace.
-void end_process(const char* reason, int64_t wait_ms) {
-  if (!g_started || syscall(SYS_getpid) != g_pid || g_finished.exchange(true)) return;
-  g_recording.store(false);  // first: no flush may reopen a file after the last one closes
-  finish_file(reason, true, wait_ms);
-}
 
 void json_kv_str(Out& o, const char* k, const char* v) {
   o.ch('"');
@@ -277,7 +225,7 @@ bool core_start(bool preloaded) {
       pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
       atexit(at_exit);
       // Only preloaded: then interpose_signal.cc keeps the stand-in invisible to the program.
-      if (g_config.signals && preloaded) install_signal_handlers();
+      if (g_config.signals && preloaded) signals_install();
       g_recording.store(true);
       writer_start();
       g_started = true;
@@ -302,10 +250,19 @@ void after_failed_exec() {
   if (g_started && g_recording.load()) writer_exec_failed();
 }
 
+void end_process(const char* reason, int64_t wait_ms) {
+  // Not in a vfork child: its memory and fds are the parent's, and so is the trace.
+  if (!g_started || syscall(SYS_getpid) != g_pid || g_finished.exchange(true)) return;
+  g_recording.store(false);  // first: no flush may reopen a file after the last one closes
+  finish_file(reason, true, wait_ms);
+}
+
 void before_exit_now(const char* reason) {
   static char copy[64];  // the caller's string may not outlive a wait that gives up
   if (g_finished.load()) return;
-  snprintf(copy, sizeof copy, "%s", reason);
+  size_t n = strnlen(reason, sizeof copy - 1);  // no snprintf: _exit may come in a handler
+  memcpy(copy, reason, n);
+  copy[n] = 0;
   end_process(copy, kExitWaitMs);
 }
 

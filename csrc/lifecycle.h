@@ -10,10 +10,11 @@ bool core_start(bool preloaded);
 extern bool g_interposing;
 // iotrace_pause(): intercepted calls pass through unrecorded while set.
 extern bool g_paused;
-// Signals whose default action our flushing handler stands in for: the program is shown
-// SIG_DFL for them until it installs a handler of its own (interpose_signal.cc).
+// Signals that end the process by default get the tracer's flushing stand-in wherever the
+// program's disposition is SIG_DFL (interpose_signal.cc). Only preloaded: then the wrappers
+// keep the stand-in invisible to the program.
 constexpr int kMaxSignal = 65;
-extern bool g_signal_stand_in[kMaxSignal];
+void signals_install();
 // Before exec replaces the image: write everything and close the file. If exec fails, the next
 // flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
 void before_exec();
@@ -21,5 +22,8 @@ void before_exec();
 void after_failed_exec();
 // _exit/_Exit: flush and close; the process is about to vanish without atexit.
 void before_exit_now(const char* reason);
+// The last drain and the end of the trace, once per process, waiting `wait_ms` at most.
+// Async-signal-safe; `reason` must stay valid (a literal or a static string).
+void end_process(const char* reason, int64_t wait_ms);
 void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);
 }  // namespace iot

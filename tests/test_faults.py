@@ -7,11 +7,13 @@ import random
 import signal
 import stat
 import subprocess
+import sys
 import time
 
 import pytest
 
-from tracing import TraceSet, fresh_dir, read_trace_file, run_plain, tracer_env, trace_files
+from tracing import (TraceSet, fresh_dir, read_trace_file, run_plain, run_traced, trace_files,
+                     tracer_env)
 
 
 @pytest.fixture
@@ -110,3 +112,148 @@ def test_folders_and_files_are_not_world_writable_under_umask_0(tmp_path):
         assert stat.S_IMODE(os.stat(d).st_mode) == 0o755, d
     files = trace_files(out)
     assert files and all(stat.S_IMODE(os.stat(f).st_mode) == 0o644 for f in files)
+
+
+# -- signals: dispositions, exit statuses, and the trace kept --------------------------------
+
+IOTRACE = [sys.executable, "-m", "iotrace"]
+
+
+def _clean_env():
+    return {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
+
+
+@pytest.fixture
+def sig_cases(cprog):
+    return cprog("sig_cases.c", name="sig_cases")
+
+
+def test_run_gives_the_program_the_dispositions_it_has_untraced(sig_cases, tmp_path):
+    """`iotrace run` is a Python process, which ignores SIGPIPE and SIGXFSZ: the program must
+    still start with the dispositions and mask it has untraced, and an inherited SIG_IGN
+    (`trap '' INT`, as `nohup` or `cmd &` give) must stay."""
+    plain = run_plain([sig_cases, "report"])
+    traced = subprocess.run([*IOTRACE, "run", "-o", str(tmp_path / "t"), "--", sig_cases, "report"],
+                            env=_clean_env(), capture_output=True, text=True, timeout=60)
+    assert traced.returncode == 0, traced.stderr
+    assert traced.stdout == plain.stdout
+    assert "13 D\n" in plain.stdout and "25 D\n" in plain.stdout  # SIGPIPE, SIGXFSZ
+    script = "trap '' INT; exec \"$@\""
+    plain = run_plain(["sh", "-c", script, "sh", sig_cases, "report"])
+    traced = subprocess.run(["sh", "-c", script, "sh", *IOTRACE, "run", "-o", str(tmp_path / "u"), "--",
+                             sig_cases, "report"], env=_clean_env(), capture_output=True, text=True,
+                            timeout=60)
+    assert "2 I\n" in plain.stdout and traced.stdout == plain.stdout
+
+
+def test_yes_head_dies_of_sigpipe_as_untraced(tmp_path):
+    """`yes | head -1`: yes dies of SIGPIPE (status 141 in the shell), traced as untraced, and
+    its trace is ended by the signal."""
+    script = 'OUT="$1"; shift; "$@" yes | head -1; echo "status ${PIPESTATUS[0]}"'
+    plain = subprocess.run(["bash", "-c", script, "bash", str(tmp_path / "x"), "env"],
+                           env=_clean_env(), capture_output=True, text=True, timeout=60)
+    traced = subprocess.run(["bash", "-c", script, "bash", str(tmp_path / "x"), *IOTRACE, "run", "-o",
+                             str(tmp_path / "t"), "--"], env=_clean_env(), capture_output=True,
+                            text=True, timeout=60)
+    assert plain.stdout == "y\nstatus 141\n"
+    assert (traced.stdout, traced.stderr) == (plain.stdout, plain.stderr)
+    (f,) = TraceSet.load(tmp_path / "t").files
+    assert f.end is not None and f.end["reason"] == f"signal:{int(signal.SIGPIPE)}"
+
+
+def _death(exe, args, tmp_path, data_dir):
+    """Run a dying case untraced and traced: (untraced status, traced status, TraceSet)."""
+    plain = run_plain([exe, *args])
+    for name in ("a", "h"):
+        if (data_dir / name).exists():
+            (data_dir / name).unlink()
+    out = fresh_dir(tmp_path)
+    p = subprocess.run([exe, *args], env=tracer_env(out), capture_output=True, text=True, timeout=30)
+    return plain.returncode, p.returncode, TraceSet.load(out)
+
+
+def _writes(ts, data_dir, name):
+    return [e["name"] for e in ts.events(fname=str(data_dir / name))]
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGUSR1,
+                                 signal.SIGALRM, signal.SIGQUIT])
+def test_default_ending_signal_keeps_the_trace(sig_cases, tmp_path, data_dir, sig):
+    """Ctrl-C (SIGINT) and the other signals that end a process by default: the same status,
+    and every event recorded before the signal is in the trace, which the signal ends."""
+    plain, traced, ts = _death(sig_cases, ["kill", data_dir, str(int(sig))], tmp_path, data_dir)
+    assert plain == traced == -sig
+    (f,) = ts.files
+    assert f.end == {"events": len(f.records) - 1, "reason": f"signal:{int(sig)}"}
+    assert _writes(ts, data_dir, "a") == ["open", "write", "close"]
+
+
+@pytest.mark.parametrize("mode", ["resethand", "dfl-reraise"])
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGSEGV, signal.SIGINT])
+def test_handler_that_reraises_keeps_the_trace(sig_cases, tmp_path, data_dir, mode, sig):
+    """A crash reporter's handler: with SA_RESETHAND, or restoring SIG_DFL itself, it writes
+    and raises the signal again. The program dies of it as untraced, with every event of
+    before the signal and of the handler in the trace."""
+    plain, traced, ts = _death(sig_cases, [mode, data_dir, str(int(sig))], tmp_path, data_dir)
+    assert plain == traced == -sig
+    (f,) = ts.files
+    assert f.end == {"events": len(f.records) - 1, "reason": f"signal:{int(sig)}"}
+    assert _writes(ts, data_dir, "a") == ["open", "write", "close"]
+    assert _writes(ts, data_dir, "h") == ["open", "write", "close"]
+
+
+def test_abort_handler_that_returns_keeps_the_trace(sig_cases, tmp_path, data_dir):
+    """A SIGABRT handler that returns: abort() resets SIGABRT itself (glibc's own sigaction)
+    and raises it again. Dies of SIGABRT as untraced, the handler's write in the trace."""
+    plain, traced, ts = _death(sig_cases, ["abort-returns", data_dir], tmp_path, data_dir)
+    assert plain == traced == -signal.SIGABRT
+    (f,) = ts.files
+    assert f.end == {"events": len(f.records) - 1, "reason": f"signal:{int(signal.SIGABRT)}"}
+    assert _writes(ts, data_dir, "a") == ["open", "write", "close"]
+    assert _writes(ts, data_dir, "h") == ["open", "write", "close"]
+
+
+def test_sigaction_shows_the_programs_own_actions(sig_cases, tmp_path):
+    """What sigaction and signal return (a SA_RESETHAND handler before and after it ran,
+    signal()'s previous handler) is the same traced and untraced: the tracer's stand-ins and
+    trampolines stay invisible."""
+    plain = run_plain([sig_cases, "query"])
+    ts = run_traced([sig_cases, "query"], tmp_path)
+    assert plain.returncode == 0 and ts.stdout == plain.stdout
+    assert plain.stdout.splitlines() == [
+        "start DFL flags=", "installed on_nothing flags=RESETHAND,",
+        "after-delivery DFL flags=RESETHAND,",  # the kernel resets the handler, not the flags
+        "signal-returned DFL", "signal-returned on_nothing", "end DFL flags="]
+
+
+PY_WRITE = ("import os\n"
+            "fd = os.open({path!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+            "os.write(fd, b'abc'); os.close(fd)\n")
+
+
+def test_python_faulthandler_keeps_the_trace(tmp_path, data_dir):
+    """Python's faulthandler restores SIG_DFL in its handler and raises again: the process dies
+    of SIGSEGV with its trace ended by it."""
+    path = data_dir / "a"
+    code = "import faulthandler, os, signal\nfaulthandler.enable()\n" + PY_WRITE.format(path=str(path)) + \
+        "os.kill(os.getpid(), signal.SIGSEGV)\n"
+    plain = run_plain([sys.executable, "-c", code])
+    ts = run_traced([sys.executable, "-c", code], tmp_path, check=False)
+    assert plain.returncode == ts.returncode == -signal.SIGSEGV
+    assert "Fatal Python error" in ts.stderr
+    f = ts.files_of(ts.pid)[-1]
+    assert f.end is not None and f.end["reason"] == f"signal:{int(signal.SIGSEGV)}"
+    assert [e["name"] for e in ts.events(fname=str(path))] == ["open64", "write", "close"]
+
+
+def test_python_keyboard_interrupt_keeps_the_trace(tmp_path, data_dir):
+    """An uncaught KeyboardInterrupt: Python finalizes, sets SIG_DFL for SIGINT and kills
+    itself with it (status -2); the trace is ended by that SIGINT."""
+    path = data_dir / "a"
+    code = PY_WRITE.format(path=str(path)) + "raise KeyboardInterrupt\n"
+    plain = run_plain([sys.executable, "-c", code])
+    ts = run_traced([sys.executable, "-c", code], tmp_path, check=False)
+    assert plain.returncode == ts.returncode == -signal.SIGINT
+    f = ts.files_of(ts.pid)[-1]
+    assert f.end is not None and f.end["reason"] == f"signal:{int(signal.SIGINT)}"
+    assert [e["name"] for e in ts.events(fname=str(path))] == ["open64", "write", "close"]

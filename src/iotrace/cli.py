@@ -11,6 +11,21 @@ def _preload_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libiotrace.so")
 
 
+def _restore_signals() -> None:
+    """The dispositions the program would have had without us. The interpreter ignores
+    SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: `yes | head -1`
+    would then end with "Broken pipe" and status 1 instead of dying of SIGPIPE. They go back
+    to the default, as CPython's subprocess does for its children; SIGINT gets the default when
+    Python installed its handler (an inherited SIG_IGN, as `nohup` and `cmd &` give, stays)."""
+    import signal
+
+    for name in ("SIGPIPE", "SIGXFSZ", "SIGXFZ"):
+        if hasattr(signal, name):
+            signal.signal(getattr(signal, name), signal.SIG_DFL)
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -41,6 +56,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.verbose:
         print(f"iotrace: tracing {cmd[0]} into {env['IOTRACE_DIR']}", file=sys.stderr)
     exe = shutil.which(cmd[0], path=env.get("PATH")) or cmd[0]
+    _restore_signals()
     try:
         # exec: the program gets our pid, its exit status and signals reach the caller as they are
         os.execve(exe, cmd, env)

@@ -24,7 +24,7 @@ static long long now(void) {
   return t.tv_sec * 1000000000LL + t.tv_nsec;
 }
 
-static int rounds(int fd, long first, long n) {
+__attribute__((noinline)) static int rounds(int fd, long first, long n) {
   struct stat st;
   for (long i = first; i < first + n; i++) {
     off_t off = (off_t)((i * 7919) % NBLOCKS) * BLOCK;

@@ -1,5 +1,5 @@
-// The shape every wrapper shares: leave early when off or re-entered; otherwise clock, real
-// call, clock, record, errno restored. `fill` names the file and args and says whether the
+// The shape every wrapper shares: leave early when off or inside the tracer's own work;
+// otherwise clock, real call, clock, record, errno restored. `fill` names the file and args and says whether the
 // event passes the include/exclude filter.
 #pragma once
 #include <dlfcn.h>
@@ -56,19 +56,21 @@ inline bool passes(Str* file) { return file ? file->traced : g_trace_unnamed; }
 template <class R, class Call, class Fill>
 __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, Fill&& fill) {
   if (!on || t_guard) return call();
-  Guard guard;
   int64_t t0 = now_ticks();
-  R ret = call();
+  R ret = call();  // unguarded: a signal handler's calls in it are recorded (blocking reads...)
   int64_t t1 = now_ticks();
   int err = errno;
-  // Filled in place in the thread's buffer (committed only if it passes the filter); the
-  // fill runs even when the event is dropped, for its fd bookkeeping.
-  ThreadState* ts;
-  IoRec spare;
-  IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
-  IoRec& r = rec ? *rec : spare;
-  r.init(id, t0, t1);
-  if (fill(r, ret, err) && rec) commit(ts, sizeof(IoRec));
+  {
+    Guard guard;  // the tracer's own work: calls of a handler that lands here pass unrecorded
+    // Filled in place in the thread's buffer (committed only if it passes the filter); the
+    // fill runs even when the event is dropped, for its fd bookkeeping.
+    ThreadState* ts;
+    IoRec spare;
+    IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
+    IoRec& r = rec ? *rec : spare;
+    r.init(id, t0, t1);
+    if (fill(r, ret, err) && rec) commit(ts, sizeof(IoRec));
+  }
   errno = err;
   return ret;
 }

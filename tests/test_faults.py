@@ -257,3 +257,22 @@ def test_python_keyboard_interrupt_keeps_the_trace(tmp_path, data_dir):
     f = ts.files_of(ts.pid)[-1]
     assert f.end is not None and f.end["reason"] == f"signal:{int(signal.SIGINT)}"
     assert [e["name"] for e in ts.events(fname=str(path))] == ["open64", "write", "close"]
+
+
+def test_signal_handler_io_inside_a_traced_call_is_recorded(cprog, tmp_path, data_dir):
+    """A SIGALRM handler writes while the main thread blocks in a traced read: each of its
+    100 writes is recorded, inside the read's time span (the re-entrancy guard covers the
+    tracer's own work, not the real call)."""
+    exe = cprog("handler_io.c", name="handler_io")
+    ts = run_traced([exe, data_dir, "100"], tmp_path)
+    assert ts.stdout == "100\n"
+    log = str(data_dir / "log")
+    writes = ts.events(name="write", fname=log)
+    assert len(writes) == 100
+    assert [(e["args"]["size"], e["args"]["ret"], e["args"]["offset"]) for e in writes] == \
+        [(1, 1, i) for i in range(100)]
+    reads = [e for e in ts.events(name="read") if (e["fname"] or "").startswith("pipe:")]
+    assert [e["args"]["ret"] for e in reads] == [1, 1]
+    blocked = reads[1]
+    assert all(blocked["ts"] <= w["ts"] and w["ts"] + w["dur"] <= blocked["ts"] + blocked["dur"]
+               for w in writes)

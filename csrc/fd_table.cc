@@ -126,6 +126,22 @@ void fd_close(int fd) {
   if (e) release(e->file.exchange(nullptr, std::memory_order_acq_rel));
 }
 
+void fd_close_range(unsigned first, unsigned last) {
+  if (!g_top) return;
+  const unsigned top = kTop * unsigned(kChunk) - 1;
+  if (last > top) last = top;
+  for (unsigned fd = first; fd <= last;) {
+    Entry* c = g_top[fd >> kChunkBits].load(std::memory_order_acquire);
+    unsigned chunk_end = (fd | (kChunk - 1));
+    if (chunk_end > last) chunk_end = last;
+    if (c)
+      for (unsigned i = fd; i <= chunk_end; i++)
+        release(c[i & (kChunk - 1)].file.exchange(nullptr, std::memory_order_acq_rel));
+    if (chunk_end == top) break;
+    fd = chunk_end + 1;
+  }
+}
+
 OpenFile* fd_peek(int fd) {
   Entry* e = entry(fd, false);
   return e ? e->file.load(std::memory_order_acquire) : nullptr;

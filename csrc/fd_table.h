@@ -29,6 +29,8 @@ void fd_open(int fd, Str* path, int64_t offset);
 // newfd refers to the same open file as oldfd (dup, dup2, dup3, F_DUPFD).
 void fd_dup(int oldfd, int newfd);
 void fd_close(int fd);
+// close_range, closefrom: every fd in [first, last] is closed.
+void fd_close_range(unsigned first, unsigned last);
 // The entry of fd as it is, without learning an unknown fd (NULL then).
 OpenFile* fd_peek(int fd);
 // Before a close: the entry to forget after it (fd_closed), learned when the event needs its

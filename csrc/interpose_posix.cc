@@ -2,7 +2,10 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdarg.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/sendfile.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -125,6 +128,17 @@ REAL_FN(__open64_2, int (*)(const char*, int))
 REAL_FN(__openat_2, int (*)(int, const char*, int))
 REAL_FN(__openat64_2, int (*)(int, const char*, int))
 REAL_FN(close, int (*)(int))
+REAL_FN(close_range, int (*)(unsigned, unsigned, int))
+REAL_FN(closefrom, void (*)(int))
+REAL_FN(pipe, int (*)(int*))
+REAL_FN(pipe2, int (*)(int*, int))
+REAL_FN(socket, int (*)(int, int, int))
+REAL_FN(socketpair, int (*)(int, int, int, int*))
+REAL_FN(accept, int (*)(int, struct sockaddr*, socklen_t*))
+REAL_FN(accept4, int (*)(int, struct sockaddr*, socklen_t*, int))
+REAL_FN(memfd_create, int (*)(const char*, unsigned))
+REAL_FN(eventfd, int (*)(unsigned, int))
+REAL_FN(epoll_create1, int (*)(int))
 REAL_FN(read, ssize_t (*)(int, void*, size_t))
 REAL_FN(write, ssize_t (*)(int, const void*, size_t))
 REAL_FN(pread, ssize_t (*)(int, void*, size_t, off_t))
@@ -266,6 +280,59 @@ IOT_EXPORT int close(int fd) {
                        return true;
                      });
 }
+
+// close_range and closefrom close fds the table would otherwise keep: a pipe or socket that
+// gets one of their numbers later would be named after the old file.
+IOT_EXPORT int close_range(unsigned first, unsigned last, int flags) {
+  const bool closes = !(flags & CLOSE_RANGE_CLOEXEC);  // CLOEXEC only marks them for exec
+  return traced<int>(posix_on(), C_close_range, [&] { return real_close_range()(first, last, flags); },
+                     [&](IoRec& r, int ret, int err) {
+                       if (ret == 0 && closes) fd_close_range(first, last);
+                       if (!passes(nullptr)) return false;
+                       r.set_fd(first);
+                       r.set_fd2(last);
+                       r.set_flags(flags);
+                       set_result(r, ret, err);
+                       return true;
+                     });
+}
+IOT_EXPORT void closefrom(int low) {
+  traced<int>(posix_on(), C_closefrom, [&] { real_closefrom()(low); return 0; },
+              [&](IoRec& r, int, int) {
+                if (low >= 0) fd_close_range(unsigned(low), ~0U);
+                if (!passes(nullptr)) return false;
+                r.set_fd(low);
+                return true;
+              });
+}
+
+// Calls that make fds without naming a file: not recorded (docs/limits.md), but the numbers
+// they return are forgotten, so a number closed behind the tracer's back (a raw close
+// syscall) is learned afresh as the pipe or socket it now is.
+#define FD_MAKER(fn, params, args)                                                   \
+  IOT_EXPORT int fn params {                                                        \
+    int fd = real_##fn() args;                                                      \
+    if (fd >= 0 && g_recording.load(std::memory_order_relaxed) && !in_vfork_child()) fd_close(fd); \
+    return fd;                                                                      \
+  }
+FD_MAKER(socket, (int domain, int type, int proto), (domain, type, proto))
+FD_MAKER(accept, (int s, struct sockaddr* a, socklen_t* n), (s, a, n))
+FD_MAKER(accept4, (int s, struct sockaddr* a, socklen_t* n, int fl), (s, a, n, fl))
+FD_MAKER(memfd_create, (const char* name, unsigned fl), (name, fl))
+FD_MAKER(eventfd, (unsigned v, int fl), (v, fl))
+FD_MAKER(epoll_create1, (int fl), (fl))
+#define FD_PAIR_MAKER(fn, params, args)                                              \
+  IOT_EXPORT int fn params {                                                        \
+    int r = real_##fn() args;                                                       \
+    if (r == 0 && g_recording.load(std::memory_order_relaxed) && !in_vfork_child()) { \
+      fd_close(fds[0]);                                                             \
+      fd_close(fds[1]);                                                             \
+    }                                                                               \
+    return r;                                                                       \
+  }
+FD_PAIR_MAKER(pipe, (int fds[2]), (fds))
+FD_PAIR_MAKER(pipe2, (int fds[2], int fl), (fds, fl))
+FD_PAIR_MAKER(socketpair, (int d, int t, int p, int fds[2]), (d, t, p, fds))
 
 // --- data transfer -----------------------------------------------------------------------------
 

@@ -276,3 +276,33 @@ def test_signal_handler_io_inside_a_traced_call_is_recorded(cprog, tmp_path, dat
     blocked = reads[1]
     assert all(blocked["ts"] <= w["ts"] and w["ts"] + w["dur"] <= blocked["ts"] + blocked["dur"]
                for w in writes)
+
+
+@pytest.mark.parametrize("how", ["range", "from"])
+def test_close_range_then_pipe_names_the_pipe(cprog, tmp_path, data_dir, how):
+    """close_range(3, ~0U) or closefrom(3), then pipe(): the fds 3 and 4 are the pipe's, and
+    its write and read are named after it, not after the file fd 4 had before."""
+    exe = cprog("close_range.c", name="close_range")
+    ts = run_traced([exe, data_dir, how], tmp_path)
+    w = [e for e in ts.events(name="write") if e["args"]["fd"] == 4]
+    r = [e for e in ts.events(name="read") if e["args"]["fd"] == 3]
+    assert len(w) == len(r) == 1
+    assert w[0]["fname"].startswith("pipe:[") and w[0]["fname"] == r[0]["fname"]
+    assert (w[0]["args"]["size"], w[0]["args"]["ret"]) == (5, 5)
+    assert ts.count(fname=str(data_dir / "f")) == 3  # the two opens and the write
+    name = "close_range" if how == "range" else "closefrom"
+    (bulk,) = ts.events(name=name)
+    assert bulk["args"]["fd"] == 3 and (how == "from" or bulk["args"]["fd2"] == 2**32 - 1)
+
+
+def test_python_closerange_then_pipe_names_the_pipe(tmp_path, data_dir):
+    """Python's os.closerange (close_range underneath) keeps the fd table true as well."""
+    f = data_dir / "f"
+    code = (f"import os\nfd = os.open({str(f)!r}, os.O_WRONLY | os.O_CREAT)\n"
+            f"fd2 = os.open({str(f)!r}, os.O_RDONLY)\nos.write(fd, b'abc')\n"
+            "os.closerange(fd, 2**31 - 1)\nr, w = os.pipe()\nassert (r, w) == (fd, fd2)\n"
+            "os.write(w, b'hello')\nprint(r, w)\n")
+    ts = run_traced([sys.executable, "-c", code], tmp_path)
+    r, w = map(int, ts.stdout.split())
+    writes = [e for e in ts.events(name="write") if e["args"]["fd"] == w and e["args"]["size"] == 5]
+    assert len(writes) == 1 and writes[0]["fname"].startswith("pipe:[")

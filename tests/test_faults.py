@@ -306,3 +306,81 @@ def test_python_closerange_then_pipe_names_the_pipe(tmp_path, data_dir):
     r, w = map(int, ts.stdout.split())
     writes = [e for e in ts.events(name="write") if e["args"]["fd"] == w and e["args"]["size"] == 5]
     assert len(writes) == 1 and writes[0]["fname"].startswith("pipe:[")
+
+
+# -- what a trace lost, and where the tracer's words go ---------------------------------------
+
+def _run_on_small_tmpfs(cmd, env, tmp_path, size="192k"):
+    """Run `cmd` with `env` (its own environment) and its traces on a tmpfs of `size`,
+    mounted in a private mount namespace; copy the traces out before it goes. Returns the
+    CompletedProcess (the program's stdout, stderr, status) and the copied folder."""
+    mnt, out = tmp_path / "mnt", tmp_path / "copied"
+    mnt.mkdir()
+    out.mkdir()
+    script = ('mount -t tmpfs -o size="$1" none "$2" || exit 99; mnt="$2"; out="$3"; shift 3; '
+              '"$@"; rc=$?; cp -a "$mnt"/. "$out"/; exit $rc')
+    argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *map(str, cmd)]
+    for unshare in (["unshare", "--mount", "--propagation", "private"], ["unshare", "-rm"]):
+        p = subprocess.run([*unshare, "sh", "-c", script, "sh", size, str(mnt), str(out), *argv],
+                           capture_output=True, text=True, timeout=120)
+        if p.returncode != 99 and "unshare failed" not in p.stderr and "Operation not permitted" not in p.stderr:
+            return p, out
+    pytest.skip(f"cannot mount a tmpfs here (root or user namespaces needed): {p.stderr.strip()}")
+
+
+def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, data_dir):
+    """The trace folder fills up (ENOSPC on a 192 KiB tmpfs) while the program makes 400,000
+    calls: the program runs as untraced, the tracer says so once on stderr, the file holds
+    whole frames and counts what it lost, and the analyzer reports the loss."""
+    exe = cprog("many_preads.c", name="many_preads")
+    n = 400_000
+    env = tracer_env(tmp_path / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "20"}, base={"PATH": os.environ["PATH"]})
+    p, out = _run_on_small_tmpfs([exe, data_dir / "big", n], env, tmp_path)
+    assert (p.returncode, p.stdout) == (0, f"done {n}\n"), p.stderr
+    said = [line for line in p.stderr.splitlines() if line.startswith("iotrace:")]
+    assert len(said) == 1 and "No space left on device" in said[0], p.stderr
+    (f,) = [read_trace_file(x) for x in trace_files(out)]
+    assert not f.bad_lines
+    lost_records = [r for r in f.records if r.get("name") == "iotrace_lost"]
+    assert lost_records and all(r["args"]["reason"] == "No space left on device" for r in lost_records)
+    preads = sum(1 for e in f.events() if e["name"] == "pread")
+    assert f.end is not None and f.end["reason"] == "exit" and f.end["events"] == len(f.records) - 1
+    lost = f.end["lost"]
+    assert 0 < preads < n and preads + lost >= n
+    assert sum(r["args"]["events"] for r in lost_records) >= lost - 100
+    a = subprocess.run(["iotrace-analyze", str(out), "-q", "--summary", str(tmp_path / "s.json")],
+                       capture_output=True, text=True, timeout=120)
+    assert a.returncode == 0, a.stderr
+    import json
+    S = json.loads((tmp_path / "s.json").read_text())
+    rec = [r for r in S["damage"]["records"] if r["kind"] == "lost-events"]
+    assert rec and f"could not write {lost}" in rec[0]["detail"]
+    assert "No space left on device" in rec[0]["detail"]
+
+
+def test_tracer_messages_go_to_the_stderr_the_program_started_with(tmp_path, data_dir):
+    """The program makes fd 2 its data file; the tracer's message (here: no trace file can be
+    made) goes to the stderr the process started with, once, and never into the data."""
+    data = data_dir / "out.dat"
+    code = (f"import os\nfd = os.open({str(data)!r}, os.O_WRONLY | os.O_CREAT | os.O_TRUNC)\n"
+            "os.dup2(fd, 2)\nfor i in range(3):\n    os.write(2, b'data%d\\n' % i)\n")
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    ts = run_traced([sys.executable, "-c", code], tmp_path, trace_dir=not_a_dir / "traces")
+    assert data.read_bytes() == b"data0\ndata1\ndata2\n"
+    said = [line for line in ts.stderr.splitlines() if line.startswith("iotrace:")]
+    assert said == [f"iotrace: cannot create a trace file in {not_a_dir / 'traces'}: Not a directory "
+                    "(this process is not traced)"]
+
+
+def test_analyze_and_export_fail_when_nothing_could_be_read(tmp_path):
+    """Files that hold no readable line: both commands say so and exit non-zero."""
+    d = tmp_path / "t"
+    d.mkdir()
+    (d / "a-h-1.pfw.zst").write_bytes(os.urandom(3000))
+    (d / "b-h-2.pfw").write_text("not json\n")
+    a = subprocess.run(["iotrace-analyze", str(d), "-q"], capture_output=True, text=True, timeout=120)
+    assert a.returncode == 1 and "no event could be read from 2 file(s)" in a.stderr
+    e = subprocess.run([*IOTRACE, "export", str(d), "-o", str(tmp_path / "j.pftrace")],
+                       capture_output=True, text=True, timeout=120)
+    assert e.returncode == 1 and "no event could be read" in e.stderr

@@ -65,6 +65,10 @@ def main(argv: list[str] | None = None) -> int:
               file=sys.stderr)
         for r in d["records"][:10]:
             print(f"  {r['path']} @{r['offset']}: {r['kind']} {r['detail']}", file=sys.stderr)
+    if S["job"]["events"] + S["job"]["metadata_events"] == 0:
+        print(f"iotrace-analyze: error: no event could be read from {S['input']['files']} file(s)",
+              file=sys.stderr)
+        return 1
     return 0
 
 

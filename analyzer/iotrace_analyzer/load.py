@@ -137,6 +137,12 @@ def _metadata(path: str, meta: list[dict]):
         elif name == "iotrace_end":
             proc["end_reason"] = args.get("reason")
             proc["events_written"] = args.get("events")
+            proc["end_lost"] = int(args.get("lost") or 0) + int(args.get("dropped") or 0)
+        elif name == "iotrace_lost":  # events the tracer could not write, and why
+            proc["events_lost"] = proc.get("events_lost", 0) + int(args.get("events") or 0)
+            proc.setdefault("lost_reasons", [])
+            if args.get("reason") not in proc["lost_reasons"]:
+                proc["lost_reasons"].append(args.get("reason"))
     proc["trace_file"] = path
     return proc, threads, names, hosts
 
@@ -164,6 +170,11 @@ def finish_file(path: str, index: int, outs: list[ChunkOut], out_dir: str | None
     if isinstance(declared, int) and seen < declared:
         res.damage.append(Damage(path, -1, "lost-events",
                                  f"iotrace_end counts {declared} events, {seen} lines were read"))
+    lost = max(proc.get("events_lost", 0), proc.get("end_lost", 0))
+    if lost:
+        why = "; ".join(str(r) for r in proc.get("lost_reasons", [])) or "not written"
+        res.damage.append(Damage(path, -1, "lost-events",
+                                 f"the tracer could not write {lost} event lines: {why}"))
     hashes: set = set()
     if ev.num_rows:
         hashes = {h for h in pc.unique(ev.column("fhash")).to_pylist() if h is not None}

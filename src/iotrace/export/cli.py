@@ -113,6 +113,9 @@ def run_export(args: argparse.Namespace) -> int:
         left.append(f"{res.bad_lines} unreadable lines, {res.damaged} damaged places")
     if left:
         print("left out: " + "; ".join(left), file=sys.stderr)
+    if res.events == 0 and not (res.filtered or res.cut or res.described):
+        print("iotrace export: error: no event could be read", file=sys.stderr)
+        return 1
     return 1 if res.errors else 0
 
 

@@ -84,9 +84,10 @@ class ExportResult:
     damaged: int
     flows: int
     errors: list[str]
+    described: int = 0  # files with a process record (iotrace_process)
 
     def summary(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("output", "errors")}
+        return {k: v for k, v in self.__dict__.items() if k not in ("output", "errors", "described")}
 
 
 def output_format(path: str) -> str:
@@ -448,7 +449,8 @@ def _summarise(output: str, procs: list[Proc], results: list[FileResult],
         bad_lines=sum(r.bad_lines for r in results),
         damaged=sum(r.damaged for r in results),
         flows=len(outs & ins),
-        errors=[r.error for r in results if r.error])
+        errors=[r.error for r in results if r.error],
+        described=sum(1 for p in procs for f in p.files if f.info))
 
 
 def _notes(result: ExportResult, filt: EventFilter) -> list[dict]:

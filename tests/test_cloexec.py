@@ -59,7 +59,7 @@ int main(int argc, char** argv) {
   snprintf(sa, sizeof sa, "%d", alive);
   char* args[] = {argv[3], argv[1], sb, sg, sa, NULL};
   execv(argv[3], args);
-  dprintf(1, "execfailed %d %d\n", -1, errno);
+  say(1, "execfailed %d %d\n", -1, errno);
   CALL("readA", read(gone, buf, 3));
   return 1;
 }

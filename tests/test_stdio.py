@@ -96,3 +96,58 @@ def test_python_does_not_use_stdio(trace, data_dir):
     assert ts.count(cat="stdio") == 0
     assert ts.count("read", fname=f) == 2
     assert ts.count("open64", fname=f) == 1 and ts.count("close", fname=f) == 1
+
+
+F = "f.txt"  # 34 bytes: "n=42 abc\n" "00007|" "xy\n" "12 3.5 word\n" "zzzz"
+CHAR_CALLS = [  # (name, file, args) of the events on f.txt
+    ("fopen", F, dict(fd=3, ret=1)),
+    ("fprintf", F, dict(fd=3, offset=0, ret=9, bytes=9)),
+    ("vfprintf", F, dict(fd=3, offset=9, ret=6, bytes=6)),
+    ("fputc", F, dict(fd=3, offset=15, ret=ord("x"), bytes=1)),
+    ("putc", F, dict(fd=3, offset=16, ret=ord("y"), bytes=1)),
+    ("fputc_unlocked", F, dict(fd=3, offset=17, ret=ord("\n"), bytes=1)),
+    ("fputs_unlocked", F, dict(fd=3, size=12, offset=18, ret=1, bytes=12)),
+    ("fwrite_unlocked", F, dict(fd=3, size=4, offset=30, ret=2, bytes=4)),
+    ("fclose", F, dict(fd=3, ret=0)),
+    ("fopen", F, dict(fd=3, ret=1)),
+    ("fgetc", F, dict(fd=3, offset=0, ret=ord("n"), bytes=1)),
+    ("getc", F, dict(fd=3, offset=1, ret=ord("="), bytes=1)),
+    ("ungetc", F, dict(fd=3, offset=1, ret=ord("="))),
+    ("getc_unlocked", F, dict(fd=3, offset=1, ret=ord("="), bytes=1)),
+    ("__isoc99_fscanf", F, dict(fd=3, offset=2, ret=1, bytes=2)),  # glibc's C99 scanf names
+    ("__isoc99_vfscanf", F, dict(fd=3, offset=4, ret=1, bytes=4)),
+    ("fgets_unlocked", F, dict(fd=3, size=64, offset=8, ret=1, bytes=1)),
+    ("fread_unlocked", F, dict(fd=3, size=6, offset=9, ret=6, bytes=6)),
+    ("fgetc_unlocked", F, dict(fd=3, offset=15, ret=ord("x"), bytes=1)),
+    ("__isoc99_fscanf", F, dict(fd=3, offset=16, ret=3, bytes=13)),
+    ("fgetc", F, dict(fd=3, offset=29, ret=ord("\n"), bytes=1)),
+    ("fread", F, dict(fd=3, size=64, offset=30, ret=4, bytes=4)),
+    ("fgetc", F, dict(fd=3, offset=34, ret=-1, bytes=0)),
+    ("fclose", F, dict(fd=3, ret=0)),
+]
+
+
+def test_formatted_and_character_stdio_exact(cprog, trace, data_dir):
+    """fprintf, fputc, putc, fgetc, getc, ungetc, fscanf and their kin: one event each, with
+    the bytes moved and the stream position before them; the file's bytes add up."""
+    exe = cprog("stdio_chars.c", name="stdio_chars", flags=("-fno-builtin",))
+    (data_dir / "plain").mkdir()
+    plain = run_plain([exe, data_dir / "plain"], input="77\n")
+    ts = trace([exe, data_dir], input="77\n", flush_ms=60000)
+    assert plain.returncode == 0 and ts.stdout == plain.stdout
+    assert (data_dir / F).read_bytes() == b"n=42 abc\n00007|xy\n12 3.5 word\nzzzz"
+    got = [(e["name"], os.path.relpath(e["fname"], data_dir),
+            {k: v for k, v in e["args"].items() if k != "fhash"})
+           for e in ts.events(fname=data_dir / F)]
+    assert got == CHAR_CALLS
+    written = sum(a["bytes"] for n, _, a in CHAR_CALLS[:9] if "bytes" in a)
+    read = sum(a["bytes"] for n, _, a in CHAR_CALLS[9:] if "bytes" in a)
+    assert written == 34 and read == 34 + 1  # "=" is read again after ungetc
+    # stdout and stdin: the same calls on the process's own streams
+    out = [(e["name"], e["args"].get("fd"), e["args"].get("bytes"), e["args"].get("ret"))
+           for e in ts.events(name=["printf", "puts", "putchar", "dprintf", "__isoc99_scanf",
+                                    "getchar"])]
+    assert out == [("printf", 1, 6, 6), ("puts", 1, 5, 5), ("putchar", 1, 1, ord("!")),
+                   ("dprintf", 1, 5, 5), ("__isoc99_scanf", 0, 2, 1), ("getchar", 0, 1, ord("\n")),
+                   ("getchar", 0, 0, -1)]
+    assert all(e["cat"] == "stdio" for e in ts.events(name=[n for n, _, _ in CHAR_CALLS]))

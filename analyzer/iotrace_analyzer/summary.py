@@ -17,9 +17,16 @@ from .intervals import union_lengths
 
 IO_CATS = ("posix", "stdio")
 READ_CALLS = {"read", "pread", "pread64", "readv", "preadv", "preadv64", "preadv2", "fread",
-              "fgets", "getline", "getdelim"}
+              "fgets", "getline", "getdelim", "fgetc", "getc", "getchar", "fgetc_unlocked",
+              "getc_unlocked", "getchar_unlocked", "fgets_unlocked", "fread_unlocked", "fscanf",
+              "vfscanf", "scanf", "vscanf", "__isoc99_fscanf", "__isoc99_vfscanf",
+              "__isoc99_scanf", "__isoc99_vscanf"}
 WRITE_CALLS = {"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev64", "pwritev2",
-               "fwrite", "fputs", "copy_file_range", "sendfile", "sendfile64"}
+               "fwrite", "fputs", "copy_file_range", "sendfile", "sendfile64", "fprintf",
+               "vfprintf", "printf", "vprintf", "__fprintf_chk", "__vfprintf_chk", "__printf_chk",
+               "__vprintf_chk", "dprintf", "vdprintf", "fputc", "putc", "putchar",
+               "fputc_unlocked", "putc_unlocked", "putchar_unlocked", "puts", "fputs_unlocked",
+               "fwrite_unlocked"}
 DATA_CALLS = READ_CALLS | WRITE_CALLS
 # access-size histogram edges (bytes), as Darshan's
 SIZE_EDGES = [0, 100, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30]

@@ -39,24 +39,24 @@ int main(int argc, char** argv) {
   CALL("close", close(d3));
 
   void* m = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 0);
-  dprintf(1, "mmap %d %d\n", m != MAP_FAILED, m == MAP_FAILED ? errno : 777);
+  say(1, "mmap %d %d\n", m != MAP_FAILED, m == MAP_FAILED ? errno : 777);
   void* anon = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CALL("munmap", munmap(m, 4096));
   munmap(anon, 8192);                                          /* anonymous: not I/O */
   errno = 0;
   void* bad = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 3); /* EINVAL: unaligned offset */
-  dprintf(1, "mmap %d %d\n", bad != MAP_FAILED, errno);
+  say(1, "mmap %d %d\n", bad != MAP_FAILED, errno);
   CALL("close", close(fd));
 
   DIR* d = opendir(".");
-  dprintf(1, "opendir %d 777\n", d != NULL);
+  say(1, "opendir %d 777\n", d != NULL);
   int entries = 0;
   while (readdir(d)) entries++;
-  dprintf(1, "entries %d 777\n", entries);
+  say(1, "entries %d 777\n", entries);
   CALL("closedir", closedir(d));
   errno = 0;
   d = opendir("nope");
-  dprintf(1, "opendir %d %d\n", d != NULL, errno);
+  say(1, "opendir %d %d\n", d != NULL, errno);
 
   CALL("chdir", chdir("sub"));
   fd = CALL("open", open("../rel.txt", O_RDONLY));

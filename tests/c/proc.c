@@ -51,11 +51,11 @@ int main(int argc, char** argv) {
     }
     int status = 0;
     waitpid(pid, &status, 0);
-    dprintf(1, "child %d %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
+    say(1, "child %d %d\n", (int)pid, WIFEXITED(status) ? WEXITSTATUS(status) : -1);
     write_file("parent2", 1, 30);
   } else if (!strcmp(mode, "wait")) {
     write_file("k", 5, 10);
-    dprintf(1, "ready\n");
+    say(1, "ready\n");
     for (;;) pause();
   } else if (!strcmp(mode, "segv")) {
     write_file("s", 3, 7);
@@ -64,7 +64,7 @@ int main(int argc, char** argv) {
     write_file("before", 1, 11);
     char* args[] = {argv[3], "after", argv[2], NULL};
     execv(argv[3], args);
-    dprintf(1, "exec failed %d\n", errno);
+    say(1, "exec failed %d\n", errno);
     return 1;
   } else if (!strcmp(mode, "after")) {
     write_file("after", 2, 12);

@@ -140,6 +140,7 @@ int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
 
 void CompactBuilder::finish(Out& out, int pid, int res) {
   static_assert(kColumns == kCompactColumns, "writer and renderer columns differ");
+  static_assert(1 + C_COUNT < kSpanRow, "a call's kind byte would collide with the span row's");
   out.put(kCompactMagic, 4);
   out.ch(char(kCompactVersion));
   out.uvar(uint64_t(pid));

@@ -1,7 +1,10 @@
 #include "config.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace iot {
 
@@ -58,6 +61,20 @@ void config_from_env(Config& c) {
   c.enable = env_bool("IOTRACE_ENABLE", true);
   if (const char* d = getenv("IOTRACE_DIR"); d && *d) {
     strncpy(c.dir, d, sizeof c.dir - 1);
+  }
+  if (c.dir[0] != '/') {
+    // Made absolute once, here, and passed on: a program that chdirs, and its exec'd
+    // children, would otherwise scatter traces over every folder they run in.
+    char cwd[sizeof c.dir], abs[sizeof c.dir];
+    const char* rel = c.dir;
+    while (rel[0] == '.' && rel[1] == '/') rel += 2;
+    if (strcmp(rel, ".") == 0) rel = "";
+    if (syscall(SYS_getcwd, cwd, sizeof cwd) > 0 &&
+        snprintf(abs, sizeof abs, "%s%s%s", cwd, strcmp(cwd, "/") && *rel ? "/" : "", rel) <
+            int(sizeof abs)) {
+      memcpy(c.dir, abs, sizeof abs);
+      setenv("IOTRACE_DIR", c.dir, 1);
+    }
   }
   if (const char* n = getenv("IOTRACE_NAME"); n && *n) strncpy(c.name, n, sizeof c.name - 1);
   config_set_prefixes(c, true, getenv("IOTRACE_INCLUDE"));

@@ -384,3 +384,69 @@ def test_analyze_and_export_fail_when_nothing_could_be_read(tmp_path):
     e = subprocess.run([*IOTRACE, "export", str(d), "-o", str(tmp_path / "j.pftrace")],
                        capture_output=True, text=True, timeout=120)
     assert e.returncode == 1 and "no event could be read" in e.stderr
+
+
+# -- what the tracer cannot see, said before running; one trace folder ------------------------
+
+def test_run_says_when_it_cannot_trace_a_static_or_setuid_program(tmp_path):
+    """A statically linked program (no loader to preload with), a script run by one, and a
+    setuid program (the loader's secure mode drops LD_PRELOAD): `iotrace run` says so before
+    running, then runs it with its own exit status."""
+    from tracing import c_compiler
+
+    cc = c_compiler()
+    if not cc:
+        pytest.skip("no C compiler")
+    src = tmp_path / "st.c"
+    src.write_text("int main(void) { return 3; }\n")
+    static = tmp_path / "static_prog"
+    r = subprocess.run([cc, "-static", "-o", str(static), str(src)], capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"no static libc to link with: {r.stderr.strip()[:200]}")
+    script = tmp_path / "script"
+    script.write_text(f"#!{static}\n")
+    script.chmod(0o755)
+    for prog, head in ((static, f"{static} is statically linked"),
+                       (script, f"{script} runs under {static}, and {static} is statically linked")):
+        out = tmp_path / f"t-{prog.name}"
+        p = subprocess.run([*IOTRACE, "run", "-o", str(out), "--", str(prog)], env=_clean_env(),
+                           capture_output=True, text=True, timeout=60)
+        assert p.returncode == 3
+        assert p.stderr == f"iotrace run: {head}: LD_PRELOAD cannot reach its calls; it runs untraced " \
+                           "(docs/limits.md)\n"
+        assert trace_files(out) == []
+    # a dynamically linked program: no word
+    p = subprocess.run([*IOTRACE, "run", "-o", str(tmp_path / "t"), "--", "true"], env=_clean_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stderr) == (0, "") and len(trace_files(tmp_path / "t")) == 1
+    if os.getuid() != 0:
+        return  # making a setuid program of another user needs root
+    suid = tmp_path / "suid_true"
+    import shutil
+
+    suid.write_bytes(open(shutil.which("true"), "rb").read())
+    os.chown(suid, 65534, -1)
+    suid.chmod(0o4755)
+    tmp_path.chmod(0o755)
+    out = tmp_path / "t-suid"
+    p = subprocess.run([*IOTRACE, "run", "-o", str(out), "--", str(suid)], env=_clean_env(),
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0
+    assert p.stderr == f"iotrace run: {suid} is setuid: the dynamic loader ignores LD_PRELOAD for it; " \
+                       "it runs untraced (docs/limits.md)\n"
+    assert trace_files(out) == []
+
+
+def test_relative_trace_folder_stays_one_folder(tmp_path):
+    """IOTRACE_DIR=traces (relative, as in `mpirun -x IOTRACE_DIR=traces`): made absolute at
+    the first traced process; a program that chdirs and its exec'd children write there too."""
+    (tmp_path / "sub").mkdir()
+    env = tracer_env("traces")
+    p = subprocess.run(["sh", "-c", "cd sub && sh -c 'cat /dev/null; exec true'"], env=env,
+                       cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert not (tmp_path / "sub" / "traces").exists()
+    ts = TraceSet.load(tmp_path / "traces")
+    exes = [os.path.basename(f.header["exe"]) for f in ts.files]
+    assert exes.count("cat") == 1 and exes.count("true") == 1  # the child's and the exec'd image's
+    assert {f.header["cmdline"][0] for f in ts.files} >= {"sh", "cat", "true"}

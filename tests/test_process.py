@@ -321,7 +321,7 @@ def test_process_metadata(proc, trace, data_dir):
     (f,) = ts.files
     m = f.header
     assert m == {
-        "version": 3, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
+        "version": 4, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
         "ppid": os.getpid(), "exe": os.path.realpath(proc),
         "cmdline": [proc, "after", str(data_dir)], "wall_ns": m["wall_ns"], "mono_ns": m["mono_ns"],
         "resolution_ns": 1, "role": "main", "ranks": ranks,

@@ -11,6 +11,76 @@ def _preload_path() -> str:
     return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libiotrace.so")
 
 
+def _elf_interpreter(path: str) -> bytes | None:
+    """PT_INTERP of an ELF executable (b"" when it has none: statically linked), None when the
+    file is not ELF."""
+    import struct
+
+    with open(path, "rb") as f:
+        head = f.read(64)
+        if head[:4] != b"\x7fELF" or len(head) < 52:
+            return None
+        is64, little = head[4] == 2, head[5] == 1
+        e = "<" if little else ">"
+        if is64:
+            phoff, = struct.unpack_from(e + "Q", head, 32)
+            phentsize, phnum = struct.unpack_from(e + "HH", head, 54)
+        else:
+            phoff, = struct.unpack_from(e + "I", head, 28)
+            phentsize, phnum = struct.unpack_from(e + "HH", head, 42)
+        f.seek(phoff)
+        table = f.read(phentsize * phnum)
+    for i in range(phnum):
+        entry = table[i * phentsize:(i + 1) * phentsize]
+        if len(entry) < 4 or struct.unpack_from(e + "I", entry, 0)[0] != 3:  # PT_INTERP
+            continue
+        off, size = (struct.unpack_from(e + "Q", entry, 8)[0], struct.unpack_from(e + "Q", entry, 32)[0]) \
+            if is64 else (struct.unpack_from(e + "I", entry, 4)[0], struct.unpack_from(e + "I", entry, 16)[0])
+        with open(path, "rb") as f:
+            f.seek(off)
+            return f.read(size).rstrip(b"\0") or b"?"
+    return b""
+
+
+def untraceable(exe: str, path_var: str | None, depth: int = 0) -> str | None:
+    """Why LD_PRELOAD cannot trace `exe`, or None when it can (as far as the file tells):
+    a statically linked executable has no dynamic loader to preload with; a setuid, setgid or
+    file-capability program runs in the loader's secure mode, which drops LD_PRELOAD. A script
+    is judged by its interpreter."""
+    import stat as st
+
+    try:
+        info = os.stat(exe)
+        interp = _elf_interpreter(exe)
+        if interp is None:
+            with open(exe, "rb") as f:
+                first = f.readline(512)
+    except OSError:
+        return None  # exec will say what is wrong
+    if info.st_mode & st.S_ISUID and info.st_uid != os.getuid():
+        return f"{exe} is setuid: the dynamic loader ignores LD_PRELOAD for it"
+    if info.st_mode & st.S_ISGID and info.st_gid != os.getgid() and info.st_gid not in os.getgroups():
+        return f"{exe} is setgid: the dynamic loader ignores LD_PRELOAD for it"
+    if os.getuid() != 0:
+        try:
+            os.getxattr(exe, "security.capability")
+            return f"{exe} has file capabilities: the dynamic loader ignores LD_PRELOAD for it"
+        except OSError:
+            pass
+    if interp == b"":
+        return f"{exe} is statically linked: LD_PRELOAD cannot reach its calls"
+    if interp is None and first.startswith(b"#!") and depth < 2:
+        words = first[2:].split()
+        if not words:
+            return None
+        prog = os.fsdecode(words[0])
+        if os.path.basename(prog) == "env" and len(words) > 1 and not words[1].startswith(b"-"):
+            prog = shutil.which(os.fsdecode(words[1]), path=path_var) or prog
+        why = untraceable(prog, path_var, depth + 1)
+        return f"{exe} runs under {prog}, and {why}" if why else None
+    return None
+
+
 def _restore_signals() -> None:
     """The dispositions the program would have had without us. The interpreter ignores
     SIGPIPE and SIGXFSZ, and an ignored signal stays ignored across exec: `yes | head -1`
@@ -56,6 +126,9 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if args.verbose:
         print(f"iotrace: tracing {cmd[0]} into {env['IOTRACE_DIR']}", file=sys.stderr)
     exe = shutil.which(cmd[0], path=env.get("PATH")) or cmd[0]
+    why = untraceable(exe, env.get("PATH"))
+    if why:
+        print(f"iotrace run: {why}; it runs untraced (docs/limits.md)", file=sys.stderr)
     _restore_signals()
     try:
         # exec: the program gets our pid, its exit status and signals reach the caller as they are

@@ -202,18 +202,8 @@ void Sink::close() {
   open_ = false;
 }
 
-void Sink::discard() {
-  if (!open_) return;
-  if (zs_live_) deflateEnd(&zs_);
-  zs_live_ = false;
-  if (fd_ >= 0) syscall(SYS_close, fd_);
-  fd_ = -1;
-  open_ = false;
-  struct stat st;  // only the file we created, not whatever may stand at its path now
-  if (syscall(SYS_newfstatat, AT_FDCWD, path_, &st, AT_SYMLINK_NOFOLLOW) == 0 &&
-      uint64_t(st.st_dev) == dev_ && uint64_t(st.st_ino) == ino_)
-    syscall(SYS_unlinkat, AT_FDCWD, path_, 0);
-  path_[0] = 0;
+void Sink::restart() {
+  if (comp_ == Compression::gzip && zs_live_) deflateReset(&zs_);
 }
 
 void Sink::abandon() {

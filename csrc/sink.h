@@ -33,9 +33,9 @@ class Sink {
   bool write(const char* text, size_t n);
   // Finish the stream (gzip trailer) and close.
   void close();
-  // Close and remove a file that holds nothing yet (its first frame was lost): the next
-  // open() starts it again with its header.
-  void discard();
+  // The file holds nothing (its first frame was lost): the stream starts again (gzip: its
+  // header went with that frame).
+  void restart();
   // Forget the file without touching it (fork child: the parent's file is not ours).
   void abandon();
   const char* path() const { return path_; }

@@ -214,6 +214,15 @@ void emit_loss_record() {
   g_frame_has_loss = true;
 }
 
+void begin_file();
+
+// FH lines and thread names are written once per generation (a file, or what follows a lost
+// frame of it).
+void new_generation() {
+  g_gen++;
+  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
+}
+
 // The frame being built: JSON text, or compact rows. A full frame is written at once. A
 // frame that cannot be written is counted as lost and told in the next frame that can.
 void frame_write() {
@@ -254,10 +263,12 @@ void frame_write() {
              "; events are being lost (the trace counts them: iotrace_lost)");
   }
   // The lost frame may have held the first FH line of a file or a thread's name: the next
-  // frames write them again. A file that holds nothing yet is started again, header first.
-  g_gen++;
-  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
-  if (g_sink.size() == 0) g_sink.discard();
+  // frames write them again. A file that holds nothing yet starts again, header first.
+  new_generation();
+  if (g_sink.size() == 0) {
+    g_sink.restart();
+    begin_file();
+  }
 }
 
 void frame_cut_if_full() {
@@ -290,9 +301,14 @@ bool ensure_file() {
              " (this process is not traced)");
     return false;
   }
-  g_gen++;
+  begin_file();
+  return true;
+}
+
+// The start of a file's text, `[` and the process's header lines, into the (empty) frame.
+void begin_file() {
+  new_generation();
   g_file_events = g_frame_events = 0;
-  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
   char buf[4096];
   Out head(buf, sizeof buf);
   EncodeCtx ctx{g_pid, g_gen, ClockMap()};
@@ -303,7 +319,6 @@ bool ensure_file() {
   g_frame_events += lines - 1;  // the "[" line is not an event
   emit(head.p, head.n);
   head.release();
-  return true;
 }
 
 // The kernel's name of a thread (comm); a thread that has ended left its name in ts->name.

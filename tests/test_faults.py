@@ -328,13 +328,17 @@ def _run_on_small_tmpfs(cmd, env, tmp_path, size="192k"):
     pytest.skip(f"cannot mount a tmpfs here (root or user namespaces needed): {p.stderr.strip()}")
 
 
-def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, data_dir):
+@pytest.mark.parametrize("form", ["default", "json", "gzip"])
+def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, data_dir, form):
     """The trace folder fills up (ENOSPC on a 192 KiB tmpfs) while the program makes 400,000
     calls: the program runs as untraced, the tracer says so once on stderr, the file holds
-    whole frames and counts what it lost, and the analyzer reports the loss."""
+    whole frames (a lost first frame included: the header is written again) and counts what
+    it lost, and the analyzer reports the loss. In each form of trace."""
     exe = cprog("many_preads.c", name="many_preads")
     n = 400_000
-    env = tracer_env(tmp_path / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "20"}, base={"PATH": os.environ["PATH"]})
+    extra = {"json": {"IOTRACE_FORMAT": "json"}, "gzip": {"IOTRACE_COMPRESSION": "gzip"}}.get(form, {})
+    env = tracer_env(tmp_path / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "20", **extra},
+                     base={"PATH": os.environ["PATH"]})
     p, out = _run_on_small_tmpfs([exe, data_dir / "big", n], env, tmp_path)
     assert (p.returncode, p.stdout) == (0, f"done {n}\n"), p.stderr
     said = [line for line in p.stderr.splitlines() if line.startswith("iotrace:")]

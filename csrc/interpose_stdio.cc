@@ -167,6 +167,29 @@ static auto items_xfer(FILE* fp, size_t size, size_t n) {
   };
 }
 
+// fputs and kin write a string of `len` bytes (EOF on error); fgets and kin read a line into
+// a buffer of `n` (NULL at the end or on error).
+static auto string_xfer(int64_t len) {
+  return [len](IoRec& r, OpenFile* f, int ret, int err) {
+    int64_t bytes = ret >= 0 ? len : 0;
+    r.set_size(len);
+    r.set_pos(fd_advance(f, bytes));
+    r.set_ret(ret);
+    r.set_bytes(bytes);
+    if (ret == EOF) r.set_errno(err);
+  };
+}
+static auto line_xfer(FILE* fp, int n) {
+  return [fp, n](IoRec& r, OpenFile* f, char* ret, int err) {
+    int64_t bytes = ret ? int64_t(strlen(ret)) : 0;
+    r.set_size(n);
+    r.set_pos(fd_advance(f, bytes));
+    r.set_ret(ret != nullptr);
+    r.set_bytes(bytes);
+    if (!ret && ferror_unlocked(fp)) r.set_errno(err);
+  };
+}
+
 IOT_EXPORT size_t fread(void* buf, size_t size, size_t n, FILE* fp) {
   return on_stream<size_t>(C_fread, fp, [&] { return real_fread()(buf, size, n, fp); },
                            items_xfer(fp, size, n));
@@ -176,27 +199,11 @@ IOT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
                            items_xfer(fp, size, n));
 }
 IOT_EXPORT char* fgets(char* s, int n, FILE* fp) {
-  return on_stream<char*>(C_fgets, fp, [&] { return real_fgets()(s, n, fp); },
-                          [&](IoRec& r, OpenFile* f, char* ret, int err) {
-                            int64_t bytes = ret ? int64_t(strlen(ret)) : 0;
-                            r.set_size(n);
-                            r.set_pos(fd_advance(f, bytes));
-                            r.set_ret(ret != nullptr);
-                            r.set_bytes(bytes);
-                            if (!ret && ferror_unlocked(fp)) r.set_errno(err);
-                          });
+  return on_stream<char*>(C_fgets, fp, [&] { return real_fgets()(s, n, fp); }, line_xfer(fp, n));
 }
 IOT_EXPORT int fputs(const char* s, FILE* fp) {
   return on_stream<int>(C_fputs, fp, [&] { return real_fputs()(s, fp); },
-                        [&](IoRec& r, OpenFile* f, int ret, int err) {
-                          int64_t len = int64_t(strlen(s));
-                          int64_t bytes = ret >= 0 ? len : 0;
-                          r.set_size(len);
-                          r.set_pos(fd_advance(f, bytes));
-                          r.set_ret(ret);
-                          r.set_bytes(bytes);
-                          if (ret == EOF) r.set_errno(err);
-                        });
+                        string_xfer(int64_t(strlen(s))));
 }
 #define FSEEK(fn, id, offT)                                                                     \
   IOT_EXPORT int fn(FILE* fp, offT off, int whence) {                                           \
@@ -401,27 +408,11 @@ IOT_EXPORT int putchar_unlocked(int c) {
 }
 IOT_EXPORT int puts(const char* s) {
   return on_stream<int>(C_puts, stdout, [&] { return real_puts()(s); },
-                        [&](IoRec& r, OpenFile* f, int ret, int err) {
-                          int64_t len = int64_t(strlen(s)) + 1;  // and the newline
-                          int64_t bytes = ret >= 0 ? len : 0;
-                          r.set_size(len);
-                          r.set_pos(fd_advance(f, bytes));
-                          r.set_ret(ret);
-                          r.set_bytes(bytes);
-                          if (ret == EOF) r.set_errno(err);
-                        });
+                        string_xfer(int64_t(strlen(s)) + 1));  // and the newline
 }
 IOT_EXPORT int fputs_unlocked(const char* s, FILE* fp) {
   return on_stream<int>(C_fputs_unlocked, fp, [&] { return real_fputs_unlocked()(s, fp); },
-                        [&](IoRec& r, OpenFile* f, int ret, int err) {
-                          int64_t len = int64_t(strlen(s));
-                          int64_t bytes = ret >= 0 ? len : 0;
-                          r.set_size(len);
-                          r.set_pos(fd_advance(f, bytes));
-                          r.set_ret(ret);
-                          r.set_bytes(bytes);
-                          if (ret == EOF) r.set_errno(err);
-                        });
+                        string_xfer(int64_t(strlen(s))));
 }
 IOT_EXPORT size_t fwrite_unlocked(const void* buf, size_t size, size_t n, FILE* fp) {
   return on_stream<size_t>(C_fwrite_unlocked, fp, [&] { return real_fwrite_unlocked()(buf, size, n, fp); },
@@ -455,14 +446,7 @@ IOT_EXPORT int ungetc(int c, FILE* fp) {
 }
 IOT_EXPORT char* fgets_unlocked(char* s, int n, FILE* fp) {
   return on_stream<char*>(C_fgets_unlocked, fp, [&] { return real_fgets_unlocked()(s, n, fp); },
-                          [&](IoRec& r, OpenFile* f, char* ret, int err) {
-                            int64_t bytes = ret ? int64_t(strlen(ret)) : 0;
-                            r.set_size(n);
-                            r.set_pos(fd_advance(f, bytes));
-                            r.set_ret(ret != nullptr);
-                            r.set_bytes(bytes);
-                            if (!ret && ferror_unlocked(fp)) r.set_errno(err);
-                          });
+                          line_xfer(fp, n));
 }
 IOT_EXPORT size_t fread_unlocked(void* buf, size_t size, size_t n, FILE* fp) {
   return on_stream<size_t>(C_fread_unlocked, fp, [&] { return real_fread_unlocked()(buf, size, n, fp); },

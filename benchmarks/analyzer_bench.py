@@ -1,15 +1,22 @@
-"""Benchmark of iotrace-analyze: time to Parquet + summary, and peak memory.
+"""Benchmark of iotrace-analyze: time to Parquet + summary, and peak memory, on the shapes
+jobs have.
 
-Generates traces of N events spread over many processes, then runs
-`python -m iotrace_analyzer TRACES -o OUT -q` in a fresh process and reports the wall time
-from process start to summary written and the peak RSS of that process and its children
-(Dask workers included), sampled every 20 ms.
+Runs `python -m iotrace_analyzer TRACES -o OUT -q` in a fresh process and reports the wall
+time from process start to summary written and the peak RSS of that process and its children
+(Dask workers included), sampled every 20 ms. No warm-up run: the first analysis after an
+install pays whatever it pays (a compile cache, imports) in the first figure.
+
+Shapes (--shapes, each `shape:events`):
+  spread:N   N events over 16 processes per million (16..64), as a job of many ranks
+  one:N      N events in one process, one thread, one trace (a training rank, a DLIO reader)
+  many:N     5000 processes of N/5000 events each (5001 files), as an MD workflow of short tasks
 
 Traces come from the real tracer: benchmarks/gen_events.c (lseek + pread of 1 byte in a loop,
 forked processes) run under LD_PRELOAD=$(iotrace preload-path). When the tracer is not
 installed, the documented format is written directly (say so in the output).
 
-usage: python benchmarks/analyzer_bench.py [--events 1e6,1e7] [--procs 16] [--keep DIR]
+usage: python benchmarks/analyzer_bench.py [--shapes spread:1e6,spread:1e7,one:1e7,many:1e6]
+                                           [--keep DIR]
 """
 
 from __future__ import annotations
@@ -110,10 +117,14 @@ def run_analyzer(traces: str, out: str, extra: list[str]) -> tuple[float, float,
         return wall, cpu, peak, json.load(f)
 
 
+def procs_of(shape: str, n: int) -> int:
+    return {"spread": min(64, max(16, n // 1_000_000 * 16)), "one": 1, "many": 5000}[shape]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--events", default="1e6,1e7", help="comma-separated event counts")
-    ap.add_argument("--procs", type=int, default=0, help="processes (default: 16 per 1M, 16..64)")
+    ap.add_argument("--shapes", default="spread:1e6,spread:1e7,one:1e7,many:1e6",
+                    help="comma-separated shape:events (spread, one, many)")
     ap.add_argument("--keep", help="folder for the generated traces (reused when present)")
     ap.add_argument("--direct", action="store_true", help="write the format directly, without the tracer")
     ap.add_argument("--analyzer-args", default="", help="extra arguments for iotrace-analyze")
@@ -124,15 +135,11 @@ def main() -> None:
           f"{psutil.virtual_memory().total / 2**30:.0f} GiB")
     base = args.keep or tempfile.mkdtemp(prefix="iotrace-bench-")
     try:
-        # warm-up on a tiny trace: compiles the numba scanner into its cache once per install
-        tiny = os.path.join(base, "warmup")
-        if not os.path.isdir(tiny):
-            os.makedirs(tiny)
-            generate_direct(1000, 1, tiny)
-        run_analyzer(tiny, os.path.join(base, "out-warmup"), [])
-        for n in [int(float(x)) for x in args.events.split(",")]:
-            procs = args.procs or min(64, max(16, n // 1_000_000 * 4))
-            traces = os.path.join(base, f"traces-{n}")
+        for item in args.shapes.split(","):
+            shape, n = item.split(":")
+            n = int(float(n))
+            procs = procs_of(shape, n)
+            traces = os.path.join(base, f"traces-{shape}-{n}")
             if not os.path.isdir(traces) or not os.listdir(traces):
                 os.makedirs(traces, exist_ok=True)
                 t = time.perf_counter()
@@ -146,7 +153,7 @@ def main() -> None:
             load = os.getloadavg()[0]
             wall, cpu, peak, S = run_analyzer(traces, out, args.analyzer_args.split())
             stored = S["input"]["stored_bytes"]
-            print(f"{S['job']['events']:>12,} events  {S['input']['files']:>4} files  "
+            print(f"{shape:<6} {S['job']['events']:>12,} events  {S['input']['files']:>5} files  "
                   f"{stored / 2**20:8.1f} MiB stored  engine {S['input']['engine']:<5}  "
                   f"{wall:6.2f} s to Parquet + summary  ({S['job']['events'] / wall / 1e6:4.2f} M events/s)  "
                   f"CPU {cpu:6.2f} s  peak RSS {peak / 2**30:5.2f} GiB  "

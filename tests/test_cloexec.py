@@ -1,7 +1,7 @@
 """fds across exec: what the exec'd image's trace says about the fds it inherited, the ones the
 kernel closed (O_CLOEXEC, F_SETFD FD_CLOEXEC, dup3 O_CLOEXEC) and a freed number opened again.
 
-The tracer keeps no fd bookkeeping across exec (csrc/fd_table.h): the new image starts with an
+The tracer keeps no fd bookkeeping across exec (csrc/core/fd_table.h): the new image starts with an
 empty table and learns an inherited fd from /proc/self/fd the first time it is used.  An fd the
 kernel closed has no /proc entry: a call on it names no file (no `fhash`, docs/trace-format.md)
 and is recorded only when no IOTRACE_INCLUDE is set (docs/configuration.md: with include,

@@ -42,9 +42,9 @@ WORKLOAD_COUNTS = {
 }
 WORKLOAD_SIZE = sum(1000 + 37 * i for i in range(16))  # a.bin after the 16 writes: 20440 B
 MANY_FILES, MANY_PER_FILE = 360, 400  # tests/c/compact_many.c: 145,082 events
-FRAME_ROWS = 65536  # rows per compact frame (csrc/writer.cc kCompactRows)
+FRAME_ROWS = 65536  # rows per compact frame (csrc/output/writer.cc kCompactRows)
 RESOLUTIONS = {"ns": 1, "10ns": 10, "100ns": 100, "us": 1000}
-CLOCK_SLACK_NS = 50  # TSC -> CLOCK_MONOTONIC mapping error (csrc/clock.cc: ~10 ns)
+CLOCK_SLACK_NS = 50  # TSC -> CLOCK_MONOTONIC mapping error (csrc/core/clock.cc: ~10 ns)
 
 
 # -- helpers ---------------------------------------------------------------------------------
@@ -83,7 +83,7 @@ def render(content: bytes) -> bytes:
 
 
 def block_header(content: bytes) -> dict:
-    """The header of a compact block (csrc/compact.cc finish): pid, res, rows, the 16 column
+    """The header of a compact block (csrc/format/compact.cc finish): pid, res, rows, the 16 column
     lengths, and where the columns start."""
     assert content[:5] == b"IOTC\x01"
     vals, i = [], 5

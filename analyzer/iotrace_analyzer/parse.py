@@ -1,6 +1,6 @@
 """Columnar parsing of trace text into a pyarrow Table, without a Python loop per event.
 
-Fast path (the tracer's own X events, in the fixed key order of csrc/encoder.cc): the
+Fast path (the tracer's own X events, in the fixed key order of csrc/format/encoder.cc): the
 compiled one-pass scanner of scan.py parses the numbers of each line and interns its strings
 into a small pool; string columns become dictionary arrays over that pool.
 

@@ -1,6 +1,6 @@
 """One-pass byte scanner for the tracer's own X event lines (compiled with numba).
 
-Our writer (csrc/encoder.cc) emits `{"ph":"X","name":N,"cat":C,"pid":P,"tid":T,"ts":TS,
+Our writer (csrc/format/encoder.cc) emits `{"ph":"X","name":N,"cat":C,"pid":P,"tid":T,"ts":TS,
 "dur":D,"args":{...}}` with I/O args in the fixed order of IO_KEYS. The scanner walks each
 line once, checks that layout and records where each field is and what each number is.
 Any line that does not fit (metadata, instants, escapes, DFTracer, damage) is flagged for

@@ -1,6 +1,6 @@
 """Helpers that write small traces exactly as the tracer writes them (docs/trace-format.md).
 
-Event lines follow csrc/encoder.cc byte for byte: fixed key order, ts/dur in µs with three
+Event lines follow csrc/format/encoder.cc byte for byte: fixed key order, ts/dur in µs with three
 decimals, one event per line ending in `,`, the `iotrace_end` line ending in `]`.
 """
 

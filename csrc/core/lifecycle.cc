@@ -224,7 +224,7 @@ bool core_start(bool preloaded) {
       writer_init();
       pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
       atexit(at_exit);
-      // Only preloaded: then interpose_signal.cc keeps the stand-in invisible to the program.
+      // Only preloaded: then interpose/signal.cc keeps the stand-in invisible to the program.
       if (g_config.signals && preloaded) signals_install();
       g_recording.store(true);
       writer_start();

@@ -15,7 +15,7 @@
 
 #define IOT_EXPORT extern "C" __attribute__((visibility("default")))
 
-// Set by the vfork stand-in (interpose_process.cc) in the calling thread just before the real
+// Set by the vfork stand-in (interpose/process.cc) in the calling thread just before the real
 // vfork. The child then runs on this thread's memory until it execs or exits, and must neither
 // record nor touch the tracer's tables (they are the parent's); the parent clears it on its
 // next intercepted call. C linkage: the stand-in is a few instructions of assembly.

@@ -11,7 +11,7 @@ extern bool g_interposing;
 // iotrace_pause(): intercepted calls pass through unrecorded while set.
 extern bool g_paused;
 // Signals that end the process by default get the tracer's flushing stand-in wherever the
-// program's disposition is SIG_DFL (interpose_signal.cc). Only preloaded: then the wrappers
+// program's disposition is SIG_DFL (interpose/signal.cc). Only preloaded: then the wrappers
 // keep the stand-in invisible to the program.
 constexpr int kMaxSignal = 65;
 void signals_install();

@@ -22,7 +22,7 @@ import tracing
 from tracing import TraceSet, compile_c, decompress, fnv1a_hex, read_trace_file, run_traced, tracer_env
 
 ROOT = Path(__file__).resolve().parent.parent
-CALLS = dict(re.findall(r"CALL\((\w+), (\w+)\)", (ROOT / "csrc" / "format" / "calls.def").read_text()))
+CALLS = dict(re.findall(r"CALL\(\d+, (\w+), (\w+), \w+\)", (ROOT / "csrc" / "format" / "calls.def").read_text()))
 IO_KEYS = ["fhash", "fhash2", "fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode"]
 X_KEYS = ["ph", "name", "cat", "pid", "tid", "ts", "dur", "args"]
 M_KEYS = ["ph", "name", "pid", "tid", "args"]

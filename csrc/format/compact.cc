@@ -275,7 +275,7 @@ bool compact_render(const char* data, size_t n, Out& out) {
       if (ok) encode_span_line(out, l, ctx);
       continue;
     }
-    if (kind - 1 >= C_COUNT) { ok = false; break; }
+    if (kind - 1 >= C_COUNT || !kCalls.name[kind - 1]) { ok = false; break; }
     IoRec r;
     memset(&r, 0, sizeof r);
     r.h.call = uint16_t(kind - 1);

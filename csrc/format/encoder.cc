@@ -7,17 +7,6 @@
 
 namespace iot {
 
-const char* const kCallNames[C_COUNT] = {
-#define CALL(id, cat) #id,
-#include "calls.def"
-#undef CALL
-};
-const char* const kCallCats[C_COUNT] = {
-#define CALL(id, cat) #cat,
-#include "calls.def"
-#undef CALL
-};
-
 namespace {
 // "00".."99": integers are written two digits at a time.
 struct Digits {
@@ -186,8 +175,8 @@ static void io_prefix(Out& o, IoPrefixCache& c, uint16_t call, int tid, const En
   if (!c.len[call]) {
     char buf[256];
     Out t(buf, sizeof buf);
-    const char* name = kCallNames[call];
-    const char* cat = kCallCats[call];
+    const char* name = kCalls.name[call];
+    const char* cat = kCalls.cat[call];
     head(t, 'X', name, strlen(name), true, cat, strlen(cat), ctx, tid);
     t.put(",\"ts\":");
     if (t.n <= sizeof c.text[0]) {

@@ -8,12 +8,42 @@
 
 namespace iot {
 
+// Calls by their number in calls.def (stable across versions: the compact form stores it).
 enum CallId : uint16_t {
-#define CALL(id, cat) C_##id,
+#define CALL(num, id, cat, family) C_##id = num,
 #include "calls.def"
 #undef CALL
-  C_COUNT
 };
+
+// The call table: name, category and family by number; numbers without a call have NULLs.
+constexpr uint16_t kCallNumbers[] = {
+#define CALL(num, id, cat, family) num,
+#include "calls.def"
+#undef CALL
+};
+constexpr int call_count() {
+  int n = 0;
+  for (uint16_t c : kCallNumbers) n = c + 1 > n ? c + 1 : n;
+  return n;
+}
+constexpr int C_COUNT = call_count();  // one past the highest number
+struct CallTable {
+  const char* name[C_COUNT];
+  const char* cat[C_COUNT];
+  const char* family[C_COUNT];
+  bool unique = true;  // no number given twice
+  constexpr CallTable() : name(), cat(), family() {
+#define CALL(num, id, cat_, family_) \
+  unique = unique && !name[num];     \
+  name[num] = #id;                   \
+  cat[num] = #cat_;                  \
+  family[num] = #family_;
+#include "calls.def"
+#undef CALL
+  }
+};
+constexpr CallTable kCalls;
+static_assert(kCalls.unique, "calls.def gives a number to two calls");
 
 enum RecKind : uint16_t {
   R_IO = 1,    // an intercepted call: IoRec
@@ -90,7 +120,5 @@ struct MarkRec {
 
 inline uint32_t rec_align(uint32_t n) { return (n + 7u) & ~7u; }
 
-extern const char* const kCallNames[C_COUNT];
-extern const char* const kCallCats[C_COUNT];
 
 }  // namespace iot

@@ -18,6 +18,36 @@ constexpr int kCompactVersion = 1;
 constexpr int kCompactColumns = 16;
 constexpr uint8_t kSpanRow = 255;  // the kind of a Python / C API complete event
 
+// --- the rules both halves apply -------------------------------------------------------------
+
+inline uint64_t zz(int64_t v) { return (uint64_t(v) << 1) ^ uint64_t(v >> 63); }
+inline int64_t unzz(uint64_t u) { return int64_t(u >> 1) ^ -int64_t(u & 1); }
+inline int64_t wrap_sub(int64_t a, int64_t b) { return int64_t(uint64_t(a) - uint64_t(b)); }
+inline int64_t wrap_add(int64_t a, int64_t b) { return int64_t(uint64_t(a) + uint64_t(b)); }
+
+constexpr int kFdSlots = 1024;
+
+// What the next offset on an fd is expected to be: where the last transfer on it ended, or
+// where an lseek put it. Writer and readers apply the same rule to the same rows.
+inline bool is_seek(uint16_t call) { return call == C_lseek || call == C_lseek64; }
+
+struct FdPositions {
+  int64_t* pos;
+  bool* known;
+  int64_t expect(const IoRec& r) const {
+    if (!(r.fields & F_FD) || r.fd < 0 || r.fd >= kFdSlots || !known[r.fd]) return 0;
+    return pos[r.fd];
+  }
+  void update(const IoRec& r) {
+    if (!(r.fields & F_FD) || r.fd < 0 || r.fd >= kFdSlots || !(r.fields & F_RET)) return;
+    if (is_seek(r.h.call)) {
+      if (r.ret >= 0) pos[r.fd] = r.ret, known[r.fd] = true;
+    } else if ((r.fields & F_OFFSET) && r.ret > 0) {
+      pos[r.fd] = wrap_add(r.offset, r.ret), known[r.fd] = true;
+    }
+  }
+};
+
 // Writer side: rows are added in file order, then serialised as one frame's content. Its
 // all-zero state is an empty frame, so the process-wide builder needs no initialisation.
 class CompactBuilder {

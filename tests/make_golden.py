@@ -40,6 +40,7 @@ import gzip
 import importlib.util
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -287,14 +288,11 @@ def find_dftracer(spec: str | None = None) -> dict | None:
                     if (pkg / d / "libdftracer_preload.so").exists()), None)
     if preload is None:
         return None
-    libdirs = [pkg / "lib", pkg / "lib64", pkg.parent / "dftracer.libs"]
-    version = ""
+    libdirs = [pkg / "lib", pkg.parent / "dftracer.libs"]  # as the package's own launcher sets it
     vfile = pkg / "_version.py"
-    if vfile.exists():
-        for line in vfile.read_text().splitlines():
-            if line.split("=")[0].strip() in ("__version__", "version") and "=" in line:
-                version = line.split("=", 1)[1].strip().strip("'\"")
-                break
+    m = re.search(r"^__version__\b[^'\"\n]*['\"]([^'\"]+)['\"]", vfile.read_text(), re.M) \
+        if vfile.exists() else None
+    version = m.group(1) if m else ""
     return {"pkg": pkg, "version": version, "preload": preload,
             "ld_library_path": ":".join(str(d) for d in libdirs if d.is_dir())}
 

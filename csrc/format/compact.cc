@@ -136,7 +136,7 @@ struct JsonRows {
   void begin(int64_t pid, int64_t) {
     cache = static_cast<IoPrefixCache*>(malloc(sizeof(IoPrefixCache)));
     new (cache) IoPrefixCache();
-    ctx = EncodeCtx{int(pid), 1, ClockMap()};
+    ctx = EncodeCtx{int(pid), 1, ClockMap(), 1};
   }
   void text(const char* p, size_t n) { out.put(p, n); }
   void span(const SpanLine& l) { encode_span_line(out, l, ctx); }

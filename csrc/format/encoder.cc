@@ -1,6 +1,5 @@
 #include "encoder.h"
 
-#include "config.h"
 #include "json_escape.h"
 #include "sysmem.h"
 
@@ -114,10 +113,7 @@ int64_t to_units(int64_t ns, int res) {
   return ns >= 0 ? (ns + res / 2) / res : -((res / 2 - ns) / res);
 }
 
-static void put_ts(Out& o, int64_t ns) {
-  const int res = g_config.res_ns;
-  o.usec(to_units(ns, res), res);
-}
+static void put_ts(Out& o, int64_t ns, int res) { o.usec(to_units(ns, res), res); }
 
 // `"ts":` is already written: the start, then `,"dur":` and the duration, both in units.
 static void put_ts_dur_units(Out& o, int64_t start, int64_t dur, int res) {
@@ -220,7 +216,7 @@ void encode_io_line(Out& o, IoPrefixCache& cache, const IoRec* r, const IoTimes&
 
 // A record's start and duration (ticks) → start and dur in units of IOTRACE_RESOLUTION.
 static void unit_times(int64_t start, int64_t dur, const EncodeCtx& ctx, int64_t* s, int64_t* d) {
-  const int res = g_config.res_ns;
+  const int res = ctx.res;
   const int64_t start_ns = ctx.clk.ns(start);
   *s = to_units(start_ns, res);
   *d = to_units(start_ns + ctx.clk.dur(dur), res) - *s;
@@ -229,7 +225,7 @@ static void unit_times(int64_t start, int64_t dur, const EncodeCtx& ctx, int64_t
 IoTimes io_times(const IoRec* r, const EncodeCtx& ctx) {
   IoTimes t;
   unit_times(r->start, r->dur, ctx, &t.start, &t.dur);
-  t.res = g_config.res_ns;
+  t.res = ctx.res;
   t.fh = (r->fields & F_FHASH) ? r->file->hash : 0;
   t.fh2 = (r->fields & F_FHASH2) ? r->file2->hash : 0;
   return t;
@@ -268,7 +264,7 @@ SpanLine span_line(const SpanRec* r, int tid, const EncodeCtx& ctx) {
   l.args_len = r->args_len;
   l.tid = r->tid ? r->tid : tid;
   unit_times(r->start, r->dur, ctx, &l.start, &l.dur);
-  l.res = g_config.res_ns;
+  l.res = ctx.res;
   return l;
 }
 
@@ -293,7 +289,7 @@ static int encode_mark(Out& o, const MarkRec* r, int tid, const EncodeCtx& ctx) 
   o.i64(tid);
   if (r->ph != 'M') {
     o.put(",\"ts\":");
-    put_ts(o, ctx.clk.ns(r->ts));
+    put_ts(o, ctx.clk.ns(r->ts), ctx.res);
   }
   if (r->ph == 'i') o.put(",\"s\":\"t\"");
   o.put(",\"args\":{");

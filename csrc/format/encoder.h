@@ -46,6 +46,7 @@ struct EncodeCtx {
   int pid;
   uint32_t gen;   // file generation: FH lines are written once per (path, gen)
   ClockMap clk;   // record ticks → CLOCK_MONOTONIC ns, for this drain
+  int res = 1;    // ns per unit of the written times (IOTRACE_RESOLUTION)
 };
 
 // Times in units of IOTRACE_RESOLUTION (`res` ns), rounded to nearest. An event's start and end

@@ -311,7 +311,7 @@ void begin_file() {
   g_file_events = g_frame_events = 0;
   char buf[4096];
   Out head(buf, sizeof buf);
-  EncodeCtx ctx{g_pid, g_gen, ClockMap()};
+  EncodeCtx ctx{g_pid, g_gen, ClockMap(), g_config.res_ns};
   head.put("[\n");
   write_process_header(head, ctx);
   uint64_t lines = 0;
@@ -401,11 +401,11 @@ void drain_all(bool sealed_only = false) {
   if (!ensure_file()) {
     // No file: consume and count as dropped so memory does not grow.
     for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
-      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap()}, false, /*discard=*/true);
+      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap(), g_config.res_ns}, false, /*discard=*/true);
     unlink_ended_threads();
     return;
   }
-  EncodeCtx ctx{g_pid, g_gen, clock_calibrate()};
+  EncodeCtx ctx{g_pid, g_gen, clock_calibrate(), g_config.res_ns};
   for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) {
     if (ctx.gen != g_gen) ctx.gen = g_gen;  // a lost frame started a new generation
     drain_thread(t, ctx, sealed_only);

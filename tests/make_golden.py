@@ -78,7 +78,7 @@ def compile_workload(build_dir: str | os.PathLike = BUILD_DIR) -> Path:
     build_dir = Path(build_dir)
     build_dir.mkdir(parents=True, exist_ok=True)
     exe = build_dir / "workload"
-    cmd = [cc, "-O0", "-U_FORTIFY_SOURCE", "-D_GNU_SOURCE", "-pthread", "-o", str(exe),
+    cmd = [cc, "-O0", "-fno-builtin", "-U_FORTIFY_SOURCE", "-D_GNU_SOURCE", "-pthread", "-o", str(exe),
            str(WORKLOAD_SRC), "-ldl"]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
@@ -410,7 +410,9 @@ def main(argv=None) -> int:
         report.append(make_iotrace_set(args.old_lib, exe, 3, regenerate))
     report.append(make_iotrace_set(iotrace.preload_path(), exe, None, regenerate))
     dft = find_dftracer(args.dftracer)
-    if dft is None:
+    if _has_traces(GOLDEN / "dftracer2") and "dftracer2" not in regenerate:
+        report.append("dftracer2: kept (exists; --regenerate dftracer2 to overwrite)")
+    elif dft is None:
         msg = "dftracer2: skipped (no dftracer package found; --dftracer PATH)"
         if "dftracer2" in regenerate or args.dftracer:
             print("make_golden: " + msg, file=sys.stderr)

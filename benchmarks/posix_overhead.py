@@ -58,7 +58,7 @@ def run(exe: str, data: str, rounds: int, env: dict | None) -> tuple[int, int, f
 
 def count_events(path: str) -> int:
     """Event lines of a trace file, either form (a compact one is rendered back to its lines)."""
-    from iotrace_analyzer import reader
+    from iotrace_format import reader
 
     return sum(block.count(b"\n") for block in reader.iter_blocks(path)) - 1  # minus "["
 

@@ -53,7 +53,7 @@ def per_call(calls: int, env: dict) -> tuple[float, float]:
 
 def bytes_per_event(folder: str) -> float:
     """Bytes on disk per event line of every trace file under `folder`, either form."""
-    from iotrace_analyzer import reader
+    from iotrace_format import reader
 
     files = reader.find_traces([folder])
     lines = sum(sum(b.count(b"\n") for b in reader.iter_blocks(f)) - 1 for f in files)  # minus "["

@@ -31,8 +31,8 @@ import zstandard
 
 import tracing
 from tracing import TraceSet, parse_report, run_traced, uvarint
-from iotrace import _core
-from iotrace_analyzer import reader
+from iotrace_format import _native
+from iotrace_format import reader
 
 # tests/c/compact_workload.c: events per call name (it prints one report line per call)
 WORKLOAD_COUNTS = {
@@ -77,7 +77,7 @@ def frames(raw: bytes) -> list[tuple[int, int, bytes]]:
 
 def render(content: bytes) -> bytes:
     """The JSON lines of an undamaged compact frame."""
-    text, damaged = _core.compact_to_json(content)
+    text, damaged = _native.compact_to_json(content)
     assert not damaged
     return text
 
@@ -509,7 +509,7 @@ def test_damaged_compact_block_renders_up_to_the_damage(many, tmp_path):
     kinds = content[h["columns_at"]:h["columns_at"] + h["lens"][0]]
     io_rows_before = sum(1 for b in kinds[:k] if b != 0)
     content[h["columns_at"] + k] = 0xFF
-    partial, damaged = _core.compact_to_json(bytes(content))
+    partial, damaged = _native.compact_to_json(bytes(content))
     assert damaged
     assert texts[1].startswith(partial) and partial.endswith(b"\n")
     assert partial.count(b"\n") == k and partial.count(b'"ph":"X"') == io_rows_before
@@ -561,14 +561,14 @@ def test_cut_raw_block_frames_anywhere(workload, tmp_path):
 
 FUZZ = r"""
 import random, sys
-from iotrace import _core
+from iotrace_format import _native
 
 small, big = open(sys.argv[1], "rb").read(), open(sys.argv[2], "rb").read()
 rng = random.Random(20261122)
 seen = {"none": 0, "damaged": 0, "clean": 0}
 
 def check(data, full=None):
-    r = _core.compact_to_json(bytes(data))
+    r = _native.compact_to_json(bytes(data))
     if r is None:
         assert len(data) < 4 or data[:4] != b"IOTC", data[:8]
         seen["none"] += 1

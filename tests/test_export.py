@@ -11,7 +11,6 @@ import zlib
 
 import pytest
 
-import perfetto_imports  # noqa: F401  (makes iotrace.export importable)
 import perfetto_job
 from perfetto_tp import load_trace, require_trace_processor
 from tracing import uvarint

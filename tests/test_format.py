@@ -191,7 +191,7 @@ def test_file_names(workload):
 
 def test_compression_forms(workload):
     kind, ts = workload
-    from iotrace import _core
+    from iotrace_format import _native
 
     for f in ts.files:
         raw = Path(f.path).read_bytes()
@@ -205,7 +205,7 @@ def test_compression_forms(workload):
                 rest = obj.unused_data
                 if kind == "compact":  # a block of columns, rendered on its own
                     assert content[:5] == b"IOTC\x01"
-                    content, damaged = _core.compact_to_json(content)
+                    content, damaged = _native.compact_to_json(content)
                     assert not damaged
                 texts.append(content)
             assert b"".join(texts).decode() == f.text

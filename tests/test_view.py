@@ -8,7 +8,6 @@ import threading
 
 import pytest
 
-import perfetto_imports  # noqa: F401  (makes iotrace.view importable)
 
 from iotrace import view as view_mod
 from iotrace.view import TraceServer, find_local_ui, ui_link

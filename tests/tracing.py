@@ -105,7 +105,7 @@ def compact_frames_text(raw: bytes) -> list[bytes]:
     """The JSON text of each whole, undamaged frame of a compact trace, in order."""
     import zstandard
 
-    from iotrace import _core
+    from iotrace_format import _native
 
     out = []
     while raw:
@@ -116,7 +116,7 @@ def compact_frames_text(raw: bytes) -> list[bytes]:
             break
         if not d.eof:
             break  # cut off
-        rendered = _core.compact_to_json(content)
+        rendered = _native.compact_to_json(content)
         if rendered is None or rendered[1]:
             break
         out.append(rendered[0])

@@ -10,7 +10,7 @@ import time
 
 from . import report
 from .load import Options, analyze
-from .reader import TraceInputError
+from iotrace_format.reader import TraceInputError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -1,45 +1,53 @@
-"""Orchestration: plan chunks, parse them in parallel (threads in-process for small inputs,
-Dask for big ones or an existing cluster), finish each file (names, Parquet part, partial
-summary) where its chunks were parsed, and bring back only the small partials."""
+"""Orchestration: group the trace files into tasks, run the tasks in parallel (threads
+in-process for small inputs, Dask for big ones or an existing cluster), and bring back only
+small partials.
+
+A task reads whole files, each as a stream of blocks decoded straight to columns
+(iotrace_format.reader.iter_batches): blocks are gathered into segments of about a million
+events, each segment is summarized into the task's partial and written to Parquet, and then
+dropped. Memory therefore stays bounded whatever the size of one file (one process of a
+training job can hold billions of events), and a process's figures are exact because all its
+events pass through one task. Small files (short processes: an MD workflow runs thousands)
+are read together by one task, as one segment: the cost per file is a few calls, not a
+pipeline. Parquet is written by a thread of the task's own while the next segment decodes.
+"""
 
 from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
+import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+from iotrace_format.reader import Damage, find_traces, iter_batches
 
 from . import parquet, summary
-from .parse import PADDING, parse_block
-from .reader import Chunk, Damage, find_traces, iter_blocks, plan_chunks
 
-CHUNK_BYTES = 4 << 20  # stored bytes per chunk (zstd frames / plain lines)
-PARSE_BYTES = 32 << 20  # text parsed at a time inside a chunk (bounds memory for gzip)
-# Inputs estimated below this many events are analyzed in-process by threads. Measured on the
-# 2-core machine: a 2-worker LocalCluster costs ~2 s to start and ~30% more CPU per event
-# (worker imports, transfers), so threads win up to ~10-20M events.
-LOCAL_EVENTS = 20_000_000
-_EXPANSION = {"zstd": 14.0, "gzip": 8.0, "plain": 1.0}  # text/stored, measured on our writer's output
-_EXPANSION_COMPACT = 80.0  # .iotc.zst: ~1.5 stored bytes per I/O event, more with Python events
-_BYTES_PER_EVENT = 170
-
+SEGMENT_ROWS = 1 << 20  # events summarized and written at a time
+GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of about this many events
+SMALL_FILE_BYTES = 1 << 20  # stored bytes: a file below this joins a group
+# Inputs estimated below this many events are analyzed in-process by threads. A 2-worker
+# LocalCluster costs ~2 s to start and more CPU per event (worker imports, transfers).
+LOCAL_EVENTS = 50_000_000
+_BYTES_PER_EVENT = {"compact": 1.2, "zstd": 12.0, "gzip": 14.0, "plain": 170.0}
 
 # The same settings for processes started from here (Dask workers): glibc reads them at start.
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
 
-
 _tuned_pid = 0
 
 
 def tune_process() -> None:
-    """One Arrow thread: parallelism is ours (a file per worker), nested pools only contend.
+    """One Arrow thread: parallelism is ours (a task per worker), nested pools only contend.
     Then keep freed memory in the process and in one heap: on VMs that lazily back memory,
     returning pages to the kernel and faulting them in again costs more than parsing. One
     arena, because the heaps of thread arenas cannot grow past 64 MiB and send big blocks
@@ -60,19 +68,10 @@ def tune_process() -> None:
 
 
 @dataclass
-class ChunkOut:
-    index: int
-    events: pa.Table
-    meta: list
-    bad_lines: int
-    bad_examples: list
-    damage: list
-
-
-@dataclass
 class FileResult:
+    """What one trace file told besides its figures: its processes, threads, damage."""
+
     path: str
-    partial: summary.Partial
     processes: list = field(default_factory=list)
     threads: list = field(default_factory=list)
     damage: list = field(default_factory=list)
@@ -80,157 +79,264 @@ class FileResult:
     bad_examples: list = field(default_factory=list)
     missing_metadata: bool = False
     unresolved_hashes: int = 0
-    parquet_part: str | None = None
+    events: int = 0
 
 
-# --------------------------------------------------------------------------- tasks
+@dataclass
+class TaskResult:
+    partial: summary.Partial
+    files: list  # FileResult per file of the task
+    parquet_parts: list = field(default_factory=list)
 
 
-def parse_chunk(chunk: Chunk) -> ChunkOut:
+# --------------------------------------------------------------------------- one file
+
+
+class FileReader:
+    """One file's metadata as its blocks go by: the process record, thread and file names,
+    hosts, what was read and what was damaged."""
+
+    def __init__(self, path: str, key: int):
+        self.path, self.key = path, key
+        self.result = FileResult(path)
+        self.proc: dict = {}
+        self.thread_names: dict = {}
+        self.names: dict = {}  # fhash -> path
+        self.hosts: dict = {}  # DFTracer hhash -> host name
+        self.meta_events = 0
+        self.hashes_seen: set = set()
+        self.pids: set = set()
+
+    def meta(self, lines: list[bytes]) -> None:
+        for ln in lines:
+            try:
+                m = orjson.loads(ln)
+            except orjson.JSONDecodeError:
+                self.result.bad_lines += 1
+                continue
+            self.meta_events += 1
+            name, args = m.get("name"), m.get("args") if isinstance(m.get("args"), dict) else {}
+            if name == "FH" and "value" in args:
+                self.names[str(args["value"])] = str(args.get("name"))
+            elif name == "HH" and "value" in args:  # DFTracer host hash
+                self.hosts[str(args["value"])] = str(args.get("name"))
+            elif name == "iotrace_process":
+                self.proc.update(args)
+                self.proc.setdefault("pid", m.get("pid"))
+            elif name == "process_name":
+                self.proc["name"] = args.get("name")
+                self.proc.setdefault("pid", m.get("pid"))
+            elif name == "thread_name":
+                self.thread_names[(m.get("pid"), m.get("tid"))] = str(args.get("name"))
+            elif name == "iotrace_end":
+                self.proc["end_reason"] = args.get("reason")
+                self.proc["events_written"] = args.get("events")
+                self.proc["end_lost"] = int(args.get("lost") or 0) + int(args.get("dropped") or 0)
+            elif name == "iotrace_lost":  # events the tracer could not write, and why
+                self.proc["events_lost"] = self.proc.get("events_lost", 0) + int(args.get("events") or 0)
+                reasons = self.proc.setdefault("lost_reasons", [])
+                if args.get("reason") not in reasons:
+                    reasons.append(args.get("reason"))
+
+    @property
+    def host(self) -> str:
+        h = self.proc.get("hostname")
+        if h:
+            return str(h)
+        return next(iter(self.hosts.values())) if len(self.hosts) == 1 else ""
+
+    @property
+    def shift(self) -> int:
+        p = self.proc
+        return int(p["wall_ns"]) - int(p["mono_ns"]) if "wall_ns" in p and "mono_ns" in p else 0
+
+    def batch(self, b) -> pa.RecordBatch:
+        self.meta(b.meta)
+        r = self.result
+        r.bad_lines += b.bad_lines
+        r.bad_examples.extend(b.bad_examples[: 3 - len(r.bad_examples)])
+        return pa.record_batch(b)
+
+    def seen(self, ev: pa.Table) -> None:
+        """Keep what finish() needs of a segment's events (distinct hashes and pids)."""
+        self.result.events += ev.num_rows
+        if ev.num_rows:
+            d = ev.column("fhash").combine_chunks()
+            if pa.types.is_dictionary(d.type):
+                used = pc.unique(d.indices.drop_null())
+                self.hashes_seen |= {h for h in d.dictionary.take(used).to_pylist() if h is not None}
+            else:
+                self.hashes_seen |= {h for h in pc.unique(d).to_pylist() if h is not None}
+            self.pids |= set(pc.unique(ev.column("pid")).to_pylist())
+
+    def finish(self) -> FileResult:
+        r = self.result
+        proc = self.proc
+        is_iotrace = "version" in proc or "mono_ns" in proc
+        r.missing_metadata = not is_iotrace and not self.hosts and r.events > 0
+        declared = proc.get("events_written")
+        seen = r.events + self.meta_events + r.bad_lines - 1  # lines before iotrace_end
+        if isinstance(declared, int) and seen < declared:
+            r.damage.append(Damage(self.path, -1, "lost-events",
+                                   f"iotrace_end counts {declared} events, {seen} lines were read"))
+        lost = max(proc.get("events_lost", 0), proc.get("end_lost", 0))
+        if lost:
+            why = "; ".join(str(x) for x in proc.get("lost_reasons", [])) or "not written"
+            r.damage.append(Damage(self.path, -1, "lost-events",
+                                   f"the tracer could not write {lost} event lines: {why}"))
+        r.unresolved_hashes = len(self.hashes_seen - set(self.names))
+        pids = sorted(p for p in self.pids if p is not None)
+        if proc.get("pid") is not None or pids:
+            if proc.get("pid") is None:
+                proc["pid"] = pids[0]
+            proc["host"] = self.host
+            proc["trace_file"] = self.path
+            r.processes.append(proc)
+        r.threads = [dict(host=self.host, pid=p, tid=t, name=n) for (p, t), n in self.thread_names.items()]
+        return r
+
+
+def _table(batches: list[pa.RecordBatch]) -> pa.Table:
+    t = pa.Table.from_batches(batches) if batches else None
+    if t is None:
+        return None
+    return t.unify_dictionaries().combine_chunks() if len(batches) > 1 else t
+
+
+class ParquetOut:
+    """The task's Parquet part, written by a thread of its own (Parquet encoding releases
+    the GIL: it runs while the next segment decodes)."""
+
+    def __init__(self, out_dir: str | None, index: int):
+        self.out_dir, self.index = out_dir, index
+        self.writer = None
+        self.path = None
+        self.q: queue.Queue = queue.Queue(maxsize=2)
+        self.error: BaseException | None = None
+        self.thread = None
+        if out_dir is not None:
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while (item := self.q.get()) is not None:
+                ev, host, names = item
+                tab = parquet.to_events(ev, host, names)
+                if self.writer is None:
+                    self.writer, self.path = parquet.open_part(self.out_dir, self.index)
+                self.writer.write_table(tab, row_group_size=1 << 20)
+        except BaseException as e:  # noqa: BLE001 (reported by close)
+            self.error = e
+            while self.q.get() is not None:  # let the producer finish
+                pass
+
+    def put(self, ev: pa.Table, host: str, names: dict) -> None:
+        if self.thread is not None and ev.num_rows:
+            self.q.put((ev, host, dict(names)))
+
+    def close(self) -> str | None:
+        if self.thread is None:
+            return None
+        self.q.put(None)
+        self.thread.join()
+        if self.writer is not None:
+            self.writer.close()
+        if self.error is not None:
+            raise self.error
+        return self.path
+
+
+def process_files(paths: list[str], index: int, out_dir: str | None,
+                  compute_cats: tuple[str, ...]) -> TaskResult:
+    """Read, summarize and write one or more whole files. Several files (small ones) make one
+    segment; one big file is read as a stream of segments."""
     tune_process()
-    damage: list[Damage] = []
-    tables, meta, bad, examples = [], [], 0, []
-    pending, size = [], 0
+    P = summary.Partial()
+    out = ParquetOut(out_dir, index)
+    readers = []
+    group: list = []  # (reader, table) of small files for one segment
+    group_rows = 0
 
-    def flush():
-        nonlocal bad
-        length = sum(len(b) for b in pending)
-        p = parse_block(b"".join(pending + [PADDING]), length)
-        tables.append(p.events)
-        meta.extend(p.meta)
-        bad += p.bad_lines
-        examples.extend(p.bad_examples[: 3 - len(examples)])
-        pending.clear()
+    def flush_group():
+        nonlocal group, group_rows
+        if not group:
+            return
+        tabs = [t for _r, t in group]
+        procs, proc_ids = [], []
+        for k, (r, t) in enumerate(group):
+            procs.append((r.key, r.host, r.proc.get("pid"), r.shift))
+            proc_ids.append(np.full(t.num_rows, k, np.int64))
+        ev = pa.concat_tables(tabs, promote_options="none").unify_dictionaries().combine_chunks() \
+            if len(tabs) > 1 else tabs[0]
+        if all(p[2] is not None for p in procs) and len({(p[0], p[2]) for p in procs}) == len(procs):
+            P.add(ev, procs, np.concatenate(proc_ids), compute_cats)
+        else:  # a file without a process record (DFTracer): each as its own pids
+            for r, t in group:
+                P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats)
+        host = group[0][0].host if len({r.host for r, _t in group}) == 1 else None
+        if host is not None:
+            names = {}
+            for r, _t in group:
+                names.update(r.names)
+            out.put(ev, host, names)
+        else:
+            for r, t in group:
+                out.put(t, r.host, r.names)
+        group, group_rows = [], 0
 
-    for block in iter_blocks(chunk.path, damage, chunk):
-        pending.append(block)
-        size += len(block)
-        if size >= PARSE_BYTES:
-            flush()
-            size = 0
-    if pending or not tables:
-        flush()
-    events = pa.concat_tables(tables).unify_dictionaries() if len(tables) > 1 else tables[0]
-    return ChunkOut(chunk.index, events, meta, bad, examples, damage)
-
-
-def _metadata(path: str, meta: list[dict]):
-    """Process record, thread names, file names and hosts from a file's metadata events."""
-    proc: dict = {}
-    threads: dict = {}
-    names: dict = {}
-    hosts: dict = {}
-    for m in meta:
-        name, args = m.get("name"), m.get("args") if isinstance(m.get("args"), dict) else {}
-        if name == "FH" and "value" in args:
-            names[str(args["value"])] = str(args.get("name"))
-        elif name == "HH" and "value" in args:  # DFTracer host hash
-            hosts[str(args["value"])] = str(args.get("name"))
-        elif name == "iotrace_process":
-            proc.update(args)
-            proc.setdefault("pid", m.get("pid"))
-        elif name == "process_name":
-            proc["name"] = args.get("name")
-            proc.setdefault("pid", m.get("pid"))
-        elif name == "thread_name":
-            threads[(m.get("pid"), m.get("tid"))] = str(args.get("name"))
-        elif name == "iotrace_end":
-            proc["end_reason"] = args.get("reason")
-            proc["events_written"] = args.get("events")
-            proc["end_lost"] = int(args.get("lost") or 0) + int(args.get("dropped") or 0)
-        elif name == "iotrace_lost":  # events the tracer could not write, and why
-            proc["events_lost"] = proc.get("events_lost", 0) + int(args.get("events") or 0)
-            proc.setdefault("lost_reasons", [])
-            if args.get("reason") not in proc["lost_reasons"]:
-                proc["lost_reasons"].append(args.get("reason"))
-    proc["trace_file"] = path
-    return proc, threads, names, hosts
-
-
-def finish_file(path: str, index: int, outs: list[ChunkOut], out_dir: str | None,
-                compute_cats: tuple[str, ...]) -> FileResult:
-    tune_process()
-    outs = sorted(outs, key=lambda o: o.index)
-    meta = [m for o in outs for m in o.meta]
-    proc, thread_names, names, hosts = _metadata(path, meta)
-    tables = [o.events for o in outs]
-    ev = pa.concat_tables(tables).unify_dictionaries() if len(tables) > 1 else tables[0]
-    ev = ev.combine_chunks()
-    is_iotrace = "version" in proc or "mono_ns" in proc
-    host = str(proc.get("hostname") or (next(iter(hosts.values())) if len(hosts) == 1 else ""))
-    shift = int(proc["wall_ns"]) - int(proc["mono_ns"]) if "wall_ns" in proc and "mono_ns" in proc else 0
-    part = summary.file_partial(ev, host, shift, len(meta), compute_cats, names)
-
-    res = FileResult(path, part, damage=[d for o in outs for d in o.damage],
-                     bad_lines=sum(o.bad_lines for o in outs),
-                     bad_examples=[e for o in outs for e in o.bad_examples][:3])
-    res.missing_metadata = not is_iotrace and not hosts and ev.num_rows > 0
-    declared = proc.get("events_written")
-    seen = ev.num_rows + len(meta) + res.bad_lines - 1  # lines before iotrace_end
-    if isinstance(declared, int) and seen < declared:
-        res.damage.append(Damage(path, -1, "lost-events",
-                                 f"iotrace_end counts {declared} events, {seen} lines were read"))
-    lost = max(proc.get("events_lost", 0), proc.get("end_lost", 0))
-    if lost:
-        why = "; ".join(str(r) for r in proc.get("lost_reasons", [])) or "not written"
-        res.damage.append(Damage(path, -1, "lost-events",
-                                 f"the tracer could not write {lost} event lines: {why}"))
-    hashes: set = set()
-    if ev.num_rows:
-        hashes = {h for h in pc.unique(ev.column("fhash")).to_pylist() if h is not None}
-    res.unresolved_hashes = len(hashes - set(names))
-    pids = sorted(pc.unique(ev.column("pid")).to_pylist()) if ev.num_rows and not proc.get("pid") else []
-    if proc.get("pid") is not None or pids:
-        if proc.get("pid") is None:
-            proc["pid"] = pids[0]
-        proc["host"] = host
-        res.processes.append(proc)
-    res.threads = [dict(host=host, pid=p, tid=t, name=n) for (p, t), n in thread_names.items()]
-    if out_dir is not None and ev.num_rows:
-        res.parquet_part = parquet.write_events(parquet.to_events(ev, host, names), out_dir, index)
-    return res
-
-
-def process_file(path: str, index: int, chunks: list[Chunk], out_dir, compute_cats) -> FileResult:
-    return finish_file(path, index, [parse_chunk(c) for c in chunks], out_dir, compute_cats)
+    try:
+        for k, path in enumerate(paths):
+            fr = FileReader(path, key=hash((path, index, k)))
+            readers.append(fr)
+            pending, rows = [], 0
+            big = False
+            for b in iter_batches(path, fr.result.damage):
+                rb = fr.batch(b)
+                if rb.num_rows == 0:
+                    continue
+                pending.append(rb)
+                rows += rb.num_rows
+                if rows >= SEGMENT_ROWS:  # a big file: summarized and written as it streams
+                    big = True
+                    ev = _table(pending)
+                    fr.seen(ev)
+                    P.add(ev, [(fr.key, fr.host, None, fr.shift)], None, compute_cats)
+                    out.put(ev, fr.host, fr.names)
+                    pending, rows = [], 0
+            ev = _table(pending)
+            if ev is not None:
+                fr.seen(ev)
+                if big:
+                    P.add(ev, [(fr.key, fr.host, None, fr.shift)], None, compute_cats)
+                    out.put(ev, fr.host, fr.names)
+                else:
+                    group.append((fr, ev))
+                    group_rows += ev.num_rows
+                    if group_rows >= SEGMENT_ROWS:
+                        flush_group()
+        flush_group()
+    finally:
+        part = out.close()
+    files = []
+    for fr in readers:
+        r = fr.finish()
+        P.meta_events += fr.meta_events
+        P.fh.update(fr.names)
+        files.append(r)
+    return TaskResult(P.finalize(), files, [part] if part else [])
 
 
 # --------------------------------------------------------------------------- runners
 
 
 class LocalRunner:
-    """A thread pool whose tasks may take futures of other tasks (lists of them) as
-    arguments: a task is queued once its inputs are done, so no worker thread waits."""
-
     def __init__(self, workers: int):
         self.pool = ThreadPoolExecutor(max_workers=workers)
         self.workers = workers
 
-    def submit(self, fn, *args) -> Future:
-        deps = [f for a in args for f in (a if isinstance(a, list) else [a]) if isinstance(f, Future)]
-        out: Future = Future()
-        left = [len(deps)]
-        lock = threading.Lock()
-
-        def run():
-            real = [[x.result() if isinstance(x, Future) else x for x in a] if isinstance(a, list)
-                    else (a.result() if isinstance(a, Future) else a) for a in args]
-            inner = self.pool.submit(fn, *real)
-            inner.add_done_callback(lambda f: out.set_exception(f.exception()) if f.exception()
-                                    else out.set_result(f.result()))
-
-        def dep_done(_):
-            with lock:
-                left[0] -= 1
-                ready = left[0] == 0
-            if ready:
-                run()
-
-        if not deps:
-            run()
-        for d in deps:
-            d.add_done_callback(dep_done)
-        return out
+    def submit(self, fn, *args):
+        return self.pool.submit(fn, *args)
 
     def wait_any(self, futures) -> set:
         return wait(futures, return_when=FIRST_COMPLETED).done
@@ -281,30 +387,47 @@ class Options:
     scheduler: str | None = None
     workers: int | None = None
     progress: bool | None = None  # None: when stderr is a terminal
-    chunk_bytes: int = CHUNK_BYTES
 
 
-def estimate_events(plan: list[list[Chunk]]) -> int:
-    def expansion(c: Chunk) -> float:
-        return _EXPANSION_COMPACT if c.path.endswith(".iotc.zst") else _EXPANSION[c.codec]
+def _estimate(path: str, size: int) -> int:
+    kind = "compact" if path.endswith(".iotc.zst") else "gzip" if path.endswith(".gz") \
+        else "zstd" if path.endswith(".zst") else "plain"
+    return int(size / _BYTES_PER_EVENT[kind])
 
-    return int(sum(c.size * expansion(c) for chunks in plan for c in chunks[:1]) / _BYTES_PER_EVENT)
+
+def plan_tasks(files: list[str]) -> list[list[str]]:
+    """Big files alone; small ones grouped by about GROUP_EVENTS events, in file order."""
+    tasks, group, group_events = [], [], 0
+    for f in files:
+        size = os.path.getsize(f)
+        if size >= SMALL_FILE_BYTES:
+            tasks.append([f])
+            continue
+        group.append(f)
+        group_events += _estimate(f, size)
+        if group_events >= GROUP_EVENTS:
+            tasks.append(group)
+            group, group_events = [], 0
+    if group:
+        tasks.append(group)
+    return tasks
 
 
 def _progress(done: int, total: int, t0: float) -> None:
     width = 30
     fill = int(width * done / max(total, 1))
-    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} files "
+    sys.stderr.write(f"\r[{'#' * fill}{'.' * (width - fill)}] {done}/{total} tasks "
                      f"{time.time() - t0:5.1f}s")
     sys.stderr.flush()
 
 
 def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
-    """Read, parse, write Parquet (if opts.out_dir) and summarize; returns (summary, results)."""
+    """Read, write Parquet (if opts.out_dir) and summarize; returns (summary, file results)."""
     tune_process()
     files = find_traces(paths)
-    plan = [plan_chunks(f, opts.chunk_bytes) for f in files]
-    est = estimate_events(plan)
+    sizes = {f: os.path.getsize(f) for f in files}
+    est = sum(_estimate(f, s) for f, s in sizes.items())
+    tasks = plan_tasks(files)
     engine = opts.engine
     if engine == "auto":
         engine = "dask" if opts.scheduler or est >= LOCAL_EVENTS else "local"
@@ -314,25 +437,17 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         os.makedirs(opts.out_dir, exist_ok=True)
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
     t0 = time.time()
+    results: list[TaskResult] = []
     try:
-        # Files are submitted in a sliding window so that parsed chunks never pile up
-        # waiting for their file's finishing task: memory stays bounded for any input size.
+        # A sliding window of tasks, biggest first: memory stays bounded for any input size.
+        order = sorted(range(len(tasks)), key=lambda i: -sum(sizes[f] for f in tasks[i]))
+        pending = order[::-1]
+        in_flight: set = set()
         window = 2 * runner.workers
-        pending = list(enumerate(zip(files, plan)))[::-1]
-        in_flight, results = set(), []
-        # A file is parsed as parallel chunk tasks only when it is a big share of the input;
-        # else one task reads it all: no chunk tables travel between workers.
-        total = sum(ch[0].size for ch in plan)
-        big = total / (2 * runner.workers)
 
         def submit_next():
-            i, (path, chunks) = pending.pop()
-            if len(chunks) == 1 or chunks[0].size < big:
-                f = runner.submit(process_file, path, i, chunks, opts.out_dir, opts.compute_cats)
-            else:
-                parts = [runner.submit(parse_chunk, c) for c in chunks]
-                f = runner.submit(finish_file, path, i, parts, opts.out_dir, opts.compute_cats)
-            in_flight.add(f)
+            i = pending.pop()
+            in_flight.add(runner.submit(process_files, tasks[i], i, opts.out_dir, opts.compute_cats))
 
         while pending and len(in_flight) < window:
             submit_next()
@@ -343,17 +458,16 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
                 if pending:
                     submit_next()
             if show and time.time() - t0 > 1.0:
-                _progress(len(results), len(files), t0)
+                _progress(len(results), len(tasks), t0)
         if show and time.time() - t0 > 1.0:
             sys.stderr.write("\n")
     finally:
         runner.close()
-    results.sort(key=lambda r: files.index(r.path))
+    file_results = sorted((f for r in results for f in r.files), key=lambda r: files.index(r.path))
     S = summary.merge([r.partial for r in results])
-    S["input"] = dict(files=len(files), stored_bytes=sum(c.size for ch in plan for c in ch[:1]),
-                      chunks=sum(len(ch) for ch in plan), engine=engine,
-                      workers=runner.workers, estimated_events=est)
-    S["damage"] = damage_report(results)
+    S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
+                      engine=engine, workers=runner.workers, estimated_events=est)
+    S["damage"] = damage_report(file_results)
     if opts.out_dir:
         names = {}
         for r in results:
@@ -361,13 +475,13 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         # one row per process image: a file that repeats another's iotrace_process (same
         # pid and clocks) adds nothing
         procs: dict = {}
-        for p in (p for r in results for p in r.processes):
+        for p in (p for r in file_results for p in r.processes):
             key = (p.get("host"), p.get("pid"), p.get("mono_ns"), p.get("wall_ns"))
             if key not in procs or (p.get("end_reason") and not procs[key].get("end_reason")):
                 procs[key] = p
         parquet.write_metadata(opts.out_dir, list(procs.values()),
-                               [t for r in results for t in r.threads], names)
-    return S, results
+                               [t for r in file_results for t in r.threads], names)
+    return S, file_results
 
 
 def damage_report(results: list[FileResult]) -> dict:

@@ -1,5 +1,6 @@
-"""The Parquet dataset: OUT/events/part-NNNNN.parquet (one part per trace file) plus
-OUT/processes.parquet, OUT/threads.parquet and OUT/files.parquet."""
+"""The Parquet dataset: OUT/events/part-NNNNN.parquet (one part per analysis task: a big trace
+file, or a group of small ones) plus OUT/processes.parquet, OUT/threads.parquet and
+OUT/files.parquet."""
 
 from __future__ import annotations
 
@@ -67,13 +68,14 @@ def to_events(ev: pa.Table, host: str, names: dict) -> pa.Table:
     return pa.Table.from_arrays(arrays, schema=EVENTS_SCHEMA)
 
 
-def write_events(table: pa.Table, out_dir: str, index: int) -> str:
+def open_part(out_dir: str, index: int) -> tuple[pq.ParquetWriter, str]:
+    """A writer of OUT/events/part-<index>.parquet, written a segment (row group) at a time."""
     os.makedirs(os.path.join(out_dir, "events"), exist_ok=True)
     path = os.path.join(out_dir, "events", f"part-{index:05d}.parquet")
     # dictionaries for the string columns only: trying them on numbers costs ~10% of the write
-    pq.write_table(table, path, compression="zstd", compression_level=1, row_group_size=1 << 20,
-                   use_dictionary=[f.name for f in EVENTS_SCHEMA if pa.types.is_dictionary(f.type)])
-    return path
+    w = pq.ParquetWriter(path, EVENTS_SCHEMA, compression="zstd", compression_level=1,
+                         use_dictionary=[f.name for f in EVENTS_SCHEMA if pa.types.is_dictionary(f.type)])
+    return w, path
 
 
 def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], files: dict) -> None:

@@ -1,5 +1,6 @@
-"""The figures: a small partial per trace file (computed where the file was parsed), then one
-merge of all partials into the summary. Definitions are in docs/analyzer.md.
+"""The figures: a partial per trace file, built block by block as the file is read (memory
+does not grow with the events of a process), then one merge of all partials into the
+summary. Definitions are in docs/analyzer.md.
 
 Everything is column arithmetic (numpy, pyarrow group_by); Python loops run over groups
 (call names, files, processes), never over events.
@@ -12,21 +13,13 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+from iotrace_format import calls_of
 
-from .intervals import union_lengths
+from .intervals import Union, grouped_runs
 
 IO_CATS = ("posix", "stdio")
-READ_CALLS = {"read", "pread", "pread64", "readv", "preadv", "preadv64", "preadv2", "fread",
-              "fgets", "getline", "getdelim", "fgetc", "getc", "getchar", "fgetc_unlocked",
-              "getc_unlocked", "getchar_unlocked", "fgets_unlocked", "fread_unlocked", "fscanf",
-              "vfscanf", "scanf", "vscanf", "__isoc99_fscanf", "__isoc99_vfscanf",
-              "__isoc99_scanf", "__isoc99_vscanf"}
-WRITE_CALLS = {"write", "pwrite", "pwrite64", "writev", "pwritev", "pwritev64", "pwritev2",
-               "fwrite", "fputs", "copy_file_range", "sendfile", "sendfile64", "fprintf",
-               "vfprintf", "printf", "vprintf", "__fprintf_chk", "__vfprintf_chk", "__printf_chk",
-               "__vprintf_chk", "dprintf", "vdprintf", "fputc", "putc", "putchar",
-               "fputc_unlocked", "putc_unlocked", "putchar_unlocked", "puts", "fputs_unlocked",
-               "fwrite_unlocked"}
+READ_CALLS = calls_of("read")
+WRITE_CALLS = calls_of("write", "copy")
 DATA_CALLS = READ_CALLS | WRITE_CALLS
 # access-size histogram edges (bytes), as Darshan's
 SIZE_EDGES = [0, 100, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30]
@@ -34,11 +27,50 @@ SIZE_LABELS = ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-
                "10M-100M", "100M-1G", "1G+"]
 TIMELINE_BINS = 256  # at most this many bins in the merged timeline
 FINE_BINS = 4096  # at most this many bins per file partial
+UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete event
+
+
+@dataclass
+class ProcState:
+    """One process (image) of one trace file, as far as it has been read."""
+
+    host: str
+    pid: int
+    events: int = 0
+    io_events: int = 0
+    first: int = np.iinfo(np.int64).max
+    last: int = np.iinfo(np.int64).min
+    bytes_read: int = 0
+    bytes_written: int = 0
+    io_call_time: int = 0
+    unions: dict = field(default_factory=lambda: {k: Union() for k in UNIONS})
+
+    def merge(self, o: "ProcState") -> None:
+        self.events += o.events
+        self.io_events += o.io_events
+        self.first = min(self.first, o.first)
+        self.last = max(self.last, o.last)
+        self.bytes_read += o.bytes_read
+        self.bytes_written += o.bytes_written
+        self.io_call_time += o.io_call_time
+        for k in UNIONS:
+            self.unions[k].merge(o.unions[k])
+
+    def figures(self) -> dict:
+        u = {k: _length(self.unions[k]) for k in UNIONS}
+        return dict(host=self.host, pid=self.pid, events=self.events, io_events=self.io_events,
+                    lifetime_ns=int(self.last - self.first) if self.events else 0,
+                    app_ns=u["all"], io_ns=u["io"], compute_ns=u["comp"],
+                    io_not_overlapped_ns=u["both"] - u["comp"],
+                    compute_not_overlapped_ns=u["both"] - u["io"], io_call_time_ns=self.io_call_time,
+                    bytes_read=self.bytes_read, bytes_written=self.bytes_written)
 
 
 @dataclass
 class Partial:
-    """What one trace file contributes to the summary (small: grouped, not per event)."""
+    """What one trace file (or a group of small ones) contributes to the summary: small,
+    grouped, never per event. `add` takes the file's events block by block; partials of the
+    same file read in parallel pieces combine with `merge`."""
 
     events: int = 0
     x_events: int = 0
@@ -46,17 +78,322 @@ class Partial:
     start: int | None = None  # job clock, ns
     end: int | None = None
     threads: set = field(default_factory=set)  # (host, pid, tid)
-    procs: list = field(default_factory=list)  # per-process dicts of figures
-    calls: pa.Table | None = None  # name -> count, dur, bytes
-    sizes: pa.Table | None = None  # (name, size) -> count
-    files: pa.Table | None = None  # (fhash, pid) -> count, dur, bytes read/written
-    cats: pa.Table | None = None  # (pid, cat) -> count, dur, union
-    cat_names: pa.Table | None = None  # (cat, name) -> count, dur
-    access: dict = field(default_factory=dict)  # (dir, kind) -> count
+    procs: dict = field(default_factory=dict)  # (file key, pid) -> ProcState
+    calls: list = field(default_factory=list)  # tables: name -> count, dur, bytes, errors
+    sizes: list = field(default_factory=list)  # tables: (name, size) -> count
+    files: list = field(default_factory=list)  # tables: (fhash, pid) -> count, dur, read, written
+    cats: dict = field(default_factory=dict)  # (file key, pid, cat) -> [count, dur, Union]
+    cat_names: list = field(default_factory=list)  # tables: (cat, name) -> count, dur
+    access: dict = field(default_factory=dict)  # dir -> {first, consecutive, sequential, random}
+    carry: dict = field(default_factory=dict)  # dir -> {(file key, pid, fhash): end offset, ts}
     size_hist: dict = field(default_factory=dict)  # dir -> counts per SIZE_LABELS
-    tl_exp: int = 0  # timeline: bins of 2**tl_exp ns on the job clock
+    tl_exp: int = 10  # timeline: bins of 2**tl_exp ns on the job clock
     tl: tuple = ()  # (bin index, bytes read, bytes written, ops)
     fh: dict = field(default_factory=dict)  # fhash -> path
+
+    # --- combining -------------------------------------------------------------------------
+
+    def finalize(self) -> "Partial":
+        """Replace the interval unions by their lengths: small to send back from a worker. A
+        process's events are all read before (a task reads whole files)."""
+        for st in self.procs.values():
+            st.unions = {k: _length(u) for k, u in st.unions.items()}
+        for slot in self.cats.values():
+            slot[2] = _length(slot[2])
+        self.carry = {}
+        return self
+
+    def merge(self, o: "Partial") -> None:
+        """Add another partial (a later piece of the same files, or other files)."""
+        self.events += o.events
+        self.x_events += o.x_events
+        self.meta_events += o.meta_events
+        self.start = o.start if self.start is None else (self.start if o.start is None else min(self.start, o.start))
+        self.end = o.end if self.end is None else (self.end if o.end is None else max(self.end, o.end))
+        self.threads |= o.threads
+        for k, st in o.procs.items():
+            if k in self.procs:
+                self.procs[k].merge(st)
+            else:
+                self.procs[k] = st
+        for k, v in o.cats.items():
+            if k in self.cats:
+                mine = self.cats[k]
+                mine[0] += v[0]
+                mine[1] += v[1]
+                mine[2].merge(v[2])
+            else:
+                self.cats[k] = v
+        self.calls += o.calls
+        self.sizes += o.sizes
+        self.files += o.files
+        self.cat_names += o.cat_names
+        for d, acc in o.access.items():
+            mine = self.access.setdefault(d, dict(first=0, consecutive=0, sequential=0, random=0))
+            for k, v in acc.items():
+                mine[k] += v
+        for d, h in o.size_hist.items():
+            self.size_hist[d] = (np.asarray(self.size_hist.get(d, np.zeros(len(SIZE_LABELS), np.int64)))
+                                 + np.asarray(h)).tolist()
+        self._merge_timeline(o.tl_exp, o.tl)
+        self.fh.update(o.fh)
+        self.compact()
+
+    def compact(self) -> None:
+        """Fold the per-block tables into one each (bounded by distinct keys)."""
+        if len(self.calls) > 1:
+            t = pa.concat_tables(self.calls).group_by("name").aggregate(
+                [("dur_count", "sum"), ("dur_sum", "sum"), ("bytes_sum", "sum"), ("err_sum", "sum")])
+            self.calls = [t.rename_columns(["name", "dur_count", "dur_sum", "bytes_sum", "err_sum"])]
+        if len(self.sizes) > 1:
+            t = pa.concat_tables(self.sizes).group_by(["name", "size"]).aggregate([("size_count", "sum")])
+            self.sizes = [t.rename_columns(["name", "size", "size_count"])]
+        if len(self.files) > 1:
+            t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(
+                [("dur_count", "sum"), ("dur_sum", "sum"), ("read_sum", "sum"), ("written_sum", "sum")])
+            self.files = [t.rename_columns(["fhash", "pid", "dur_count", "dur_sum", "read_sum",
+                                            "written_sum"])]
+        if len(self.cat_names) > 1:
+            t = pa.concat_tables(self.cat_names).group_by(["cat", "name"]).aggregate(
+                [("dur_count", "sum"), ("dur_sum", "sum")])
+            self.cat_names = [t.rename_columns(["cat", "name", "dur_count", "dur_sum"])]
+
+    def _merge_timeline(self, exp: int, tl: tuple) -> None:
+        if not len(tl):
+            return
+        if not len(self.tl):
+            self.tl_exp, self.tl = exp, tl
+        else:
+            e = max(self.tl_exp, exp)
+            idx = np.concatenate([self.tl[0] >> (e - self.tl_exp), tl[0] >> (e - exp)])
+            vals = [np.concatenate([self.tl[k], tl[k]]) for k in (1, 2, 3)]
+            self.tl_exp, self.tl = e, _binned(idx, *vals)
+        if self.start is not None and self.end is not None:  # keep at most ~FINE_BINS bins
+            span = max(self.end - self.start, 1)
+            want = max(int(np.ceil(np.log2(span / FINE_BINS))), 10) if span > FINE_BINS else 10
+            if want > self.tl_exp:
+                self.tl = _binned(self.tl[0] >> (want - self.tl_exp), *self.tl[1:])
+                self.tl_exp = want
+
+    # --- reading ---------------------------------------------------------------------------
+
+    def add(self, ev: pa.Table, procs: list, proc_of_row: np.ndarray | None,
+            compute_cats: tuple[str, ...], meta_events: int = 0) -> None:
+        """The events of one block. `procs`: one (file key, host, pid, clock shift ns) per
+        process the block holds; `proc_of_row`: each row's index into `procs` (None: the
+        single process of `procs`, or one per distinct pid of a file when `procs` holds one
+        entry with pid None)."""
+        self.meta_events += meta_events
+        n_rows = ev.num_rows
+        if n_rows == 0:
+            return
+        self.events += n_rows
+        ph_codes, ph_vals = _codes(ev.column("ph"))
+        is_x = ph_codes == (ph_vals.index("X") if "X" in ph_vals else -2)
+        x_count = int(is_x.sum())
+        self.x_events += x_count
+        ts = _np(ev.column("ts_ns"))
+        dur = np.where(is_x, _np(ev.column("dur_ns")), 0)
+        dur = np.maximum(dur, 0)
+        end = ts + dur
+        pid = _np(ev.column("pid"))
+        tid = _np(ev.column("tid"))
+        if proc_of_row is None and procs[0][2] is None:  # one file: a process per pid
+            file_key, host, _, shift = procs[0]
+            if (pid == pid[0]).all():
+                upids, proc_of_row = pid[:1].copy(), np.zeros(n_rows, np.int64)
+            else:
+                upids, proc_of_row = np.unique(pid, return_inverse=True)
+            procs = [(file_key, host, int(p), shift) for p in upids]
+        elif proc_of_row is None:
+            proc_of_row = np.zeros(n_rows, np.int64)
+        pidx = proc_of_row
+        n = len(procs)
+        shifts = np.array([p[3] for p in procs], np.int64)
+        shift_row = shifts[pidx] if n > 1 else np.full(n_rows, shifts[0])
+        tsj = ts + shift_row
+        first_j, last_j = int(tsj.min()), int((end + shift_row).max())
+        self.start = first_j if self.start is None else min(self.start, first_j)
+        self.end = last_j if self.end is None else max(self.end, last_j)
+        pt = np.unique(pidx * (1 << 32) + (tid & 0xFFFFFFFF))
+        self.threads |= {(procs[int(k >> 32)][1], procs[int(k >> 32)][2], int(k & 0xFFFFFFFF))
+                         for k in pt}
+
+        cat_codes, cat_vals = _codes(ev.column("cat"))
+        low = [str(c).lower() for c in cat_vals]
+        is_io_cat = np.array([c in IO_CATS for c in low] + [False])[cat_codes]
+        is_compute_cat = np.array([c in compute_cats for c in low] + [False])[cat_codes]
+        is_proc_cat = np.array([c == "process" for c in low] + [False])[cat_codes]
+        io = is_x & is_io_cat
+        comp = is_x & is_compute_cat
+
+        name_codes, name_vals = _codes(ev.column("name"))
+        is_read = np.array([nm in READ_CALLS for nm in name_vals] + [False])[name_codes] & io
+        is_write = np.array([nm in WRITE_CALLS for nm in name_vals] + [False])[name_codes] & io
+        ret = _np(ev.column("ret"))
+        nbytes_col = ev.column("bytes")
+        moved = np.where(pc.is_valid(nbytes_col).to_numpy(zero_copy_only=False), _np(nbytes_col),
+                         np.maximum(ret, 0))
+        moved = np.where(is_read | is_write, moved, 0)
+
+        # --- per process: counts, sums, first and last, interval unions
+        cnt = np.bincount(pidx, minlength=n)
+        io_cnt = np.bincount(pidx[io], minlength=n)
+        rd = _isum(pidx, np.where(is_read, moved, 0), n)
+        wr = _isum(pidx, np.where(is_write, moved, 0), n)
+        io_dur = _isum(pidx[io], dur[io], n)
+        if n == 1:
+            first, last = np.array([ts.min()]), np.array([end.max()])
+        else:
+            first = np.full(n, np.iinfo(np.int64).max)
+            last = np.full(n, np.iinfo(np.int64).min)
+            np.minimum.at(first, pidx, ts)
+            np.maximum.at(last, pidx, end)
+        runs = {k: grouped_runs(pidx[m], ts[m], end[m], n)
+                for k, m in (("io", io), ("comp", comp), ("both", io | comp), ("all", is_x))}
+        for i, (file_key, host, p, _shift) in enumerate(procs):
+            key = (file_key, p)
+            st = self.procs.get(key)
+            if st is None:
+                st = self.procs[key] = ProcState(host, p)
+            st.events += int(cnt[i])
+            st.io_events += int(io_cnt[i])
+            st.first = min(st.first, int(first[i]))
+            st.last = max(st.last, int(last[i]))
+            st.bytes_read += int(rd[i])
+            st.bytes_written += int(wr[i])
+            st.io_call_time += int(io_dur[i])
+            for k, (bounds, rs, re) in runs.items():
+                a, b = bounds[i], bounds[i + 1]
+                if b > a:
+                    st.unions[k].add_runs(rs[a:b], re[a:b])
+
+        # --- per call name (I/O events), grouped on the dictionary codes
+        err = pc.is_valid(ev.column("errno")).to_numpy(zero_copy_only=False)
+        nc = name_codes[io]
+        nv = len(name_vals)
+        counts = np.bincount(nc, minlength=nv)
+        used = np.flatnonzero(counts)
+        self.calls.append(pa.table({
+            "name": pa.array([str(name_vals[c]) for c in used], pa.string()),
+            "dur_count": counts[used].astype(np.int64),
+            "dur_sum": _isum(nc, dur[io], nv)[used],
+            "bytes_sum": _isum(nc, moved[io], nv)[used],
+            "err_sum": np.bincount(nc, weights=err[io], minlength=nv)[used].astype(np.int64)}))
+        has_size = pc.is_valid(ev.column("size")).to_numpy(zero_copy_only=False)
+        size_raw = _np(ev.column("size"))
+        sm = io & has_size
+        if sm.any():  # (name, size) pairs as one key: sizes within ±2^39 (512 GiB)
+            half = 1 << 39
+            key = (name_codes[sm].astype(np.int64) << 40) | (np.clip(size_raw[sm], -half, half - 1) + half)
+            uk, kc = np.unique(key, return_counts=True)
+            self.sizes.append(pa.table({
+                "name": pa.array([str(name_vals[int(c)]) for c in (uk >> 40)], pa.string()),
+                "size": (uk & ((1 << 40) - 1)) - half, "size_count": kc.astype(np.int64)}))
+
+        # --- per file (by hash) and process
+        fh_codes, fh_vals = _codes(ev.column("fhash"))
+        m = io & (fh_codes >= 0)
+        key = fh_codes[m] * n + pidx[m]
+        uk, kidx = np.unique(key, return_inverse=True)
+        self.files.append(pa.table({
+            "fhash": pa.array([str(fh_vals[k // n]) for k in uk], pa.string()),
+            "pid": np.array([procs[k % n][2] for k in uk], np.int64),
+            "dur_count": np.bincount(kidx, minlength=len(uk)).astype(np.int64),
+            "dur_sum": _isum(kidx, dur[m], len(uk)),
+            "read_sum": _isum(kidx, np.where(is_read, moved, 0)[m], len(uk)),
+            "written_sum": _isum(kidx, np.where(is_write, moved, 0)[m], len(uk))}))
+
+        # --- @trace categories (X events that are neither I/O nor process events)
+        other = is_x & ~is_io_cat & ~is_proc_cat
+        if other.any():
+            oc = cat_codes[other]
+            op = pidx[other]
+            grp = op * len(cat_vals) + oc
+            ug, gidx = np.unique(grp, return_inverse=True)
+            cnts = np.bincount(gidx, minlength=len(ug))
+            durs = _isum(gidx, dur[other], len(ug))
+            bounds, rs, re = grouped_runs(gidx, ts[other], end[other], len(ug))
+            for j, g in enumerate(ug):
+                file_key, _h, p, _s = procs[int(g) // len(cat_vals)]
+                k = (file_key, p, str(cat_vals[int(g) % len(cat_vals)]))
+                slot = self.cats.get(k)
+                if slot is None:
+                    slot = self.cats[k] = [0, 0, Union()]
+                slot[0] += int(cnts[j])
+                slot[1] += int(durs[j])
+                slot[2].add_runs(rs[bounds[j]:bounds[j + 1]], re[bounds[j]:bounds[j + 1]])
+            names = pc.take(ev.column("name"), pa.array(np.flatnonzero(other))).cast(pa.string())
+            cats = pc.take(ev.column("cat"), pa.array(np.flatnonzero(other))).cast(pa.string())
+            self.cat_names.append(pa.table({"cat": cats, "name": names, "dur": dur[other]}).group_by(
+                ["cat", "name"]).aggregate([("dur", "count"), ("dur", "sum")]).rename_columns(
+                ["cat", "name", "dur_count", "dur_sum"]))
+
+        # --- access pattern and sizes (data calls); streams carry on from the previous block
+        offset_valid = pc.is_valid(ev.column("offset")).to_numpy(zero_copy_only=False)
+        offset = _np(ev.column("offset"))
+        size = np.where(has_size, size_raw, moved)
+        for direction, m in (("read", is_read), ("write", is_write)):
+            hist = np.bincount(np.searchsorted(SIZE_EDGES, size[m], side="right") - 1,
+                               minlength=len(SIZE_EDGES))
+            self.size_hist[direction] = (np.asarray(self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64)))
+                                         + hist).tolist()
+            m = m & offset_valid
+            acc = self.access.setdefault(direction, dict(first=0, consecutive=0, sequential=0, random=0))
+            if not m.any():
+                continue
+            # streams = (process, file); order by time within each stream (two stable sorts)
+            sk = fh_codes[m] * n + pidx[m]
+            ustreams, stream = np.unique(sk, return_inverse=True)
+            order = np.argsort(ts[m], kind="stable")
+            if len(ustreams) > 1:
+                order = order[np.argsort(stream[order], kind="stable")]
+            st_ = stream[order]
+            off, prev_end = offset[m][order], (offset[m] + moved[m])[order]
+            same = np.zeros(len(off), bool)
+            same[1:] = st_[1:] == st_[:-1]
+            pe = np.empty_like(prev_end)
+            pe[1:] = prev_end[:-1]
+            # the first event of each stream in this block follows the stream's last one before
+            carry = self.carry.setdefault(direction, {})
+            heads = np.flatnonzero(~same)
+            keys = [(procs[int(u) % n][0], procs[int(u) % n][2], str(fh_vals[int(u) // n]))
+                    for u in ustreams]
+            for h in heads:
+                before = carry.get(keys[st_[h]])
+                if before is not None:
+                    same[h] = True
+                    pe[h] = before
+            tails = np.append(heads[1:] - 1, len(off) - 1)
+            for h in tails:
+                carry[keys[st_[h]]] = int(prev_end[h])
+            consecutive = same & (off == pe)
+            sequential = same & (off >= pe)
+            acc["first"] += int((~same).sum())
+            acc["consecutive"] += int(consecutive.sum())
+            acc["sequential"] += int(sequential.sum())
+            acc["random"] += int((same & ~sequential).sum())
+
+        # --- timeline: sparse bins on the job clock, by start time
+        if io.any():
+            b = tsj[io] >> self.tl_exp
+            self._merge_timeline(self.tl_exp, _binned(
+                b, np.where(is_read, moved, 0)[io].astype(np.float64),
+                np.where(is_write, moved, 0)[io].astype(np.float64), np.ones(int(io.sum()))))
+        self.compact()
+
+def _length(u) -> int:
+    return u.length() if isinstance(u, Union) else int(u)
+
+
+def _binned(idx: np.ndarray, rd: np.ndarray, wr: np.ndarray, ops: np.ndarray) -> tuple:
+    """Sparse bins: (distinct bin indices, summed bytes read, written, ops)."""
+    if len(idx) == 0:
+        return ()
+    u, inv = np.unique(idx, return_inverse=True)
+    return (u, np.bincount(inv, weights=rd, minlength=len(u)),
+            np.bincount(inv, weights=wr, minlength=len(u)),
+            np.bincount(inv, weights=ops, minlength=len(u)))
 
 
 def _np(col, fill=0, dtype=np.int64):
@@ -80,174 +417,6 @@ def _codes(col) -> tuple[np.ndarray, list]:
         col = col.dictionary_encode()
     codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     return codes, col.dictionary.to_pylist()
-
-
-def file_partial(ev: pa.Table, host: str, shift_ns: int, meta_events: int,
-                 compute_cats: tuple[str, ...], fh: dict) -> Partial:
-    """The partial of one file's events (`ev` has the parse schema with `fname` added)."""
-    P = Partial(events=ev.num_rows, meta_events=meta_events, fh=dict(fh))
-    if ev.num_rows == 0:
-        return P
-    ph_codes, ph_vals = _codes(ev.column("ph"))
-    is_x = ph_codes == (ph_vals.index("X") if "X" in ph_vals else -2)
-    P.x_events = int(is_x.sum())
-    ts = _np(ev.column("ts_ns"))
-    dur = np.where(is_x, _np(ev.column("dur_ns")), 0)
-    dur = np.maximum(dur, 0)
-    end = ts + dur
-    pid = _np(ev.column("pid"))
-    tid = _np(ev.column("tid"))
-    P.start, P.end = int(ts.min()) + shift_ns, int(end.max()) + shift_ns
-    pt = np.unique((pid << 32) | (tid & 0xFFFFFFFF)) if (tid != tid[0]).any() or (pid != pid[0]).any() \
-        else np.array([(int(pid[0]) << 32) | (int(tid[0]) & 0xFFFFFFFF)])
-    P.threads = {(host, int(k >> 32), int(k & 0xFFFFFFFF)) for k in pt}
-
-    cat_codes, cat_vals = _codes(ev.column("cat"))
-    low = [str(c).lower() for c in cat_vals]
-    is_io_cat = np.array([c in IO_CATS for c in low] + [False])[cat_codes]
-    is_compute_cat = np.array([c in compute_cats for c in low] + [False])[cat_codes]
-    is_proc_cat = np.array([c == "process" for c in low] + [False])[cat_codes]
-    io = is_x & is_io_cat
-    comp = is_x & is_compute_cat
-
-    name_codes, name_vals = _codes(ev.column("name"))
-    is_read = np.array([n in READ_CALLS for n in name_vals] + [False])[name_codes] & io
-    is_write = np.array([n in WRITE_CALLS for n in name_vals] + [False])[name_codes] & io
-    ret = _np(ev.column("ret"))
-    nbytes_col = ev.column("bytes")
-    moved = np.where(pc.is_valid(nbytes_col).to_numpy(zero_copy_only=False), _np(nbytes_col),
-                     np.maximum(ret, 0))
-    moved = np.where(is_read | is_write, moved, 0)
-
-    # --- per process: interval unions
-    if (pid == pid[0]).all():  # the usual case: one process per file
-        upids, pidx = pid[:1].copy(), np.zeros(len(pid), np.int64)
-    else:
-        upids, pidx = np.unique(pid, return_inverse=True)
-    n = len(upids)
-    # one ordering by (process, start) serves every union: subsets of it stay ordered
-    order = np.argsort(ts, kind="stable")
-    if n > 1:
-        order = order[np.argsort(pidx[order], kind="stable")]
-
-    def union(mask):
-        o = order[mask[order]]
-        return union_lengths(pidx[o], ts[o], end[o], n, presorted=True)
-
-    both = io | comp
-    u_io, u_comp, u_both, u_all = union(io), union(comp), union(both), union(is_x)
-    first = np.full(n, np.iinfo(np.int64).max)
-    last = np.full(n, np.iinfo(np.int64).min)
-    np.minimum.at(first, pidx, ts)
-    np.maximum.at(last, pidx, end)
-    cnt = np.bincount(pidx, minlength=n)
-    io_cnt = np.bincount(pidx[io], minlength=n)
-    rd = np.bincount(pidx, weights=np.where(is_read, moved, 0), minlength=n)
-    wr = np.bincount(pidx, weights=np.where(is_write, moved, 0), minlength=n)
-    io_dur = np.bincount(pidx[io], weights=dur[io], minlength=n)
-    for i, p in enumerate(upids):
-        P.procs.append(dict(
-            host=host, pid=int(p), events=int(cnt[i]), io_events=int(io_cnt[i]),
-            lifetime_ns=int(last[i] - first[i]), app_ns=int(u_all[i]), io_ns=int(u_io[i]),
-            compute_ns=int(u_comp[i]), io_not_overlapped_ns=int(u_both[i] - u_comp[i]),
-            compute_not_overlapped_ns=int(u_both[i] - u_io[i]), io_call_time_ns=int(io_dur[i]),
-            bytes_read=int(rd[i]), bytes_written=int(wr[i])))
-
-    # --- per call name (I/O events), grouped on the dictionary codes
-    err = pc.is_valid(ev.column("errno")).to_numpy(zero_copy_only=False)
-    nc = name_codes[io]
-    nv = len(name_vals)
-    used = np.flatnonzero(np.bincount(nc, minlength=nv))
-    P.calls = pa.table({
-        "name": [str(name_vals[c]) for c in used],
-        "dur_count": np.bincount(nc, minlength=nv)[used],
-        "dur_sum": _isum(nc, dur[io], nv)[used],
-        "bytes_sum": _isum(nc, moved[io], nv)[used],
-        "err_sum": np.bincount(nc, weights=err[io], minlength=nv)[used].astype(np.int64)})
-    has_size = pc.is_valid(ev.column("size")).to_numpy(zero_copy_only=False)
-    size_raw = _np(ev.column("size"))
-    names, sizes, counts = [], [], []
-    for c in used:  # one pass per call name, not per event
-        v, k = np.unique(size_raw[io & has_size & (name_codes == c)], return_counts=True)
-        names += [str(name_vals[c])] * len(v)
-        sizes.append(v)
-        counts.append(k)
-    P.sizes = pa.table({"name": pa.array(names, pa.string()),
-                        "size": np.concatenate(sizes) if sizes else np.zeros(0, np.int64),
-                        "size_count": np.concatenate(counts) if counts else np.zeros(0, np.int64)})
-
-    # --- per file (by hash) and process
-    fh_codes, fh_vals = _codes(ev.column("fhash"))
-    m = io & (fh_codes >= 0)
-    key = fh_codes[m] * n + pidx[m]
-    uk, kidx = np.unique(key, return_inverse=True)
-    P.files = pa.table({
-        "fhash": [str(fh_vals[k // n]) for k in uk], "pid": upids[uk % n],
-        "dur_count": np.bincount(kidx, minlength=len(uk)),
-        "dur_sum": _isum(kidx, dur[m], len(uk)),
-        "read_sum": _isum(kidx, np.where(is_read, moved, 0)[m], len(uk)),
-        "written_sum": _isum(kidx, np.where(is_write, moved, 0)[m], len(uk))})
-
-    # --- @trace categories (X events that are neither I/O nor process events)
-    other = is_x & ~is_io_cat & ~is_proc_cat
-    if other.any():
-        oc = cat_codes[other]
-        ucat, cidx = np.unique(oc, return_inverse=True)
-        grp = pidx[other] * len(ucat) + cidx
-        ug, gidx = np.unique(grp, return_inverse=True)
-        un = union_lengths(gidx, ts[other], end[other], len(ug))
-        P.cats = pa.table({
-            "pid": upids[ug // len(ucat)],
-            "cat": [str(cat_vals[c]) for c in ucat[ug % len(ucat)]],
-            "count": np.bincount(gidx, minlength=len(ug)),
-            "dur": np.bincount(gidx, weights=dur[other], minlength=len(ug)).astype(np.int64),
-            "union": un,
-        })
-        names = pc.take(ev.column("name"), pa.array(np.flatnonzero(other))).cast(pa.string())
-        cats = pc.take(ev.column("cat"), pa.array(np.flatnonzero(other))).cast(pa.string())
-        P.cat_names = pa.table({"cat": cats, "name": names, "dur": dur[other]}).group_by(
-            ["cat", "name"]).aggregate([("dur", "count"), ("dur", "sum")])
-
-    # --- access pattern and sizes (data calls)
-    offset_valid = pc.is_valid(ev.column("offset")).to_numpy(zero_copy_only=False)
-    offset = _np(ev.column("offset"))
-    size = np.where(has_size, size_raw, moved)
-    for direction, m in (("read", is_read), ("write", is_write)):
-        P.size_hist[direction] = np.bincount(np.searchsorted(SIZE_EDGES, size[m], side="right") - 1,
-                                             minlength=len(SIZE_EDGES)).tolist()
-        m = m & offset_valid
-        # streams = (process, file); order by time within each stream (two stable sorts)
-        sk = fh_codes[m] * n + pidx[m]
-        stream = np.unique(sk, return_inverse=True)[1] if len(sk) and (sk != sk[0]).any() \
-            else np.zeros(len(sk), np.int64)
-        order = np.argsort(ts[m], kind="stable")
-        if len(sk) and stream.max() > 0:
-            order = order[np.argsort(stream[order], kind="stable")]
-        st = stream[order]
-        off, prev_end = offset[m][order], (offset[m] + moved[m])[order]
-        same = np.zeros(len(off), bool)
-        same[1:] = st[1:] == st[:-1]
-        pe = np.empty_like(prev_end)
-        pe[1:] = prev_end[:-1]
-        consecutive = same & (off == pe)
-        sequential = same & (off >= pe)
-        P.access[direction] = dict(
-            first=int((~same).sum()), consecutive=int(consecutive.sum()),
-            sequential=int(sequential.sum()), random=int((same & ~sequential).sum()))
-
-    # --- timeline: sparse bins of 2**exp ns on the job clock, by start time
-    span = max(P.end - P.start, 1)
-    P.tl_exp = max(int(np.ceil(np.log2(span / FINE_BINS))), 10) if span > FINE_BINS else 10
-    b = (ts[io] + shift_ns) >> P.tl_exp
-    b0 = int(b.min()) if len(b) else 0
-    bidx = b - b0  # at most ~FINE_BINS distinct values
-    nb = int(bidx.max()) + 1 if len(b) else 0
-    ops = np.bincount(bidx, minlength=nb)
-    keep = np.flatnonzero(ops)
-    P.tl = (keep + b0, np.bincount(bidx, weights=np.where(is_read, moved, 0)[io], minlength=nb)[keep],
-            np.bincount(bidx, weights=np.where(is_write, moved, 0)[io], minlength=nb)[keep],
-            ops[keep].astype(np.float64))
-    return P
 
 
 # --------------------------------------------------------------------------- merge
@@ -284,12 +453,12 @@ def merge(partials: list[Partial], top: int = 20) -> dict:
     fh: dict = {}
     for p in partials:
         fh.update(p.fh)
-    procs = [d for p in partials for d in p.procs]
+    procs = [st.figures() for p in partials for st in p.procs.values()]
     hosts = sorted({d["host"] for d in procs if d["host"]})
     starts = [p.start for p in partials if p.start is not None]
     ends = [p.end for p in partials if p.end is not None]
     job_start, job_end = (min(starts), max(ends)) if starts else (0, 0)
-    file_tab = _concat([p.files for p in partials])
+    file_tab = _concat([t for p in partials for t in p.files])
     S["job"] = dict(
         duration_us=_us(job_end - job_start), start_ns=job_start, end_ns=job_end,
         processes=len({(d["host"], d["pid"]) for d in procs}),
@@ -310,8 +479,8 @@ def merge(partials: list[Partial], top: int = 20) -> dict:
          for d in procs], key=lambda d: (-d["io_us"], d["host"], d["pid"]))
 
     # --- per call name
-    calls = _concat([p.calls for p in partials])
-    sizes = _concat([p.sizes for p in partials])
+    calls = _concat([t for p in partials for t in p.calls])
+    sizes = _concat([t for p in partials for t in p.sizes])
     rows = []
     meta_cnt = meta_dur = io_cnt = io_dur = 0
     if calls is not None:
@@ -358,12 +527,14 @@ def merge(partials: list[Partial], top: int = 20) -> dict:
     S["files"] = sorted(frows, key=lambda r: (-r["time_us"], r["file"]))[:top]
 
     # --- @trace categories
-    cats = _concat([p.cats for p in partials])
+    cat_rows = [dict(pid=k[1], cat=k[2], count=v[0], dur=v[1], union=_length(v[2]))
+                for p in partials for k, v in p.cats.items()]
+    cats = pa.Table.from_pylist(cat_rows) if cat_rows else None
     crows = []
     if cats is not None:
         g = cats.group_by("cat").aggregate([("count", "sum"), ("dur", "sum"), ("union", "sum"),
                                             ("pid", "count")])
-        cn = _concat([p.cat_names for p in partials]).group_by(["cat", "name"]).aggregate(
+        cn = _concat([t for p in partials for t in p.cat_names]).group_by(["cat", "name"]).aggregate(
             [("dur_count", "sum"), ("dur_sum", "sum")]).to_pylist()
         for r in g.to_pylist():
             names = sorted([x for x in cn if x["cat"] == r["cat"]], key=lambda x: -x["dur_sum_sum"])

@@ -133,7 +133,7 @@ struct JsonRows {
   IoPrefixCache* cache = nullptr;
   EncodeCtx ctx{};
   ~JsonRows() { free(cache); }
-  void begin(int64_t pid, int64_t) {
+  void begin(int64_t pid, int64_t, uint64_t) {
     cache = static_cast<IoPrefixCache*>(malloc(sizeof(IoPrefixCache)));
     new (cache) IoPrefixCache();
     ctx = EncodeCtx{int(pid), 1, ClockMap(), 1};

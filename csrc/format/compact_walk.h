@@ -4,7 +4,7 @@
 // writer's half is CompactBuilder (compact.cc); both apply the rules of compact.h.
 //
 // A visitor has:
-//   void begin(int64_t pid, int64_t res_ns);           once, before any row
+//   void begin(int64_t pid, int64_t res_ns, uint64_t rows);  once, before any row
 //   void text(const char* p, size_t n);                a text row: whole JSON lines
 //   void span(const SpanLine& l);                      a span row (name, cat, args: in the block)
 //   void io(const IoRec& r, const IoTimes& t, int tid);  an I/O row (file hashes in t.fh/fh2)
@@ -119,7 +119,7 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
     dur = durs.svar();
     prev_end = wrap_add(start, dur);
   };
-  v.begin(pid, res);
+  v.begin(pid, res, rows);
   for (uint64_t row = 0; row < rows && ok; row++) {
     const uint8_t kind = kinds.byte();
     if (!kinds.ok) { ok = false; break; }

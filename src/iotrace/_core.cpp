@@ -457,21 +457,6 @@ PYBIND11_MODULE(_core, m) {
     iotrace_finalize_as(reason.c_str());
   }, py::arg("reason") = "finalize");
   m.def("trace_path", [] { return std::string(iotrace_trace_path()); });
-  // One compact frame's content -> (JSON lines, damaged); None when it is not a compact frame.
-  m.def("compact_to_json", [](py::buffer data) -> py::object {
-    py::buffer_info info = data.request();
-    size_t n = 0;
-    int damaged = 0;
-    char* text;
-    {
-      py::gil_scoped_release nogil;  // readers render frames on several threads
-      text = iotrace_compact_to_json(info.ptr, size_t(info.size * info.itemsize), &n, &damaged);
-    }
-    if (!text) return py::none();
-    py::bytes out(text, n);
-    free(text);
-    return py::make_tuple(out, damaged != 0);
-  });
   m.def("library_path", &library_path);
   m.def("stats", [] {
     uint64_t r, w, d;

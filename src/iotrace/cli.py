@@ -145,7 +145,7 @@ def _cmd_cat(args: argparse.Namespace) -> int:
     trace becomes DIR/<name>-<host>-<pid>.pfw.gz instead: the JSON form with gzip, which
     Perfetto opens as it is and DFTracer's tools read. Damage is read around and reported on
     stderr (exit status 1)."""
-    from iotrace_analyzer import reader  # zstandard + the standard library only
+    from iotrace_format import reader  # zstandard + the format's own module only
 
     damage: list = []
     try:

@@ -2,9 +2,13 @@
 
 A trace (docs/trace-format.md) is `.pfw.zst` (independent zstd frames of whole lines),
 `.pfw.gz` (one gzip member with full flushes; DFTracer may write several members), plain
-`.pfw`, or `.iotc.zst` (the compact form: zstd frames of columns, each rendered back to its
-JSON lines by the tracer's own encoder, `iotrace._core.compact_to_json`). The compression is
+`.pfw`, or `.iotc.zst` (the compact form: zstd frames of columns). The compression is
 recognised by its magic bytes, and a compact frame by its own, not by the file name.
+
+Two ways to read: `iter_blocks` gives the JSON text (a compact frame rendered back to its
+lines by the format's own encoder: what `iotrace cat` prints); `iter_batches` gives the events
+as columns (`_native.Batch`, an Arrow record batch for pyarrow): a compact frame decoded
+straight from its columns, JSON text scanned, with no JSON text made on the way.
 
 Reading goes frame by frame (zstd) or in small compressed blocks (gzip, plain), so raw text
 is never held whole. Damage is read around and recorded as `Damage` records:
@@ -14,8 +18,8 @@ is never held whole. Damage is read around and recorded as `Damage` records:
 * gzip: a cut-off member yields up to its last complete line; corrupt deflate data is
   skipped up to the next full-flush marker (00 00 ff ff) from which inflating works again.
 
-Only `zstandard` and the standard library are imported here (and `iotrace._core` at the first
-compact frame): `iotrace export` uses this module too and must not pay for pyarrow/dask.
+Only `zstandard`, the standard library and the format's own compiled module are imported
+here: the tracer's commands use this module and must not pay for pyarrow or Dask.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ from dataclasses import dataclass
 from typing import Iterator
 
 import zstandard
+
+from . import _native
 
 TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz", ".iotc.zst")
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
@@ -272,14 +278,13 @@ def _whole_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:
 def render_compact(content: bytes) -> tuple[bytes, bool]:
     """The JSON lines of one compact frame's content, and whether it was damaged (the lines
     before the damage are still given)."""
-    from iotrace import _core  # the tracer's encoder: the same bytes the JSON form writes
-
-    return _core.compact_to_json(content)
+    return _native.compact_to_json(content)
 
 
-def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
+def _zstd_contents(path, buf, start, end, damage) -> Iterator[tuple[bytes, str, int]]:
+    """(content, status, offset) of each frame that decodes (status "ok" or "truncated": the
+    part of a cut frame that decodes); damage noted and read around."""
     dctx = zstandard.ZstdDecompressor()
-    tail = b""
     pos = start
     while pos < end:
         fend, status = _frame_end(buf, pos, end)
@@ -287,7 +292,8 @@ def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
             nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
             nxt = end if nxt < 0 else nxt
             _note(damage, path, pos, "not-a-frame", f"{nxt - pos} bytes skipped to the next frame")
-            pos, tail = nxt, b""
+            yield b"", "gap", pos
+            pos = nxt
             continue
         try:
             out = dctx.decompressobj().decompress(buf[pos:fend])
@@ -295,8 +301,26 @@ def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
             # A damaged block header can make the frame look longer than it is: resync at
             # the next magic after this frame's start rather than at its computed end.
             _note(damage, path, pos, "corrupt-frame", str(e))
+            yield b"", "gap", pos
             nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
-            pos, tail = (end if nxt < 0 else nxt), b""
+            pos = end if nxt < 0 else nxt
+            continue
+        if status == "truncated":
+            _note(damage, path, pos, "truncated-frame",
+                  f"frame cut at byte {fend}; {len(out)} bytes decoded from it")
+            yield out, status, pos
+            nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
+            pos = end if nxt < 0 else nxt
+            continue
+        yield out, status, pos
+        pos = fend
+
+
+def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
+    tail = b""
+    for out, status, pos in _zstd_contents(path, buf, start, end, damage):
+        if status == "gap":
+            tail = b""
             continue
         if out[:4] == COMPACT_MAGIC:
             out, damaged = render_compact(out)
@@ -304,19 +328,11 @@ def _zstd_blocks(path, buf, start, end, damage) -> Iterator[bytes]:
                 lines = out.count(b"\n")
                 _note(damage, path, pos, "corrupt-frame",
                       f"compact frame damaged; {lines} lines rendered before it")
-        if status == "truncated":
-            _note(damage, path, pos, "truncated-frame",
-                  f"frame cut at byte {fend}; {len(out)} bytes decoded from it")
-            text, _lost = _whole_lines(tail, out)
-            if text:
-                yield text
-            nxt = buf.find(ZSTD_MAGIC, pos + 1, end)
-            pos, tail = (end if nxt < 0 else nxt), b""
-            continue
         text, tail = _whole_lines(tail, out)
+        if status == "truncated":
+            tail = b""  # the cut line is lost
         if text:
             yield text
-        pos = fend
     if tail:
         yield tail + b"\n"  # a clean stream whose last line lacks its newline
 
@@ -419,6 +435,76 @@ def iter_blocks(path: str, damage: list | None = None, chunk: Chunk | None = Non
             yield from _zstd_blocks(path, buf, chunk.start, chunk.end, damage)
         else:
             yield from _gzip_blocks(path, buf, damage)
+    finally:
+        if isinstance(buf, mmap.mmap):
+            buf.close()
+
+
+SCAN_BYTES = 16 << 20  # JSON text scanned at a time into one batch
+
+
+def _text_batches(blocks: Iterator[bytes]) -> Iterator:
+    pending, size = [], 0
+    for block in blocks:
+        pending.append(block)
+        size += len(block)
+        if size >= SCAN_BYTES:
+            yield _native.scan_json(b"".join(pending))
+            pending, size = [], 0
+    if pending:
+        yield _native.scan_json(b"".join(pending))
+
+
+def _zstd_batches(path, buf, start, end, damage) -> Iterator:
+    """A compact frame decoded straight to columns; runs of JSON-form frames scanned."""
+    tail = b""
+    text: list[bytes] = []
+    size = 0
+    for out, status, pos in _zstd_contents(path, buf, start, end, damage):
+        if status == "gap":
+            tail = b""
+            continue
+        if out[:4] == COMPACT_MAGIC:
+            if text:
+                yield _native.scan_json(b"".join(text))
+                text, size = [], 0
+            batch = _native.decode_compact(out)
+            if batch.damaged and status == "ok":
+                _note(damage, path, pos, "corrupt-frame",
+                      f"compact frame damaged; {batch.rows + len(batch.meta)} lines decoded before it")
+            yield batch
+            continue
+        whole, tail = _whole_lines(tail, out)
+        if status == "truncated":
+            tail = b""
+        if whole:
+            text.append(whole)
+            size += len(whole)
+            if size >= SCAN_BYTES:
+                yield _native.scan_json(b"".join(text))
+                text, size = [], 0
+    if tail:
+        text.append(tail + b"\n")
+    if text:
+        yield _native.scan_json(b"".join(text))
+
+
+def iter_batches(path: str, damage: list | None = None, chunk: Chunk | None = None) -> Iterator:
+    """The events of a file (or of one chunk of it) as column batches (`_native.Batch`: rows,
+    meta lines, bad lines; `pyarrow.record_batch(batch)` gives the columns). Memory stays at
+    about one frame, or 16 MB of text."""
+    if chunk is None:
+        size = os.path.getsize(path)
+        chunk = Chunk(path, 0, size, detect_codec(path), 0, size)
+    if chunk.size == 0:
+        _note(damage, path, 0, "empty-file", "the file is empty")
+        return
+    if chunk.codec != "zstd":
+        yield from _text_batches(iter_blocks(path, damage, chunk))
+        return
+    buf = _open_map(path)
+    try:
+        yield from _zstd_batches(path, buf, chunk.start, chunk.end, damage)
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()

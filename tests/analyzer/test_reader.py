@@ -4,7 +4,7 @@ import os
 
 import pytest
 from conftest import end, fh, io, process, write_trace
-from iotrace_analyzer.reader import (
+from iotrace_format.reader import (
     TraceInputError,
     find_traces,
     iter_lines,

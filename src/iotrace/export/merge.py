@@ -33,7 +33,7 @@ FORK_NAMES = frozenset(("fork", "vfork"))
 
 def reader():
     """The analyzer's trace reader (find_traces, iter_lines, TraceInputError)."""
-    from iotrace_analyzer import reader as r  # heavy: only when exporting
+    from iotrace_format import reader as r
 
     return r
 

@@ -1,0 +1,121 @@
+// The decoded events of one block, column by column, in the analyzer's schema, handed to Python
+// through the Arrow C data interface (the ArrowSchema / ArrowArray structs of the Arrow
+// specification: pyarrow imports them without a copy, and no Arrow C++ library is needed).
+// Read side only: this code uses the C++ standard library, so it is never in the preloaded
+// tracer.
+//
+// Columns (EVENT_COLUMNS, in this order): ph, name, cat (dictionary strings), pid, tid, ts_ns,
+// dur_ns (int64), fhash, fhash2 (dictionary strings: 16 hex digits for iotrace traces), fd,
+// fd2, size, offset, ret, bytes, errno, flags, mode (int64, null where the event has none),
+// hhash (dictionary string: DFTracer's host hash), args (the args object as JSON text when it
+// holds keys other than those above, else null). Metadata lines (ph M) are not events: they
+// are kept as text (`meta`), as are the examples of lines that could not be read.
+#pragma once
+#include <stddef.h>
+#include <stdint.h>
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+struct ArrowSchema;
+struct ArrowArray;
+
+namespace iot {
+
+constexpr const char* kEventColumns[] = {"ph", "name", "cat", "pid", "tid", "ts_ns", "dur_ns",
+                                         "fhash", "fhash2", "fd", "fd2", "size", "offset", "ret",
+                                         "bytes", "errno", "flags", "mode", "hhash", "args"};
+
+// Validity bits, all valid until the first null (then a bitmap).
+struct Validity {
+  std::vector<uint8_t> bits;
+  int64_t nulls = 0;
+  void set(size_t row, bool valid) {
+    if (valid && bits.empty()) return;
+    if (bits.empty()) bits.assign((row >> 3) + 1, 0xff);
+    if (bits.size() <= (row >> 3)) bits.resize((row >> 3) + 1, 0xff);
+    if (!valid) {
+      bits[row >> 3] &= uint8_t(~(1u << (row & 7)));
+      nulls++;
+    }
+  }
+};
+
+struct I64Column {
+  std::vector<int64_t> v;
+  Validity valid;
+  void add(int64_t x) { v.push_back(x); }
+  void add_null() {
+    valid.set(v.size(), false);
+    v.push_back(0);
+  }
+  void add(int64_t x, bool has) { has ? add(x) : add_null(); }
+};
+
+// Strings as int32 codes into a dictionary of distinct values (first seen, first coded).
+struct DictColumn {
+  std::vector<int32_t> codes;
+  Validity valid;
+  std::string data;               // the values, back to back
+  std::vector<int32_t> offs{0};   // value i is data[offs[i], offs[i + 1])
+  std::vector<int32_t> slots;     // open addressing: code + 1, 0 empty
+  int32_t last = -1;              // the previous code: runs of one value skip the hash
+  int32_t code(std::string_view s);
+  void add(std::string_view s) { codes.push_back(code(s)); }
+  void add_code(int32_t c) { codes.push_back(c); }
+  void add_null() {
+    valid.set(codes.size(), false);
+    codes.push_back(0);
+  }
+  size_t values() const { return offs.size() - 1; }
+};
+
+struct StrColumn {
+  std::vector<int32_t> offs{0};
+  std::string data;
+  Validity valid;
+  void add(std::string_view s) {
+    data.append(s.data(), s.size());
+    offs.push_back(int32_t(data.size()));
+  }
+  void add_null() {
+    valid.set(offs.size() - 1, false);
+    offs.push_back(int32_t(data.size()));
+  }
+};
+
+// The int64 args, in their column order (fd .. mode).
+enum IntArg { A_FD, A_FD2, A_SIZE, A_OFFSET, A_RET, A_BYTES, A_ERRNO, A_FLAGS, A_MODE, kIntArgs };
+constexpr const char* kIntArgNames[kIntArgs] = {"fd", "fd2", "size", "offset", "ret",
+                                                "bytes", "errno", "flags", "mode"};
+
+struct EventColumns {
+  DictColumn ph, name, cat;
+  I64Column pid, tid, ts_ns, dur_ns;
+  DictColumn fhash, fhash2;
+  I64Column ints[kIntArgs];
+  DictColumn hhash;
+  StrColumn args;
+  size_t rows = 0;
+
+  std::string meta;               // metadata lines, each followed by '\n'
+  size_t meta_lines = 0;
+  int64_t bad_lines = 0;
+  std::vector<std::string> bad_examples;  // the first 3, cut at 200 bytes
+  bool damaged = false;           // a compact block that could not be read to its end
+
+  void bad(std::string_view line);
+  void reserve(size_t n);  // room for n more rows (a compact block says how many it has)
+  void add_meta(std::string_view line) {
+    meta.append(line.data(), line.size());
+    meta.push_back('\n');
+    meta_lines++;
+  }
+};
+
+// Move the columns into a struct array (one child per column) and its schema; the array's
+// release frees them. Both structs must be unused (release NULL) when called.
+void export_columns(EventColumns&& cols, ArrowSchema* schema, ArrowArray* array);
+
+}  // namespace iot

@@ -1,0 +1,94 @@
+#include "decode.h"
+
+#include <unordered_map>
+
+#include "compact_walk.h"
+#include "json_scan.h"
+
+namespace iot {
+
+namespace {
+struct ColumnRows {
+  EventColumns& cols;
+  int64_t pid = 0, res = 1;
+  int32_t x_code = -1;
+  int32_t name_code[C_COUNT], cat_code[C_COUNT];  // per call: codes of its name and category
+  std::unordered_map<uint64_t, int32_t> hash_code[2];  // fhash, fhash2: code of each hash
+
+  explicit ColumnRows(EventColumns& c) : cols(c) {
+    for (int i = 0; i < C_COUNT; i++) name_code[i] = cat_code[i] = -1;
+  }
+  void begin(int64_t p, int64_t r, uint64_t rows) {
+    pid = p;
+    res = r;
+    cols.reserve(rows < (1u << 24) ? rows : 0);  // a damaged count must not reserve gigabytes
+  }
+  void text(const char* p, size_t n) { scan_lines(p, n, cols); }
+  void times(int tid, int64_t start, int64_t dur) {
+    if (x_code < 0) x_code = cols.ph.code("X");
+    cols.ph.add_code(x_code);
+    cols.pid.add(pid);
+    cols.tid.add(tid);
+    cols.ts_ns.add(start * res);
+    cols.dur_ns.add(dur * res);
+  }
+  void span(const SpanLine& l) {
+    cols.ph.add(std::string_view("X"));
+    cols.name.add(std::string_view(l.name, l.name_len));
+    cols.cat.add(std::string_view(l.cat, l.cat_len));
+    cols.pid.add(pid);
+    cols.tid.add(l.tid);
+    cols.ts_ns.add(l.start * res);
+    cols.dur_ns.add(l.dur * res);
+    scan_args_body(std::string_view(l.args, l.args_len), cols);
+    cols.rows++;
+  }
+  void hash(DictColumn& col, std::unordered_map<uint64_t, int32_t>& codes, uint64_t h) {
+    auto it = codes.find(h);
+    if (it == codes.end()) {  // 16 hex digits, as the JSON form writes the hash
+      static const char kHex[] = "0123456789abcdef";
+      char text[16];
+      uint64_t x = h;
+      for (int i = 15; i >= 0; i--, x >>= 4) text[i] = kHex[x & 15];
+      it = codes.emplace(h, col.code(std::string_view(text, 16))).first;
+    }
+    col.add_code(it->second);
+  }
+  void io(const IoRec& r, const IoTimes& t, int tid) {
+    const uint16_t call = r.h.call;
+    if (name_code[call] < 0) {
+      name_code[call] = cols.name.code(kCalls.name[call]);
+      cat_code[call] = cols.cat.code(kCalls.cat[call]);
+    }
+    times(tid, t.start, t.dur);
+    cols.name.add_code(name_code[call]);
+    cols.cat.add_code(cat_code[call]);
+    const uint32_t f = r.fields;
+    if (f & F_FHASH) hash(cols.fhash, hash_code[0], t.fh);
+    else cols.fhash.add_null();
+    if (f & F_FHASH2) hash(cols.fhash2, hash_code[1], t.fh2);
+    else cols.fhash2.add_null();
+    cols.ints[A_FD].add(r.fd, f & F_FD);
+    cols.ints[A_FD2].add(r.fd2, f & F_FD2);
+    cols.ints[A_SIZE].add(r.size, f & F_SIZE);
+    cols.ints[A_OFFSET].add(r.offset, f & F_OFFSET);
+    cols.ints[A_RET].add(r.ret, f & F_RET);
+    cols.ints[A_BYTES].add(r.bytes, f & F_BYTES);
+    cols.ints[A_ERRNO].add(r.err, f & F_ERRNO);
+    cols.ints[A_FLAGS].add(r.flags, f & F_FLAGS);
+    cols.ints[A_MODE].add(r.mode, f & F_MODE);
+    cols.hhash.add_null();
+    cols.args.add_null();
+    cols.rows++;
+  }
+};
+}  // namespace
+
+bool decode_compact(const char* p, size_t n, EventColumns& cols) {
+  ColumnRows rows(cols);
+  bool ok = compact_walk(p, n, rows);
+  if (!ok) cols.damaged = true;
+  return ok;
+}
+
+}  // namespace iot

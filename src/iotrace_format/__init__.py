@@ -1,0 +1,35 @@
+"""iotrace_format: the trace format's read side, shared by the `iotrace` commands (`cat`,
+`view`), the analyzer and the exporter, and needing only `zstandard` and its own compiled
+module (no pyarrow, Dask or numba: it imports them never).
+
+* `reader`: finding trace files, their frames and the damage in them, read around.
+* `_native`: compact blocks rendered to their JSON lines or decoded straight into columns,
+  JSON event lines (iotrace's JSON form, DFTracer 1.x and 2.x) scanned into the same columns.
+* `calls()`: the call table of csrc/format/calls.def (number, name, category, family).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from . import _native
+
+COLUMNS = _native.COLUMNS
+
+
+@lru_cache(maxsize=None)
+def calls() -> tuple[tuple[int, str, str, str], ...]:
+    """(number, name, category, family) of every call the tracer records."""
+    return tuple(_native.calls())
+
+
+@lru_cache(maxsize=None)
+def call_families() -> dict[str, str]:
+    """Call name -> family (read, write, open, close, seek, sync, stat, namespace, dir, size,
+    mmap, fd, cwd, process, copy)."""
+    return {name: family for _n, name, _c, family in calls()}
+
+
+def calls_of(*families: str) -> frozenset[str]:
+    """The names of the calls of these families."""
+    return frozenset(n for n, f in call_families().items() if f in families)

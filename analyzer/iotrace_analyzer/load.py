@@ -20,7 +20,7 @@ import queue
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,9 +31,11 @@ from iotrace_format.reader import Damage, find_traces, iter_batches
 
 from . import parquet, summary
 
-SEGMENT_ROWS = 1 << 20  # events summarized and written at a time
-GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of about this many events
-SMALL_FILE_BYTES = 1 << 20  # stored bytes: a file below this joins a group
+SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
+PARQUET_ROWS = 1 << 19  # events per Parquet row group
+GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of at most about this many events
+SMALL_FILE_EVENTS = 1 << 15  # a file estimated below this joins a group (about half a block)
+MANY_FILES = 256  # more small files than this: local tasks run in processes, not threads
 # Inputs estimated below this many events are analyzed in-process by threads. A 2-worker
 # LocalCluster costs ~2 s to start and more CPU per event (worker imports, transfers).
 LOCAL_EVENTS = 50_000_000
@@ -161,7 +163,8 @@ class FileReader:
         """Keep what finish() needs of a segment's events (distinct hashes and pids)."""
         self.result.events += ev.num_rows
         if ev.num_rows:
-            d = ev.column("fhash").combine_chunks()
+            d = ev.column("fhash")
+            d = d.combine_chunks() if isinstance(d, pa.ChunkedArray) else d
             if pa.types.is_dictionary(d.type):
                 used = pc.unique(d.indices.drop_null())
                 self.hashes_seen |= {h for h in d.dictionary.take(used).to_pylist() if h is not None}
@@ -197,23 +200,25 @@ class FileReader:
 
 
 def _table(batches: list[pa.RecordBatch]) -> pa.Table:
-    t = pa.Table.from_batches(batches) if batches else None
-    if t is None:
-        return None
+    """One table of batches whose dictionaries differ (each block has its own)."""
+    t = pa.Table.from_batches(batches)
     return t.unify_dictionaries().combine_chunks() if len(batches) > 1 else t
 
 
 class ParquetOut:
     """The task's Parquet part, written by a thread of its own (Parquet encoding releases
-    the GIL: it runs while the next segment decodes)."""
+    the GIL: it runs while the next blocks decode), in row groups of about 500,000 events."""
 
     def __init__(self, out_dir: str | None, index: int):
         self.out_dir, self.index = out_dir, index
         self.writer = None
         self.path = None
-        self.q: queue.Queue = queue.Queue(maxsize=2)
+        self.q: queue.Queue = queue.Queue(maxsize=1)
         self.error: BaseException | None = None
         self.thread = None
+        self.pending: list = []  # batches of the row group being gathered
+        self.rows = 0
+        self.host, self.names = "", {}
         if out_dir is not None:
             self.thread = threading.Thread(target=self._run, daemon=True)
             self.thread.start()
@@ -221,23 +226,38 @@ class ParquetOut:
     def _run(self) -> None:
         try:
             while (item := self.q.get()) is not None:
-                ev, host, names = item
-                tab = parquet.to_events(ev, host, names)
+                batches, host, names = item
+                tab = parquet.to_events(_table(batches), host, names)
                 if self.writer is None:
                     self.writer, self.path = parquet.open_part(self.out_dir, self.index)
-                self.writer.write_table(tab, row_group_size=1 << 20)
+                self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
         except BaseException as e:  # noqa: BLE001 (reported by close)
             self.error = e
             while self.q.get() is not None:  # let the producer finish
                 pass
 
-    def put(self, ev: pa.Table, host: str, names: dict) -> None:
-        if self.thread is not None and ev.num_rows:
-            self.q.put((ev, host, dict(names)))
+    def put(self, batch, host: str, names: dict) -> None:
+        """Events of one file (a batch or a table); row groups hold one host's events."""
+        if self.thread is None or not batch.num_rows:
+            return
+        if self.pending and host != self.host:
+            self.flush()
+        self.host = host
+        self.names.update(names)
+        self.pending += batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        self.rows += batch.num_rows
+        if self.rows >= PARQUET_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            self.q.put((self.pending, self.host, dict(self.names)))
+            self.pending, self.rows = [], 0
 
     def close(self) -> str | None:
         if self.thread is None:
             return None
+        self.flush()
         self.q.put(None)
         self.thread.join()
         if self.writer is not None:
@@ -249,37 +269,37 @@ class ParquetOut:
 
 def process_files(paths: list[str], index: int, out_dir: str | None,
                   compute_cats: tuple[str, ...]) -> TaskResult:
-    """Read, summarize and write one or more whole files. Several files (small ones) make one
-    segment; one big file is read as a stream of segments."""
+    """Read, summarize and write one or more whole files. A big file is summarized block by
+    block as it streams (the working set stays a block's); small files are gathered and
+    summarized together, as one table of several processes."""
     tune_process()
     P = summary.Partial()
     out = ParquetOut(out_dir, index)
     readers = []
-    group: list = []  # (reader, table) of small files for one segment
+    group: list = []  # (reader, table) of small files
     group_rows = 0
 
     def flush_group():
         nonlocal group, group_rows
         if not group:
             return
-        tabs = [t for _r, t in group]
         procs, proc_ids = [], []
         for k, (r, t) in enumerate(group):
             procs.append((r.key, r.host, r.proc.get("pid"), r.shift))
             proc_ids.append(np.full(t.num_rows, k, np.int64))
-        ev = pa.concat_tables(tabs, promote_options="none").unify_dictionaries().combine_chunks() \
-            if len(tabs) > 1 else tabs[0]
+        tabs = [t for _r, t in group]
+        ev = pa.concat_tables(tabs).unify_dictionaries().combine_chunks() if len(tabs) > 1 else tabs[0]
         if all(p[2] is not None for p in procs) and len({(p[0], p[2]) for p in procs}) == len(procs):
             P.add(ev, procs, np.concatenate(proc_ids), compute_cats)
         else:  # a file without a process record (DFTracer): each as its own pids
             for r, t in group:
                 P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats)
-        host = group[0][0].host if len({r.host for r, _t in group}) == 1 else None
-        if host is not None:
-            names = {}
+        hosts = {r.host for r, _t in group}
+        if len(hosts) == 1:  # one host: the group's table is one Parquet row group
+            names: dict = {}
             for r, _t in group:
                 names.update(r.names)
-            out.put(ev, host, names)
+            out.put(ev, hosts.pop(), names)
         else:
             for r, t in group:
                 out.put(t, r.host, r.names)
@@ -289,32 +309,25 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
         for k, path in enumerate(paths):
             fr = FileReader(path, key=hash((path, index, k)))
             readers.append(fr)
-            pending, rows = [], 0
-            big = False
+            streamed = _estimate(path, os.path.getsize(path)) >= SMALL_FILE_EVENTS
+            small: list = []
             for b in iter_batches(path, fr.result.damage):
                 rb = fr.batch(b)
                 if rb.num_rows == 0:
                     continue
-                pending.append(rb)
-                rows += rb.num_rows
-                if rows >= SEGMENT_ROWS:  # a big file: summarized and written as it streams
-                    big = True
-                    ev = _table(pending)
-                    fr.seen(ev)
-                    P.add(ev, [(fr.key, fr.host, None, fr.shift)], None, compute_cats)
-                    out.put(ev, fr.host, fr.names)
-                    pending, rows = [], 0
-            ev = _table(pending)
-            if ev is not None:
-                fr.seen(ev)
-                if big:
-                    P.add(ev, [(fr.key, fr.host, None, fr.shift)], None, compute_cats)
-                    out.put(ev, fr.host, fr.names)
+                if streamed:
+                    fr.seen(rb)
+                    P.add(rb, [(fr.key, fr.host, None, fr.shift)], None, compute_cats)
+                    out.put(rb, fr.host, fr.names)
                 else:
-                    group.append((fr, ev))
-                    group_rows += ev.num_rows
-                    if group_rows >= SEGMENT_ROWS:
-                        flush_group()
+                    small.append(rb)
+            if small:
+                ev = _table(small)
+                fr.seen(ev)
+                group.append((fr, ev))
+                group_rows += ev.num_rows
+                if group_rows >= SEGMENT_ROWS:
+                    flush_group()
         flush_group()
     finally:
         part = out.close()
@@ -331,8 +344,17 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
 
 
 class LocalRunner:
-    def __init__(self, workers: int):
-        self.pool = ThreadPoolExecutor(max_workers=workers)
+    """Tasks on threads of this process (big files: decoding, numpy and Parquet release the
+    GIL), or, for many small files, whose per-file work is Python that holds it, on forked
+    processes (they start with this process's imports: no start-up cost)."""
+
+    def __init__(self, workers: int, processes: bool = False):
+        if processes:
+            import multiprocessing as mp
+
+            self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
+        else:
+            self.pool = ThreadPoolExecutor(max_workers=workers)
         self.workers = workers
 
     def submit(self, fn, *args):
@@ -395,17 +417,19 @@ def _estimate(path: str, size: int) -> int:
     return int(size / _BYTES_PER_EVENT[kind])
 
 
-def plan_tasks(files: list[str]) -> list[list[str]]:
-    """Big files alone; small ones grouped by about GROUP_EVENTS events, in file order."""
+def plan_tasks(files: list[str], sizes: dict, workers: int) -> list[list[str]]:
+    """Big files alone; small ones grouped, in file order, into tasks of about a fourth of a
+    worker's share of the input (so that every worker has several), GROUP_EVENTS at most."""
+    est = {f: _estimate(f, sizes[f]) for f in files}
+    target = max(SMALL_FILE_EVENTS, min(GROUP_EVENTS, sum(est.values()) // (4 * max(workers, 1))))
     tasks, group, group_events = [], [], 0
     for f in files:
-        size = os.path.getsize(f)
-        if size >= SMALL_FILE_BYTES:
+        if est[f] >= SMALL_FILE_EVENTS:
             tasks.append([f])
             continue
         group.append(f)
-        group_events += _estimate(f, size)
-        if group_events >= GROUP_EVENTS:
+        group_events += est[f]
+        if group_events >= target:
             tasks.append(group)
             group, group_events = [], 0
     if group:
@@ -427,12 +451,14 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
     files = find_traces(paths)
     sizes = {f: os.path.getsize(f) for f in files}
     est = sum(_estimate(f, s) for f, s in sizes.items())
-    tasks = plan_tasks(files)
     engine = opts.engine
     if engine == "auto":
         engine = "dask" if opts.scheduler or est >= LOCAL_EVENTS else "local"
     workers = opts.workers or os.cpu_count() or 1
-    runner = DaskRunner(opts.scheduler, workers) if engine == "dask" else LocalRunner(workers)
+    many_small = sum(1 for f in files if _estimate(f, sizes[f]) < SMALL_FILE_EVENTS) > MANY_FILES
+    runner = DaskRunner(opts.scheduler, workers) if engine == "dask" else \
+        LocalRunner(workers, processes=many_small and workers > 1)
+    tasks = plan_tasks(files, sizes, runner.workers)
     if opts.out_dir:
         os.makedirs(opts.out_dir, exist_ok=True)
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
@@ -463,7 +489,8 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
             sys.stderr.write("\n")
     finally:
         runner.close()
-    file_results = sorted((f for r in results for f in r.files), key=lambda r: files.index(r.path))
+    order = {f: i for i, f in enumerate(files)}
+    file_results = sorted((f for r in results for f in r.files), key=lambda r: order[r.path])
     S = summary.merge([r.partial for r in results])
     S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est)

@@ -101,6 +101,7 @@ class Partial:
         for slot in self.cats.values():
             slot[2] = _length(slot[2])
         self.carry = {}
+        self.compact()
         return self
 
     def merge(self, o: "Partial") -> None:
@@ -139,21 +140,22 @@ class Partial:
         self.fh.update(o.fh)
         self.compact()
 
-    def compact(self) -> None:
-        """Fold the per-block tables into one each (bounded by distinct keys)."""
-        if len(self.calls) > 1:
+    def compact(self, every: int = 1) -> None:
+        """Fold the per-block tables into one each (bounded by distinct keys), once more than
+        `every` have gathered."""
+        if len(self.calls) > every:
             t = pa.concat_tables(self.calls).group_by("name").aggregate(
                 [("dur_count", "sum"), ("dur_sum", "sum"), ("bytes_sum", "sum"), ("err_sum", "sum")])
             self.calls = [t.rename_columns(["name", "dur_count", "dur_sum", "bytes_sum", "err_sum"])]
-        if len(self.sizes) > 1:
+        if len(self.sizes) > every:
             t = pa.concat_tables(self.sizes).group_by(["name", "size"]).aggregate([("size_count", "sum")])
             self.sizes = [t.rename_columns(["name", "size", "size_count"])]
-        if len(self.files) > 1:
+        if len(self.files) > every:
             t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(
                 [("dur_count", "sum"), ("dur_sum", "sum"), ("read_sum", "sum"), ("written_sum", "sum")])
             self.files = [t.rename_columns(["fhash", "pid", "dur_count", "dur_sum", "read_sum",
                                             "written_sum"])]
-        if len(self.cat_names) > 1:
+        if len(self.cat_names) > every:
             t = pa.concat_tables(self.cat_names).group_by(["cat", "name"]).aggregate(
                 [("dur_count", "sum"), ("dur_sum", "sum")])
             self.cat_names = [t.rename_columns(["cat", "name", "dur_count", "dur_sum"])]
@@ -177,80 +179,95 @@ class Partial:
 
     # --- reading ---------------------------------------------------------------------------
 
-    def add(self, ev: pa.Table, procs: list, proc_of_row: np.ndarray | None,
-            compute_cats: tuple[str, ...], meta_events: int = 0) -> None:
+    def add(self, ev: pa.Table | pa.RecordBatch, procs: list, proc_of_row: np.ndarray | None,
+            compute_cats: tuple[str, ...]) -> None:
         """The events of one block. `procs`: one (file key, host, pid, clock shift ns) per
         process the block holds; `proc_of_row`: each row's index into `procs` (None: the
         single process of `procs`, or one per distinct pid of a file when `procs` holds one
-        entry with pid None)."""
-        self.meta_events += meta_events
+        entry with pid None). Column arithmetic: a pass or two over the block per figure."""
         n_rows = ev.num_rows
         if n_rows == 0:
             return
         self.events += n_rows
         ph_codes, ph_vals = _codes(ev.column("ph"))
         is_x = ph_codes == (ph_vals.index("X") if "X" in ph_vals else -2)
-        x_count = int(is_x.sum())
-        self.x_events += x_count
+        all_x = bool(is_x.all())
+        self.x_events += n_rows if all_x else int(is_x.sum())
         ts = _np(ev.column("ts_ns"))
-        dur = np.where(is_x, _np(ev.column("dur_ns")), 0)
-        dur = np.maximum(dur, 0)
+        dur = _np(ev.column("dur_ns"))
+        if not all_x:
+            dur = np.where(is_x, dur, 0)
+        if dur.min() < 0:
+            dur = np.maximum(dur, 0)
         end = ts + dur
         pid = _np(ev.column("pid"))
         tid = _np(ev.column("tid"))
         if proc_of_row is None and procs[0][2] is None:  # one file: a process per pid
             file_key, host, _, shift = procs[0]
-            if (pid == pid[0]).all():
-                upids, proc_of_row = pid[:1].copy(), np.zeros(n_rows, np.int64)
+            if pid[0] == pid[-1] and (pid == pid[0]).all():
+                upids, proc_of_row = pid[:1], None
             else:
                 upids, proc_of_row = np.unique(pid, return_inverse=True)
             procs = [(file_key, host, int(p), shift) for p in upids]
-        elif proc_of_row is None:
-            proc_of_row = np.zeros(n_rows, np.int64)
-        pidx = proc_of_row
         n = len(procs)
-        shifts = np.array([p[3] for p in procs], np.int64)
-        shift_row = shifts[pidx] if n > 1 else np.full(n_rows, shifts[0])
-        tsj = ts + shift_row
-        first_j, last_j = int(tsj.min()), int((end + shift_row).max())
+        pidx = proc_of_row if proc_of_row is not None else np.zeros(n_rows, np.int64)
+        if n == 1:
+            shift = procs[0][3]
+            first_j, last_j = int(ts.min()) + shift, int(end.max()) + shift
+            tsj = ts + shift if shift else ts
+            utid = np.unique(tid)
+            self.threads |= {(procs[0][1], procs[0][2], int(t)) for t in utid}
+        else:
+            shift_row = np.array([p[3] for p in procs], np.int64)[pidx]
+            tsj = ts + shift_row
+            first_j, last_j = int(tsj.min()), int((end + shift_row).max())
+            pt = np.unique(pidx * (1 << 32) + (tid & 0xFFFFFFFF))
+            self.threads |= {(procs[int(k >> 32)][1], procs[int(k >> 32)][2], int(k & 0xFFFFFFFF))
+                             for k in pt}
         self.start = first_j if self.start is None else min(self.start, first_j)
         self.end = last_j if self.end is None else max(self.end, last_j)
-        pt = np.unique(pidx * (1 << 32) + (tid & 0xFFFFFFFF))
-        self.threads |= {(procs[int(k >> 32)][1], procs[int(k >> 32)][2], int(k & 0xFFFFFFFF))
-                         for k in pt}
 
         cat_codes, cat_vals = _codes(ev.column("cat"))
         low = [str(c).lower() for c in cat_vals]
-        is_io_cat = np.array([c in IO_CATS for c in low] + [False])[cat_codes]
-        is_compute_cat = np.array([c in compute_cats for c in low] + [False])[cat_codes]
-        is_proc_cat = np.array([c == "process" for c in low] + [False])[cat_codes]
-        io = is_x & is_io_cat
-        comp = is_x & is_compute_cat
+        is_io_cat = _lookup([c in IO_CATS for c in low], cat_codes)
+        is_compute_cat = _lookup([c in compute_cats for c in low], cat_codes)
+        is_proc_cat = _lookup([c == "process" for c in low], cat_codes)
+        io = is_io_cat if all_x else is_x & is_io_cat
+        comp = is_compute_cat if all_x else is_x & is_compute_cat
+        all_io = bool(io.all())
 
         name_codes, name_vals = _codes(ev.column("name"))
-        is_read = np.array([nm in READ_CALLS for nm in name_vals] + [False])[name_codes] & io
-        is_write = np.array([nm in WRITE_CALLS for nm in name_vals] + [False])[name_codes] & io
-        ret = _np(ev.column("ret"))
-        nbytes_col = ev.column("bytes")
-        moved = np.where(pc.is_valid(nbytes_col).to_numpy(zero_copy_only=False), _np(nbytes_col),
-                         np.maximum(ret, 0))
+        is_read = _lookup([nm in READ_CALLS for nm in name_vals], name_codes) & io
+        is_write = _lookup([nm in WRITE_CALLS for nm in name_vals], name_codes) & io
+        bytes_col = ev.column("bytes")
+        moved = np.maximum(_np(ev.column("ret")), 0)
+        if bytes_col.null_count < n_rows:  # `bytes` where the event has it, else ret > 0
+            moved = np.where(_valid(bytes_col), _np(bytes_col), moved)
         moved = np.where(is_read | is_write, moved, 0)
+        rd_bytes = np.where(is_read, moved, 0)
+        wr_bytes = np.where(is_write, moved, 0)
 
         # --- per process: counts, sums, first and last, interval unions
-        cnt = np.bincount(pidx, minlength=n)
-        io_cnt = np.bincount(pidx[io], minlength=n)
-        rd = _isum(pidx, np.where(is_read, moved, 0), n)
-        wr = _isum(pidx, np.where(is_write, moved, 0), n)
-        io_dur = _isum(pidx[io], dur[io], n)
         if n == 1:
+            cnt, io_cnt = np.array([n_rows]), np.array([n_rows if all_io else int(io.sum())])
+            rd, wr = np.array([int(rd_bytes.sum())]), np.array([int(wr_bytes.sum())])
+            io_dur = np.array([int(dur.sum() if all_io else dur[io].sum())])
             first, last = np.array([ts.min()]), np.array([end.max()])
         else:
+            cnt = np.bincount(pidx, minlength=n)
+            io_cnt = np.bincount(pidx[io], minlength=n)
+            rd = _isum(pidx, rd_bytes, n)
+            wr = _isum(pidx, wr_bytes, n)
+            io_dur = _isum(pidx[io], dur[io], n)
             first = np.full(n, np.iinfo(np.int64).max)
             last = np.full(n, np.iinfo(np.int64).min)
             np.minimum.at(first, pidx, ts)
             np.maximum.at(last, pidx, end)
-        runs = {k: grouped_runs(pidx[m], ts[m], end[m], n)
-                for k, m in (("io", io), ("comp", comp), ("both", io | comp), ("all", is_x))}
+        runs: dict = {}
+        masks = {"io": io, "comp": comp, "both": io | comp, "all": is_x}
+        for k, m in masks.items():
+            same = next((j for j, mm in masks.items() if j in runs and (mm is m or np.array_equal(mm, m))), None)
+            runs[k] = runs[same] if same else grouped_runs(pidx[m], ts[m], end[m], n)
         for i, (file_key, host, p, _shift) in enumerate(procs):
             key = (file_key, p)
             st = self.procs.get(key)
@@ -269,19 +286,20 @@ class Partial:
                     st.unions[k].add_runs(rs[a:b], re[a:b])
 
         # --- per call name (I/O events), grouped on the dictionary codes
-        err = pc.is_valid(ev.column("errno")).to_numpy(zero_copy_only=False)
-        nc = name_codes[io]
         nv = len(name_vals)
+        nc = name_codes if all_io else name_codes[io]
+        err = _valid(ev.column("errno"))
         counts = np.bincount(nc, minlength=nv)
         used = np.flatnonzero(counts)
         self.calls.append(pa.table({
             "name": pa.array([str(name_vals[c]) for c in used], pa.string()),
             "dur_count": counts[used].astype(np.int64),
-            "dur_sum": _isum(nc, dur[io], nv)[used],
-            "bytes_sum": _isum(nc, moved[io], nv)[used],
-            "err_sum": np.bincount(nc, weights=err[io], minlength=nv)[used].astype(np.int64)}))
-        has_size = pc.is_valid(ev.column("size")).to_numpy(zero_copy_only=False)
-        size_raw = _np(ev.column("size"))
+            "dur_sum": _isum(nc, dur if all_io else dur[io], nv)[used],
+            "bytes_sum": _isum(nc, moved if all_io else moved[io], nv)[used],
+            "err_sum": np.bincount(nc, weights=err if all_io else err[io], minlength=nv)[used].astype(np.int64)}))
+        size_col = ev.column("size")
+        has_size = _valid(size_col)
+        size_raw = _np(size_col)
         sm = io & has_size
         if sm.any():  # (name, size) pairs as one key: sizes within ±2^39 (512 GiB)
             half = 1 << 39
@@ -294,19 +312,21 @@ class Partial:
         # --- per file (by hash) and process
         fh_codes, fh_vals = _codes(ev.column("fhash"))
         m = io & (fh_codes >= 0)
-        key = fh_codes[m] * n + pidx[m]
-        uk, kidx = np.unique(key, return_inverse=True)
+        nf = max(len(fh_vals), 1)
+        key = fh_codes[m] * n + pidx[m] if n > 1 else fh_codes[m]
+        kcount = np.bincount(key, minlength=nf * n)
+        uk = np.flatnonzero(kcount)
         self.files.append(pa.table({
             "fhash": pa.array([str(fh_vals[k // n]) for k in uk], pa.string()),
             "pid": np.array([procs[k % n][2] for k in uk], np.int64),
-            "dur_count": np.bincount(kidx, minlength=len(uk)).astype(np.int64),
-            "dur_sum": _isum(kidx, dur[m], len(uk)),
-            "read_sum": _isum(kidx, np.where(is_read, moved, 0)[m], len(uk)),
-            "written_sum": _isum(kidx, np.where(is_write, moved, 0)[m], len(uk))}))
+            "dur_count": kcount[uk].astype(np.int64),
+            "dur_sum": _isum(key, dur[m], nf * n)[uk],
+            "read_sum": _isum(key, rd_bytes[m], nf * n)[uk],
+            "written_sum": _isum(key, wr_bytes[m], nf * n)[uk]}))
 
         # --- @trace categories (X events that are neither I/O nor process events)
-        other = is_x & ~is_io_cat & ~is_proc_cat
-        if other.any():
+        other = is_x & ~is_io_cat & ~is_proc_cat if not all_io else None
+        if other is not None and other.any():
             oc = cat_codes[other]
             op = pidx[other]
             grp = op * len(cat_vals) + oc
@@ -330,10 +350,12 @@ class Partial:
                 ["cat", "name", "dur_count", "dur_sum"]))
 
         # --- access pattern and sizes (data calls); streams carry on from the previous block
-        offset_valid = pc.is_valid(ev.column("offset")).to_numpy(zero_copy_only=False)
+        offset_valid = _valid(ev.column("offset"))
         offset = _np(ev.column("offset"))
         size = np.where(has_size, size_raw, moved)
         for direction, m in (("read", is_read), ("write", is_write)):
+            if not m.any():
+                continue
             hist = np.bincount(np.searchsorted(SIZE_EDGES, size[m], side="right") - 1,
                                minlength=len(SIZE_EDGES))
             self.size_hist[direction] = (np.asarray(self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64)))
@@ -342,14 +364,18 @@ class Partial:
             acc = self.access.setdefault(direction, dict(first=0, consecutive=0, sequential=0, random=0))
             if not m.any():
                 continue
-            # streams = (process, file); order by time within each stream (two stable sorts)
+            # streams = (process, file); order by time within each stream
             sk = fh_codes[m] * n + pidx[m]
-            ustreams, stream = np.unique(sk, return_inverse=True)
-            order = np.argsort(ts[m], kind="stable")
-            if len(ustreams) > 1:
-                order = order[np.argsort(stream[order], kind="stable")]
-            st_ = stream[order]
-            off, prev_end = offset[m][order], (offset[m] + moved[m])[order]
+            tm = ts[m]
+            if sk[0] == sk[-1] and (sk == sk[0]).all():
+                ustreams, stream = sk[:1], np.zeros(len(sk), np.int64)
+                order = None if (tm[1:] >= tm[:-1]).all() else np.argsort(tm, kind="stable")
+            else:
+                ustreams, stream = np.unique(sk, return_inverse=True)
+                order = np.lexsort((tm, stream))
+            st_ = stream if order is None else stream[order]
+            off = offset[m] if order is None else offset[m][order]
+            prev_end = off + (moved[m] if order is None else moved[m][order])
             same = np.zeros(len(off), bool)
             same[1:] = st_[1:] == st_[:-1]
             pe = np.empty_like(prev_end)
@@ -367,20 +393,34 @@ class Partial:
             tails = np.append(heads[1:] - 1, len(off) - 1)
             for h in tails:
                 carry[keys[st_[h]]] = int(prev_end[h])
-            consecutive = same & (off == pe)
             sequential = same & (off >= pe)
-            acc["first"] += int((~same).sum())
-            acc["consecutive"] += int(consecutive.sum())
-            acc["sequential"] += int(sequential.sum())
-            acc["random"] += int((same & ~sequential).sum())
+            acc["first"] += int(len(same) - np.count_nonzero(same))
+            acc["consecutive"] += int(np.count_nonzero(same & (off == pe)))
+            acc["sequential"] += int(np.count_nonzero(sequential))
+            acc["random"] += int(np.count_nonzero(same & ~sequential))
 
         # --- timeline: sparse bins on the job clock, by start time
-        if io.any():
-            b = tsj[io] >> self.tl_exp
+        if all_io or io.any():
+            b = (tsj if all_io else tsj[io]) >> self.tl_exp
             self._merge_timeline(self.tl_exp, _binned(
-                b, np.where(is_read, moved, 0)[io].astype(np.float64),
-                np.where(is_write, moved, 0)[io].astype(np.float64), np.ones(int(io.sum()))))
-        self.compact()
+                b, (rd_bytes if all_io else rd_bytes[io]).astype(np.float64),
+                (wr_bytes if all_io else wr_bytes[io]).astype(np.float64), np.ones(len(b))))
+        self.compact(every=32)
+
+
+def _lookup(flags: list, codes: np.ndarray) -> np.ndarray:
+    """A per-row boolean from a per-dictionary-value one (code -1, a null: False)."""
+    return np.array(flags + [False])[codes]
+
+
+def _valid(col) -> np.ndarray:
+    """Where a column has a value (bool per row)."""
+    if col.null_count == 0:
+        return np.ones(len(col), bool)
+    if col.null_count == len(col):
+        return np.zeros(len(col), bool)
+    return pc.is_valid(col).to_numpy(zero_copy_only=False)
+
 
 def _length(u) -> int:
     return u.length() if isinstance(u, Union) else int(u)
@@ -390,20 +430,45 @@ def _binned(idx: np.ndarray, rd: np.ndarray, wr: np.ndarray, ops: np.ndarray) ->
     """Sparse bins: (distinct bin indices, summed bytes read, written, ops)."""
     if len(idx) == 0:
         return ()
+    lo = int(idx.min())
+    span = int(idx.max()) - lo + 1
+    if span <= 4 * len(idx) + 4096:  # dense enough: count in place
+        rel = idx - lo
+        c = np.bincount(rel, weights=ops, minlength=span)
+        u = np.flatnonzero(c)
+        return (u + lo, np.bincount(rel, weights=rd, minlength=span)[u],
+                np.bincount(rel, weights=wr, minlength=span)[u], c[u])
     u, inv = np.unique(idx, return_inverse=True)
     return (u, np.bincount(inv, weights=rd, minlength=len(u)),
             np.bincount(inv, weights=wr, minlength=len(u)),
             np.bincount(inv, weights=ops, minlength=len(u)))
 
 
-def _np(col, fill=0, dtype=np.int64):
-    """A (possibly null-holding) Arrow integer column as numpy, nulls as `fill`."""
-    return pc.fill_null(col, fill).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+def _np(col, dtype=np.int64):
+    """An Arrow integer column as numpy, nulls as 0. The format's decoder writes 0 under every
+    null, so its arrays are read in place; others get their nulls filled."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.type == pa.int64() and col.offset == 0 and (col.null_count == 0 or _decoded(col)):
+        return np.frombuffer(col.buffers()[1], np.int64, len(col))
+    return pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
+
+
+def _decoded(col) -> bool:
+    """Does the array hold 0 under its nulls? (checked on its first null: arrays here come
+    from the format's decoder, which writes 0 there, or from concatenations of them)"""
+    v = pc.is_null(col)
+    i = pc.index(v, True).as_py()
+    return i < 0 or np.frombuffer(col.buffers()[1], np.int64, len(col))[i] == 0
 
 
 def _isum(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sums of values per group (bincount's float weights lose bits past 2**53)."""
-    if len(values) == 0 or np.abs(values).sum(dtype=np.float64) < 2**52:
+    """Exact int64 sums of values per group (bincount's float weights lose bits past 2**53:
+    exact while the block's values stay within 2**53 / rows)."""
+    if len(values) == 0:
+        return np.zeros(n, np.int64)
+    bound = (1 << 53) // len(values)
+    if int(values.max()) < bound and int(values.min()) > -bound:
         return np.bincount(groups, weights=values, minlength=n).astype(np.int64)
     out = np.zeros(n, np.int64)
     np.add.at(out, groups, values)

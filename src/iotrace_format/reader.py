@@ -123,6 +123,8 @@ def find_traces(paths: list[str]) -> list[str]:
         raise TraceInputError(
             "no trace files (*.pfw, *.pfw.zst, *.pfw.gz, *.iotc.zst) found in: " + ", ".join(paths)
         )
+    if len(paths) == 1 and os.path.isdir(paths[0]):
+        return found  # one folder walked: no file twice
     seen: set[str] = set()
     unique = []
     for f in found:

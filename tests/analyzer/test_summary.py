@@ -223,7 +223,7 @@ def test_streamed_in_segments_gives_the_same_figures(tmp_path, monkeypatch, rows
     write_trace(tmp_path / "tr" / "b-node1-200.pfw.zst", trace_b(), lines_per_frame=1)
     whole, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
     monkeypatch.setattr(load, "SEGMENT_ROWS", rows)
-    monkeypatch.setattr(load, "SMALL_FILE_BYTES", 0)  # every file streamed on its own
+    monkeypatch.setattr(load, "SMALL_FILE_EVENTS", 0)  # every file streamed on its own
     streamed, _ = analyze([str(tmp_path / "tr")], Options(engine="local", out_dir=str(tmp_path / "o")))
     for k in ("job", "time", "processes", "calls", "files", "categories", "access", "timeline",
               "metadata_calls"):

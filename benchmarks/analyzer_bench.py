@@ -94,8 +94,7 @@ def generate_direct(events: int, procs: int, out: str) -> None:
 def run_analyzer(traces: str, out: str, extra: list[str]) -> tuple[float, float, int, dict]:
     """(wall s, CPU s of the process tree, peak RSS bytes, summary)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    env = dict(os.environ)
-    env["PYTHONPATH"] = os.path.join(ROOT, "analyzer") + os.pathsep + env.get("PYTHONPATH", "")
+    env = dict(os.environ)  # the installed package (pip install ".[analyze]")
     t0 = time.perf_counter()
     proc = subprocess.Popen([sys.executable, "-m", "iotrace_analyzer", traces, "-o", out, "-q",
                              "--no-progress", *extra], env=env)

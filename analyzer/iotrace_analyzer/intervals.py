@@ -1,38 +1,8 @@
-"""Lengths of unions of time intervals, per group, without a Python loop per interval; and a
-union that grows block by block with bounded memory."""
+"""The union of time intervals that grows block by block, with bounded memory."""
 
 from __future__ import annotations
 
 import numpy as np
-
-
-def union_lengths(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int,
-                  presorted: bool = False) -> np.ndarray:
-    """|∪ [start, end)| for each group 0..n_groups-1 (int64, same unit as the input).
-
-    Groups are laid end to end on one axis (each shifted by its index times the whole span)
-    so that one sort and one running maximum serve all of them. `presorted`: the input is
-    already ordered by (group, start).
-    """
-    out = np.zeros(n_groups, np.int64)
-    if len(start) == 0:
-        return out
-    if presorted:
-        _add_segments(start, end, group, out)
-        return out
-    t0 = int(start.min())
-    span = int(end.max()) - t0 + 1
-    if span * n_groups < 2**62:
-        shift = group.astype(np.int64) * span - t0
-        s, e = start + shift, end + shift
-        order = np.argsort(s, kind="stable")
-        _add_segments(s[order], e[order], group[order], out)
-    else:  # too many groups for one axis: one pass per group (groups are processes, not events)
-        for g in np.unique(group):
-            m = group == g
-            order = np.argsort(start[m], kind="stable")
-            _add_segments(start[m][order], end[m][order], group[m][order], out)
-    return out
 
 
 def _runs(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -46,39 +16,6 @@ def _runs(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndar
     last[:-1] = first[1:] - 1
     last[-1] = len(s) - 1
     return first, s[first], reach[last]
-
-
-def grouped_runs(group: np.ndarray, start: np.ndarray, end: np.ndarray, n_groups: int):
-    """The disjoint runs of each group's intervals, for all groups at once: (bounds, starts,
-    ends) with the runs of group g at [bounds[g], bounds[g + 1]), each sorted."""
-    if len(start) == 0:
-        return np.zeros(n_groups + 1, np.int64), start[:0], end[:0]
-    if n_groups == 1:
-        order = np.argsort(start, kind="stable")
-        _f, rs, re = _runs(start[order], end[order])
-        return np.array([0, len(rs)]), rs, re
-    t0 = int(start.min())
-    span = int(end.max()) - t0 + 1
-    if span * n_groups >= 2**62:  # too many groups for one axis: group by group
-        parts = [grouped_runs(np.zeros(int(m.sum()), np.int64), start[m], end[m], 1)
-                 for m in (group == g for g in range(n_groups))]
-        counts = [len(p[1]) for p in parts]
-        return (np.concatenate([[0], np.cumsum(counts)]), np.concatenate([p[1] for p in parts]),
-                np.concatenate([p[2] for p in parts]))
-    # groups laid end to end on one axis: one sort and one running maximum serve them all
-    shift = group.astype(np.int64) * span - t0
-    s, e = start + shift, end + shift
-    order = np.argsort(s, kind="stable")
-    first, rs, re = _runs(s[order], e[order])
-    g = group[order][first]
-    back = g.astype(np.int64) * span - t0
-    return np.searchsorted(g, np.arange(n_groups + 1)), rs - back, re - back
-
-
-def _add_segments(s: np.ndarray, e: np.ndarray, g: np.ndarray, out: np.ndarray) -> None:
-    """s sorted; add the length of each maximal run of overlapping intervals to out[group]."""
-    first, rs, re = _runs(s, e)
-    np.add.at(out, g[first], re - rs)
 
 
 class Union:

@@ -36,9 +36,10 @@ PARQUET_ROWS = 1 << 19  # events per Parquet row group
 GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of at most about this many events
 SMALL_FILE_EVENTS = 1 << 15  # a file estimated below this joins a group (about half a block)
 MANY_FILES = 256  # more small files than this: local tasks run in processes, not threads
-# Inputs estimated below this many events are analyzed in-process by threads. A 2-worker
-# LocalCluster costs ~2 s to start and more CPU per event (worker imports, transfers).
-LOCAL_EVENTS = 50_000_000
+# Inputs estimated below this many events are analyzed on this machine without Dask (threads
+# and forked processes): a LocalCluster costs ~2 s to start and more CPU per event (worker
+# imports, transfers), for no gain on one machine. Dask is for --scheduler, or --engine dask.
+LOCAL_EVENTS = 10_000_000_000
 _BYTES_PER_EVENT = {"compact": 1.2, "zstd": 12.0, "gzip": 14.0, "plain": 170.0}
 
 # The same settings for processes started from here (Dask workers): glibc reads them at start.

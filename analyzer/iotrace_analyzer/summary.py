@@ -15,7 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import calls_of
 
-from .intervals import Union, grouped_runs
+from . import _kernels
+from .intervals import Union
 
 IO_CATS = ("posix", "stdio")
 READ_CALLS = calls_of("read")
@@ -184,233 +185,162 @@ class Partial:
         """The events of one block. `procs`: one (file key, host, pid, clock shift ns) per
         process the block holds; `proc_of_row`: each row's index into `procs` (None: the
         single process of `procs`, or one per distinct pid of a file when `procs` holds one
-        entry with pid None). Column arithmetic: a pass or two over the block per figure."""
+        entry with pid None). The figures are counted by one C++ pass (_kernels.figures);
+        here they join the partial's tables."""
         n_rows = ev.num_rows
         if n_rows == 0:
             return
         self.events += n_rows
-        ph_codes, ph_vals = _codes(ev.column("ph"))
-        is_x = ph_codes == (ph_vals.index("X") if "X" in ph_vals else -2)
-        all_x = bool(is_x.all())
-        self.x_events += n_rows if all_x else int(is_x.sum())
-        ts = _np(ev.column("ts_ns"))
-        dur = _np(ev.column("dur_ns"))
-        if not all_x:
-            dur = np.where(is_x, dur, 0)
-        if dur.min() < 0:
-            dur = np.maximum(dur, 0)
-        end = ts + dur
         pid = _np(ev.column("pid"))
-        tid = _np(ev.column("tid"))
         if proc_of_row is None and procs[0][2] is None:  # one file: a process per pid
             file_key, host, _, shift = procs[0]
             if pid[0] == pid[-1] and (pid == pid[0]).all():
-                upids, proc_of_row = pid[:1], None
+                upids = pid[:1]
             else:
                 upids, proc_of_row = np.unique(pid, return_inverse=True)
             procs = [(file_key, host, int(p), shift) for p in upids]
         n = len(procs)
-        pidx = proc_of_row if proc_of_row is not None else np.zeros(n_rows, np.int64)
-        if n == 1:
-            shift = procs[0][3]
-            first_j, last_j = int(ts.min()) + shift, int(end.max()) + shift
-            tsj = ts + shift if shift else ts
-            utid = np.unique(tid)
-            self.threads |= {(procs[0][1], procs[0][2], int(t)) for t in utid}
-        else:
-            shift_row = np.array([p[3] for p in procs], np.int64)[pidx]
-            tsj = ts + shift_row
-            first_j, last_j = int(tsj.min()), int((end + shift_row).max())
-            pt = np.unique(pidx * (1 << 32) + (tid & 0xFFFFFFFF))
-            self.threads |= {(procs[int(k >> 32)][1], procs[int(k >> 32)][2], int(k & 0xFFFFFFFF))
-                             for k in pt}
-        self.start = first_j if self.start is None else min(self.start, first_j)
-        self.end = last_j if self.end is None else max(self.end, last_j)
-
-        cat_codes, cat_vals = _codes(ev.column("cat"))
+        ph_codes, ph_vals = _codes32(ev.column("ph"))
+        cat_codes, cat_vals = _codes32(ev.column("cat"))
+        name_codes, name_vals = _codes32(ev.column("name"))
+        fh_codes, fh_vals = _codes32(ev.column("fhash"))
         low = [str(c).lower() for c in cat_vals]
-        is_io_cat = _lookup([c in IO_CATS for c in low], cat_codes)
-        is_compute_cat = _lookup([c in compute_cats for c in low], cat_codes)
-        is_proc_cat = _lookup([c == "process" for c in low], cat_codes)
-        io = is_io_cat if all_x else is_x & is_io_cat
-        comp = is_compute_cat if all_x else is_x & is_compute_cat
-        all_io = bool(io.all())
-
-        name_codes, name_vals = _codes(ev.column("name"))
-        is_read = _lookup([nm in READ_CALLS for nm in name_vals], name_codes) & io
-        is_write = _lookup([nm in WRITE_CALLS for nm in name_vals], name_codes) & io
-        bytes_col = ev.column("bytes")
-        moved = np.maximum(_np(ev.column("ret")), 0)
-        if bytes_col.null_count < n_rows:  # `bytes` where the event has it, else ret > 0
-            moved = np.where(_valid(bytes_col), _np(bytes_col), moved)
-        moved = np.where(is_read | is_write, moved, 0)
-        rd_bytes = np.where(is_read, moved, 0)
-        wr_bytes = np.where(is_write, moved, 0)
+        cat_kind = np.array([(c in IO_CATS) | (c in compute_cats) << 1 | (c == "process") << 2
+                             for c in low], np.uint8)
+        name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 for nm in name_vals],
+                             np.uint8)
+        f = _kernels.figures(
+            ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
+            cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
+            ts=_np(ev.column("ts_ns")), dur=_np(ev.column("dur_ns")), ret=_np(ev.column("ret")),
+            bytes=_np(ev.column("bytes")), bytes_valid=_valid8(ev.column("bytes")),
+            size=_np(ev.column("size")), size_valid=_valid8(ev.column("size")),
+            offset=_np(ev.column("offset")), offset_valid=_valid8(ev.column("offset")),
+            errno_valid=_valid8(ev.column("errno")), fh=fh_codes, n_fh=len(fh_vals),
+            tid=_np(ev.column("tid")),
+            proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
+            n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
+        self.x_events += f["x_events"]
+        self.start = f["start_j"] if self.start is None else min(self.start, f["start_j"])
+        self.end = f["end_j"] if self.end is None else max(self.end, f["end_j"])
+        th = f["threads"]
+        self.threads |= {(procs[p][1], procs[p][2], int(t)) for p, t in zip(th["proc"], th["tid"])}
 
         # --- per process: counts, sums, first and last, interval unions
-        if n == 1:
-            cnt, io_cnt = np.array([n_rows]), np.array([n_rows if all_io else int(io.sum())])
-            rd, wr = np.array([int(rd_bytes.sum())]), np.array([int(wr_bytes.sum())])
-            io_dur = np.array([int(dur.sum() if all_io else dur[io].sum())])
-            first, last = np.array([ts.min()]), np.array([end.max()])
-        else:
-            cnt = np.bincount(pidx, minlength=n)
-            io_cnt = np.bincount(pidx[io], minlength=n)
-            rd = _isum(pidx, rd_bytes, n)
-            wr = _isum(pidx, wr_bytes, n)
-            io_dur = _isum(pidx[io], dur[io], n)
-            first = np.full(n, np.iinfo(np.int64).max)
-            last = np.full(n, np.iinfo(np.int64).min)
-            np.minimum.at(first, pidx, ts)
-            np.maximum.at(last, pidx, end)
-        runs: dict = {}
-        masks = {"io": io, "comp": comp, "both": io | comp, "all": is_x}
-        for k, m in masks.items():
-            same = next((j for j, mm in masks.items() if j in runs and (mm is m or np.array_equal(mm, m))), None)
-            runs[k] = runs[same] if same else grouped_runs(pidx[m], ts[m], end[m], n)
+        fp = f["procs"]
+        runs = f["unions"]
         for i, (file_key, host, p, _shift) in enumerate(procs):
+            if not fp["events"][i]:
+                continue
             key = (file_key, p)
             st = self.procs.get(key)
             if st is None:
                 st = self.procs[key] = ProcState(host, p)
-            st.events += int(cnt[i])
-            st.io_events += int(io_cnt[i])
-            st.first = min(st.first, int(first[i]))
-            st.last = max(st.last, int(last[i]))
-            st.bytes_read += int(rd[i])
-            st.bytes_written += int(wr[i])
-            st.io_call_time += int(io_dur[i])
-            for k, (bounds, rs, re) in runs.items():
-                a, b = bounds[i], bounds[i + 1]
+            st.events += int(fp["events"][i])
+            st.io_events += int(fp["io_events"][i])
+            st.first = min(st.first, int(fp["first"][i]))
+            st.last = max(st.last, int(fp["last"][i]))
+            st.bytes_read += int(fp["bytes_read"][i])
+            st.bytes_written += int(fp["bytes_written"][i])
+            st.io_call_time += int(fp["io_call_time"][i])
+            for k, r in runs.items():
+                a, b = r["bounds"][i], r["bounds"][i + 1]
                 if b > a:
-                    st.unions[k].add_runs(rs[a:b], re[a:b])
+                    st.unions[k].add_runs(r["starts"][a:b], r["ends"][a:b])
 
-        # --- per call name (I/O events), grouped on the dictionary codes
-        nv = len(name_vals)
-        nc = name_codes if all_io else name_codes[io]
-        err = _valid(ev.column("errno"))
-        counts = np.bincount(nc, minlength=nv)
-        used = np.flatnonzero(counts)
+        # --- per call name, (name, size), per file and process
+        c = f["calls"]
+        used = np.flatnonzero(c["count"])
         self.calls.append(pa.table({
-            "name": pa.array([str(name_vals[c]) for c in used], pa.string()),
-            "dur_count": counts[used].astype(np.int64),
-            "dur_sum": _isum(nc, dur if all_io else dur[io], nv)[used],
-            "bytes_sum": _isum(nc, moved if all_io else moved[io], nv)[used],
-            "err_sum": np.bincount(nc, weights=err if all_io else err[io], minlength=nv)[used].astype(np.int64)}))
-        size_col = ev.column("size")
-        has_size = _valid(size_col)
-        size_raw = _np(size_col)
-        sm = io & has_size
-        if sm.any():  # (name, size) pairs as one key: sizes within ±2^39 (512 GiB)
-            half = 1 << 39
-            key = (name_codes[sm].astype(np.int64) << 40) | (np.clip(size_raw[sm], -half, half - 1) + half)
-            uk, kc = np.unique(key, return_counts=True)
+            "name": pa.array([str(name_vals[k]) for k in used], pa.string()),
+            "dur_count": c["count"][used], "dur_sum": c["dur"][used],
+            "bytes_sum": c["bytes"][used], "err_sum": c["errors"][used]}))
+        sz = f["sizes"]
+        if len(sz["name"]):
             self.sizes.append(pa.table({
-                "name": pa.array([str(name_vals[int(c)]) for c in (uk >> 40)], pa.string()),
-                "size": (uk & ((1 << 40) - 1)) - half, "size_count": kc.astype(np.int64)}))
-
-        # --- per file (by hash) and process
-        fh_codes, fh_vals = _codes(ev.column("fhash"))
-        m = io & (fh_codes >= 0)
-        nf = max(len(fh_vals), 1)
-        key = fh_codes[m] * n + pidx[m] if n > 1 else fh_codes[m]
-        kcount = np.bincount(key, minlength=nf * n)
-        uk = np.flatnonzero(kcount)
+                "name": pa.array([str(name_vals[k]) for k in sz["name"]], pa.string()),
+                "size": sz["size"], "size_count": sz["count"]}))
+        fl = f["files"]
         self.files.append(pa.table({
-            "fhash": pa.array([str(fh_vals[k // n]) for k in uk], pa.string()),
-            "pid": np.array([procs[k % n][2] for k in uk], np.int64),
-            "dur_count": kcount[uk].astype(np.int64),
-            "dur_sum": _isum(key, dur[m], nf * n)[uk],
-            "read_sum": _isum(key, rd_bytes[m], nf * n)[uk],
-            "written_sum": _isum(key, wr_bytes[m], nf * n)[uk]}))
+            "fhash": pa.array([str(fh_vals[k]) for k in fl["fhash"]], pa.string()),
+            "pid": np.array([procs[p][2] for p in fl["proc"]], np.int64),
+            "dur_count": fl["count"], "dur_sum": fl["dur"], "read_sum": fl["read"],
+            "written_sum": fl["written"]}))
 
         # --- @trace categories (X events that are neither I/O nor process events)
-        other = is_x & ~is_io_cat & ~is_proc_cat if not all_io else None
-        if other is not None and other.any():
-            oc = cat_codes[other]
-            op = pidx[other]
-            grp = op * len(cat_vals) + oc
-            ug, gidx = np.unique(grp, return_inverse=True)
-            cnts = np.bincount(gidx, minlength=len(ug))
-            durs = _isum(gidx, dur[other], len(ug))
-            bounds, rs, re = grouped_runs(gidx, ts[other], end[other], len(ug))
-            for j, g in enumerate(ug):
-                file_key, _h, p, _s = procs[int(g) // len(cat_vals)]
-                k = (file_key, p, str(cat_vals[int(g) % len(cat_vals)]))
-                slot = self.cats.get(k)
-                if slot is None:
-                    slot = self.cats[k] = [0, 0, Union()]
-                slot[0] += int(cnts[j])
-                slot[1] += int(durs[j])
-                slot[2].add_runs(rs[bounds[j]:bounds[j + 1]], re[bounds[j]:bounds[j + 1]])
-            names = pc.take(ev.column("name"), pa.array(np.flatnonzero(other))).cast(pa.string())
-            cats = pc.take(ev.column("cat"), pa.array(np.flatnonzero(other))).cast(pa.string())
-            self.cat_names.append(pa.table({"cat": cats, "name": names, "dur": dur[other]}).group_by(
-                ["cat", "name"]).aggregate([("dur", "count"), ("dur", "sum")]).rename_columns(
-                ["cat", "name", "dur_count", "dur_sum"]))
+        ca = f["cats"]
+        cr = ca["runs"]
+        for j, (p, cc) in enumerate(zip(ca["proc"], ca["cat"])):
+            file_key, _h, pid_, _s = procs[p]
+            k = (file_key, pid_, str(cat_vals[cc]))
+            slot = self.cats.get(k)
+            if slot is None:
+                slot = self.cats[k] = [0, 0, Union()]
+            slot[0] += int(ca["count"][j])
+            slot[1] += int(ca["dur"][j])
+            slot[2].add_runs(cr["starts"][cr["bounds"][j]:cr["bounds"][j + 1]],
+                             cr["ends"][cr["bounds"][j]:cr["bounds"][j + 1]])
+        cn = f["cat_names"]
+        if len(cn["cat"]):
+            self.cat_names.append(pa.table({
+                "cat": pa.array([str(cat_vals[k]) for k in cn["cat"]], pa.string()),
+                "name": pa.array([str(name_vals[k]) if k >= 0 else None for k in cn["name"]], pa.string()),
+                "dur_count": cn["count"], "dur_sum": cn["dur"]}))
 
-        # --- access pattern and sizes (data calls); streams carry on from the previous block
-        offset_valid = _valid(ev.column("offset"))
-        offset = _np(ev.column("offset"))
-        size = np.where(has_size, size_raw, moved)
-        for direction, m in (("read", is_read), ("write", is_write)):
-            if not m.any():
-                continue
-            hist = np.bincount(np.searchsorted(SIZE_EDGES, size[m], side="right") - 1,
-                               minlength=len(SIZE_EDGES))
-            self.size_hist[direction] = (np.asarray(self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64)))
-                                         + hist).tolist()
-            m = m & offset_valid
+        # --- access pattern and sizes; streams carry on from the previous block
+        stream_keys = [(procs[p][0], procs[p][2], str(fh_vals[fc]) if fc >= 0 else None)
+                       for fc, p in zip(f["stream_fh"], f["stream_proc"])]
+        for direction in ("read", "write"):
+            d = f[direction]
+            if d["hist"].any():
+                self.size_hist[direction] = (np.asarray(self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64)))
+                                             + d["hist"]).tolist()
             acc = self.access.setdefault(direction, dict(first=0, consecutive=0, sequential=0, random=0))
-            if not m.any():
-                continue
-            # streams = (process, file); order by time within each stream
-            sk = fh_codes[m] * n + pidx[m]
-            tm = ts[m]
-            if sk[0] == sk[-1] and (sk == sk[0]).all():
-                ustreams, stream = sk[:1], np.zeros(len(sk), np.int64)
-                order = None if (tm[1:] >= tm[:-1]).all() else np.argsort(tm, kind="stable")
-            else:
-                ustreams, stream = np.unique(sk, return_inverse=True)
-                order = np.lexsort((tm, stream))
-            st_ = stream if order is None else stream[order]
-            off = offset[m] if order is None else offset[m][order]
-            prev_end = off + (moved[m] if order is None else moved[m][order])
-            same = np.zeros(len(off), bool)
-            same[1:] = st_[1:] == st_[:-1]
-            pe = np.empty_like(prev_end)
-            pe[1:] = prev_end[:-1]
-            # the first event of each stream in this block follows the stream's last one before
+            acc["consecutive"] += int(d["consecutive"])
+            acc["sequential"] += int(d["sequential"])
+            acc["random"] += int(d["random"])
             carry = self.carry.setdefault(direction, {})
-            heads = np.flatnonzero(~same)
-            keys = [(procs[int(u) % n][0], procs[int(u) % n][2], str(fh_vals[int(u) // n]))
-                    for u in ustreams]
-            for h in heads:
-                before = carry.get(keys[st_[h]])
-                if before is not None:
-                    same[h] = True
-                    pe[h] = before
-            tails = np.append(heads[1:] - 1, len(off) - 1)
-            for h in tails:
-                carry[keys[st_[h]]] = int(prev_end[h])
-            sequential = same & (off >= pe)
-            acc["first"] += int(len(same) - np.count_nonzero(same))
-            acc["consecutive"] += int(np.count_nonzero(same & (off == pe)))
-            acc["sequential"] += int(np.count_nonzero(sequential))
-            acc["random"] += int(np.count_nonzero(same & ~sequential))
+            for s_, off, tail in zip(d["head_stream"], d["head_off"], d["tail_end"]):
+                key = stream_keys[s_]
+                before = carry.get(key)
+                if before is None:
+                    acc["first"] += 1
+                else:
+                    acc["consecutive"] += int(off == before)
+                    if off >= before:
+                        acc["sequential"] += 1
+                    else:
+                        acc["random"] += 1
+                carry[key] = int(tail)
 
         # --- timeline: sparse bins on the job clock, by start time
-        if all_io or io.any():
-            b = (tsj if all_io else tsj[io]) >> self.tl_exp
-            self._merge_timeline(self.tl_exp, _binned(
-                b, (rd_bytes if all_io else rd_bytes[io]).astype(np.float64),
-                (wr_bytes if all_io else wr_bytes[io]).astype(np.float64), np.ones(len(b))))
+        tl = f["timeline"]
+        if len(tl["bin"]):
+            order = np.argsort(tl["bin"])
+            self._merge_timeline(self.tl_exp, (tl["bin"][order], tl["read"][order].astype(np.float64),
+                                               tl["written"][order].astype(np.float64),
+                                               tl["ops"][order].astype(np.float64)))
         self.compact(every=32)
 
 
-def _lookup(flags: list, codes: np.ndarray) -> np.ndarray:
-    """A per-row boolean from a per-dictionary-value one (code -1, a null: False)."""
-    return np.array(flags + [False])[codes]
+
+
+def _codes32(col) -> tuple[np.ndarray, list]:
+    """int32 dictionary codes (-1 for nulls) and the dictionary's values of a string column."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not pa.types.is_dictionary(col.type):
+        col = col.dictionary_encode()
+    idx = col.indices
+    if idx.null_count:
+        idx = pc.fill_null(idx, -1)
+    codes = idx.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    return codes, col.dictionary.to_pylist()
+
+
+def _valid8(col) -> np.ndarray:
+    """Where a column has a value, as uint8 per row."""
+    return _valid(col).view(np.uint8)
 
 
 def _valid(col) -> np.ndarray:
@@ -462,26 +392,8 @@ def _decoded(col) -> bool:
     return i < 0 or np.frombuffer(col.buffers()[1], np.int64, len(col))[i] == 0
 
 
-def _isum(groups: np.ndarray, values: np.ndarray, n: int) -> np.ndarray:
-    """Exact int64 sums of values per group (bincount's float weights lose bits past 2**53:
-    exact while the block's values stay within 2**53 / rows)."""
-    if len(values) == 0:
-        return np.zeros(n, np.int64)
-    bound = (1 << 53) // len(values)
-    if int(values.max()) < bound and int(values.min()) > -bound:
-        return np.bincount(groups, weights=values, minlength=n).astype(np.int64)
-    out = np.zeros(n, np.int64)
-    np.add.at(out, groups, values)
-    return out
 
 
-def _codes(col) -> tuple[np.ndarray, list]:
-    """Dictionary codes and values of a string column (nulls get code -1)."""
-    col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    if not pa.types.is_dictionary(col.type):
-        col = col.dictionary_encode()
-    codes = pc.fill_null(col.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, col.dictionary.to_pylist()
 
 
 # --------------------------------------------------------------------------- merge

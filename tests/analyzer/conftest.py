@@ -15,7 +15,6 @@ import zlib
 import pytest
 import zstandard
 
-sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "analyzer"))
 
 IO_KEYS = ("fhash", "fhash2", "fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
 

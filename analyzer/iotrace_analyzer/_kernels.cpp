@@ -1,0 +1,378 @@
+// iotrace_analyzer._kernels: the summary's figures of one block of events, in a few passes
+// over its columns (summary.Partial.add turns them into its tables). numpy column arithmetic
+// made dozens of passes and temporaries per block; here each figure is a counter bumped once
+// per row. Rows are grouped by process (`proc`, an index into the block's processes).
+//
+// In: the block's columns as int64 arrays (0 under nulls) and uint8 validity, dictionary codes
+// (-1: null) with per-value flags computed in Python (ph is "X"; category is I/O, compute,
+// process; call reads or writes). Out: a dict of numpy arrays, documented in figures() below.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <numeric>
+#include <unordered_map>
+#include <vector>
+
+namespace py = pybind11;
+
+namespace {
+
+using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
+using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
+using U8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+
+constexpr uint8_t kCatIo = 1, kCatCompute = 2, kCatProcess = 4;
+constexpr uint8_t kRead = 1, kWrite = 2;
+constexpr int64_t kSizeEdges[] = {0, 100, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 4 << 20,
+                                  10 << 20, 100 << 20, 1 << 30};
+constexpr int kSizeBins = 10;
+
+template <class T>
+py::array_t<T> to_array(const std::vector<T>& v) {
+  py::array_t<T> a(v.size());
+  if (!v.empty()) std::copy(v.begin(), v.end(), a.mutable_data());
+  return a;
+}
+
+// Disjoint runs of intervals per group, groups in order: (bounds[n + 1], starts, ends).
+struct Runs {
+  std::vector<int64_t> bounds, starts, ends;
+};
+
+// (group, start, end) of some rows → the maximal runs of overlapping intervals per group.
+Runs runs_of(std::vector<int64_t>& grp, std::vector<int64_t>& s, std::vector<int64_t>& e, int64_t n) {
+  Runs r;
+  r.bounds.assign(size_t(n) + 1, 0);
+  const size_t m = s.size();
+  std::vector<uint32_t> order(m);
+  std::iota(order.begin(), order.end(), 0u);
+  bool sorted = true;
+  for (size_t i = 1; i < m && sorted; i++)
+    sorted = grp[i - 1] < grp[i] || (grp[i - 1] == grp[i] && s[i - 1] <= s[i]);
+  if (!sorted)
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
+      return grp[a] != grp[b] ? grp[a] < grp[b] : s[a] < s[b];
+    });
+  int64_t cur_g = -1, rs = 0, reach = 0;
+  for (size_t k = 0; k < m; k++) {
+    const uint32_t i = order[k];
+    if (grp[i] != cur_g || s[i] > reach) {
+      if (cur_g >= 0) r.starts.push_back(rs), r.ends.push_back(reach);
+      if (grp[i] != cur_g) {
+        for (int64_t g = cur_g + 1; g <= grp[i]; g++) r.bounds[size_t(g)] = int64_t(r.starts.size());
+        cur_g = grp[i];
+      }
+      rs = s[i];
+      reach = e[i];
+    } else if (e[i] > reach) {
+      reach = e[i];
+    }
+  }
+  if (cur_g >= 0) r.starts.push_back(rs), r.ends.push_back(reach);
+  for (int64_t g = cur_g + 1; g <= n; g++) r.bounds[size_t(g)] = int64_t(r.starts.size());
+  return r;
+}
+
+py::dict runs_dict(const Runs& r) {
+  py::dict d;
+  d["bounds"] = to_array(r.bounds);
+  d["starts"] = to_array(r.starts);
+  d["ends"] = to_array(r.ends);
+  return d;
+}
+
+struct PairHash {
+  size_t operator()(const std::pair<int64_t, int64_t>& p) const {
+    return size_t(p.first * 0x9E3779B97F4A7C15ull ^ uint64_t(p.second) * 0xC2B2AE3D27D4EB4Full);
+  }
+};
+
+// A counter keyed by a pair of int64, remembering the order keys came in.
+template <int K>
+struct PairSums {
+  std::unordered_map<std::pair<int64_t, int64_t>, size_t, PairHash> index;
+  std::vector<std::pair<int64_t, int64_t>> keys;
+  std::vector<int64_t> sums[K];
+  std::pair<int64_t, int64_t> last{INT64_MIN, INT64_MIN};
+  size_t last_i = 0;
+  size_t slot(int64_t a, int64_t b) {
+    std::pair<int64_t, int64_t> k{a, b};
+    if (k == last) return last_i;  // runs of one key: no hashing
+    auto it = index.find(k);
+    if (it == index.end()) {
+      it = index.emplace(k, keys.size()).first;
+      keys.push_back(k);
+      for (auto& s : sums) s.push_back(0);
+    }
+    last = k;
+    return last_i = it->second;
+  }
+  py::dict out(const char* a, const char* b, std::initializer_list<const char*> names) const {
+    py::dict d;
+    std::vector<int64_t> ka, kb;
+    for (auto& k : keys) ka.push_back(k.first), kb.push_back(k.second);
+    d[a] = to_array(ka);
+    d[b] = to_array(kb);
+    int i = 0;
+    for (const char* n : names) d[n] = to_array(sums[i++]);
+    return d;
+  }
+};
+
+// Everything figures() finds, in C++ containers: filled without the GIL, then turned into
+// numpy arrays with it.
+struct Acc {
+  std::vector<int64_t> stream, ts, off, end;
+};
+struct Found {
+  int64_t x_events = 0, start_j = INT64_MAX, end_j = INT64_MIN;
+  std::vector<int64_t> cnt, io_cnt, rd, wr, io_dur, first, last;
+  std::vector<int64_t> call_cnt, call_dur, call_bytes, call_err;
+  std::vector<int64_t> hist[2];
+  Runs unions[4];
+  Runs cat_runs;
+  PairSums<2> sizes_;     // (name, size) -> count
+  PairSums<4> files;      // (fhash, process) -> count, dur, read, written
+  PairSums<2> cat_names;  // (cat, name) -> count, dur
+  PairSums<2> cats;       // (process, cat) -> count, dur
+  PairSums<1> threads;    // (process, tid)
+  PairSums<3> tl;         // (bin, 0) -> read, written, ops
+  std::vector<int64_t> stream_fh, stream_proc;
+  struct Dir {
+    int64_t consecutive = 0, sequential = 0, random = 0;
+    std::vector<int64_t> head_stream, head_off, tail_end;
+  } dirs[2];
+};
+
+void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
+             I64& ts, I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
+             I64& offset, U8& offset_valid, U8& errno_valid, I32& fh, I64& tid, I64& proc,
+             int64_t n_procs, I64& shifts, int64_t tl_exp);
+
+py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, I64 ts, I64 dur,
+                 I64 ret, I64 nbytes, U8 bytes_valid, I64 size, U8 size_valid, I64 offset,
+                 U8 offset_valid, U8 errno_valid, I32 fh, int64_t n_fh, I64 tid, I64 proc,
+                 int64_t n_procs, I64 shifts, int64_t tl_exp) {
+  Found F;
+  {
+    py::gil_scoped_release nogil;
+    compute(F, ph, ph_x, cat, cat_kind, name, name_kind, ts, dur, ret, nbytes, bytes_valid, size,
+            size_valid, offset, offset_valid, errno_valid, fh, tid, proc, n_procs, shifts, tl_exp);
+  }
+  (void)n_fh;
+  py::dict out;
+  out["x_events"] = F.x_events;
+  out["start_j"] = F.start_j;
+  out["end_j"] = F.end_j;
+  py::dict procs;
+  procs["events"] = to_array(F.cnt);
+  procs["io_events"] = to_array(F.io_cnt);
+  procs["bytes_read"] = to_array(F.rd);
+  procs["bytes_written"] = to_array(F.wr);
+  procs["io_call_time"] = to_array(F.io_dur);
+  procs["first"] = to_array(F.first);
+  procs["last"] = to_array(F.last);
+  out["procs"] = procs;
+  const char* kinds[4] = {"io", "comp", "both", "all"};
+  py::dict unions;
+  for (int j = 0; j < 4; j++) unions[kinds[j]] = runs_dict(F.unions[j]);
+  out["unions"] = unions;
+  py::dict calls;
+  calls["count"] = to_array(F.call_cnt);
+  calls["dur"] = to_array(F.call_dur);
+  calls["bytes"] = to_array(F.call_bytes);
+  calls["errors"] = to_array(F.call_err);
+  out["calls"] = calls;
+  out["sizes"] = F.sizes_.out("name", "size", {"count"});
+  out["files"] = F.files.out("fhash", "proc", {"count", "dur", "read", "written"});
+  out["threads"] = F.threads.out("proc", "tid", {"count"});
+  py::dict c = F.cats.out("proc", "cat", {"count", "dur"});
+  c["runs"] = runs_dict(F.cat_runs);
+  out["cats"] = c;
+  out["cat_names"] = F.cat_names.out("cat", "name", {"count", "dur"});
+  out["timeline"] = F.tl.out("bin", "unused", {"read", "written", "ops"});
+  out["stream_fh"] = to_array(F.stream_fh);
+  out["stream_proc"] = to_array(F.stream_proc);
+  const char* dir_names[2] = {"read", "write"};
+  for (int dir = 0; dir < 2; dir++) {
+    const Found::Dir& r = F.dirs[dir];
+    py::dict d;
+    d["consecutive"] = r.consecutive;
+    d["sequential"] = r.sequential;
+    d["random"] = r.random;
+    d["head_stream"] = to_array(r.head_stream);
+    d["head_off"] = to_array(r.head_off);
+    d["tail_end"] = to_array(r.tail_end);
+    d["hist"] = to_array(F.hist[dir]);
+    out[dir_names[dir]] = d;
+  }
+  return out;
+}
+
+void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
+             I64& ts, I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
+             I64& offset, U8& offset_valid, U8& errno_valid, I32& fh, I64& tid, I64& proc,
+             int64_t n_procs, I64& shifts, int64_t tl_exp) {
+  const int64_t rows = ts.shape(0);
+  const int32_t* ph_ = ph.data();
+  const uint8_t* ph_x_ = ph_x.data();
+  const int32_t* cat_ = cat.data();
+  const uint8_t* cat_kind_ = cat_kind.data();
+  const int32_t* name_ = name.data();
+  const uint8_t* name_kind_ = name_kind.data();
+  const int64_t *ts_ = ts.data(), *dur_ = dur.data(), *ret_ = ret.data(), *bytes_ = nbytes.data();
+  const int64_t *size_ = size.data(), *off_ = offset.data(), *tid_ = tid.data();
+  const uint8_t *bv = bytes_valid.data(), *sv = size_valid.data(), *ov = offset_valid.data(),
+                *ev = errno_valid.data();
+  const int32_t* fh_ = fh.data();
+  const int64_t* proc_ = proc.shape(0) ? proc.data() : nullptr;
+  const int64_t* shift_ = shifts.data();
+  const int64_t n = n_procs;
+  const int64_t n_names = name_kind.shape(0);
+
+  std::vector<int64_t>&cnt = F.cnt, &io_cnt = F.io_cnt, &rd = F.rd, &wr = F.wr, &io_dur = F.io_dur,
+                      &first = F.first, &last = F.last;
+  cnt.assign(n, 0), io_cnt.assign(n, 0), rd.assign(n, 0), wr.assign(n, 0), io_dur.assign(n, 0);
+  first.assign(n, INT64_MAX), last.assign(n, INT64_MIN);
+  std::vector<int64_t>&call_cnt = F.call_cnt, &call_dur = F.call_dur, &call_bytes = F.call_bytes,
+                      &call_err = F.call_err;
+  call_cnt.assign(n_names, 0), call_dur.assign(n_names, 0), call_bytes.assign(n_names, 0);
+  call_err.assign(n_names, 0);
+  std::vector<int64_t>* hist = F.hist;
+  hist[0].assign(kSizeBins, 0), hist[1].assign(kSizeBins, 0);
+  // the rows of each union (group = process), of the @trace categories (group = (process, cat))
+  std::vector<int64_t> ug[4], us[4], ue[4];
+  std::vector<int64_t> og, os, oe;
+  auto& sizes_ = F.sizes_;
+  auto& files = F.files;
+  auto& cat_names = F.cat_names;
+  auto& cats = F.cats;
+  auto& threads = F.threads;
+  auto& tl = F.tl;
+  int64_t &x_events = F.x_events, &start_j = F.start_j, &end_j = F.end_j;
+  // access: per direction, the rows in order, with their stream (fhash, process)
+  Acc acc[2];
+  std::unordered_map<int64_t, int64_t> stream_of;  // fh * n + p -> stream id
+  std::vector<int64_t>&stream_fh = F.stream_fh, &stream_proc = F.stream_proc;
+
+  for (int64_t i = 0; i < rows; i++) {
+    const int64_t p = proc_ ? proc_[i] : 0;
+    const bool x = ph_[i] >= 0 && ph_x_[ph_[i]];
+    const uint8_t ck = cat_[i] >= 0 ? cat_kind_[cat_[i]] : 0;
+    const bool io = x && (ck & kCatIo);
+    const bool comp = x && (ck & kCatCompute);
+    const uint8_t nk = name_[i] >= 0 ? name_kind_[name_[i]] : 0;
+    const bool is_read = io && (nk & kRead), is_write = io && (nk & kWrite);
+    const int64_t d = x && dur_[i] > 0 ? dur_[i] : 0;
+    const int64_t t = ts_[i], end = t + d;
+    x_events += x;
+    cnt[p]++;
+    first[p] = std::min(first[p], t);
+    last[p] = std::max(last[p], end);
+    start_j = std::min(start_j, t + shift_[p]);
+    end_j = std::max(end_j, end + shift_[p]);
+    threads.sums[0][threads.slot(p, tid_[i])]++;
+    int64_t moved = 0;
+    if (is_read || is_write) moved = bv[i] ? bytes_[i] : std::max<int64_t>(ret_[i], 0);
+    const bool k[4] = {io, comp, io || comp, x};
+    for (int j = 0; j < 4; j++)
+      if (k[j]) ug[j].push_back(p), us[j].push_back(t), ue[j].push_back(end);
+    if (x && !(ck & kCatIo) && !(ck & kCatProcess)) {  // an @trace category's event
+      const size_t g = cats.slot(p, cat_[i]);
+      cats.sums[0][g]++;
+      cats.sums[1][g] += d;
+      og.push_back(int64_t(g)), os.push_back(t), oe.push_back(end);
+      const size_t c = cat_names.slot(cat_[i], name_[i]);
+      cat_names.sums[0][c]++;
+      cat_names.sums[1][c] += d;
+    }
+    if (!io) continue;
+    io_cnt[p]++;
+    io_dur[p] += d;
+    rd[p] += is_read ? moved : 0;
+    wr[p] += is_write ? moved : 0;
+    const int32_t nc = name_[i];
+    if (nc >= 0) {
+      call_cnt[nc]++;
+      call_dur[nc] += d;
+      call_bytes[nc] += moved;
+      call_err[nc] += ev[i] != 0;
+      if (sv[i]) sizes_.sums[0][sizes_.slot(nc, size_[i])]++;
+    }
+    if (fh_[i] >= 0) {
+      const size_t f = files.slot(fh_[i], p);
+      files.sums[0][f]++;
+      files.sums[1][f] += d;
+      files.sums[2][f] += is_read ? moved : 0;
+      files.sums[3][f] += is_write ? moved : 0;
+    }
+    const size_t b = tl.slot((t + shift_[p]) >> tl_exp, 0);
+    tl.sums[0][b] += is_read ? moved : 0;
+    tl.sums[1][b] += is_write ? moved : 0;
+    tl.sums[2][b]++;
+    if (!(is_read || is_write)) continue;
+    const int dir = is_read ? 0 : 1;
+    const int64_t sz = sv[i] ? size_[i] : moved;
+    int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) - std::begin(kSizeEdges)) - 1;
+    hist[dir][bin < 0 ? 0 : bin]++;
+    if (!ov[i]) continue;
+    const int64_t key = int64_t(fh_[i]) * n + p;
+    auto it = stream_of.find(key);
+    if (it == stream_of.end()) {
+      it = stream_of.emplace(key, int64_t(stream_fh.size())).first;
+      stream_fh.push_back(fh_[i]);
+      stream_proc.push_back(p);
+    }
+    Acc& a = acc[dir];
+    a.stream.push_back(it->second);
+    a.ts.push_back(t);
+    a.off.push_back(off_[i]);
+    a.end.push_back(off_[i] + moved);
+  }
+
+  for (int j = 0; j < 4; j++) F.unions[j] = runs_of(ug[j], us[j], ue[j], n);
+  F.cat_runs = runs_of(og, os, oe, int64_t(cats.keys.size()));
+  // Access pattern per direction: each stream's events in time order; the first of a
+  // stream in this block is its head (Python decides with what the stream carried from
+  // the block before), the others count here.
+  for (int dir = 0; dir < 2; dir++) {
+    Acc& a = acc[dir];
+    Found::Dir& r = F.dirs[dir];
+    const size_t m = a.stream.size();
+    std::vector<uint32_t> order(m);
+    std::iota(order.begin(), order.end(), 0u);
+    std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
+      return a.stream[x] != a.stream[y] ? a.stream[x] < a.stream[y] : a.ts[x] < a.ts[y];
+    });
+    for (size_t k = 0; k < m; k++) {
+      const uint32_t i = order[k];
+      if (k == 0 || a.stream[order[k - 1]] != a.stream[i]) {
+        if (k) r.tail_end.push_back(a.end[order[k - 1]]);
+        r.head_stream.push_back(a.stream[i]);
+        r.head_off.push_back(a.off[i]);
+        continue;
+      }
+      const int64_t pe = a.end[order[k - 1]];
+      r.consecutive += a.off[i] == pe;
+      if (a.off[i] >= pe) r.sequential++;
+      else r.random++;
+    }
+    if (m) r.tail_end.push_back(a.end[order[m - 1]]);
+  }
+}
+
+}  // namespace
+
+PYBIND11_MODULE(_kernels, m) {
+  m.doc() = "The summary's figures of one block of events, in a few passes (summary.py)";
+  m.def("figures", &figures, py::arg("ph"),
+        py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"), py::arg("name"),
+        py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"), py::arg("bytes"),
+        py::arg("bytes_valid"), py::arg("size"), py::arg("size_valid"), py::arg("offset"),
+        py::arg("offset_valid"), py::arg("errno_valid"), py::arg("fh"), py::arg("n_fh"),
+        py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"),
+        py::arg("tl_exp"));
+}

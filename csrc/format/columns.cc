@@ -99,15 +99,18 @@ void release_schema(ArrowSchema* s) {
 
 const void* bitmap(Holder& h, const Validity& v, size_t rows) {
   if (!v.nulls) return nullptr;
-  h.bitmaps.emplace_back(v.bits);
+  h.bitmaps.emplace_back((rows + 7) / 8, 0);
   std::vector<uint8_t>& b = h.bitmaps.back();
-  b.resize((rows + 7) / 8, 0xff);  // rows after the last null are valid
+  const size_t known = v.bytes.size() < rows ? v.bytes.size() : rows;
+  for (size_t i = 0; i < known; i++) b[i >> 3] |= uint8_t(v.bytes[i] << (i & 7));
+  for (size_t i = known; i < rows; i++) b[i >> 3] |= uint8_t(1u << (i & 7));  // valid after
   return b.data();
 }
 }  // namespace
 
 void export_columns(EventColumns&& in, ArrowSchema* schema, ArrowArray* array) {
-  auto* h = new Holder{std::move(in)};
+  auto* h = new Holder();
+  h->cols = std::move(in);
   auto* sh = new SchemaHolder{};
   EventColumns& c = h->cols;
   const int64_t rows = int64_t(c.rows);

@@ -27,27 +27,30 @@ constexpr const char* kEventColumns[] = {"ph", "name", "cat", "pid", "tid", "ts_
                                          "fhash", "fhash2", "fd", "fd2", "size", "offset", "ret",
                                          "bytes", "errno", "flags", "mode", "hhash", "args"};
 
-// Validity bits, all valid until the first null (then a bitmap).
+// Validity, all valid until the first null; then a byte per row (packed into Arrow's
+// bitmap once, at export: cheaper than shifting bits row by row).
 struct Validity {
-  std::vector<uint8_t> bits;
+  std::vector<uint8_t> bytes;  // empty: every row so far is valid; else one per row
   int64_t nulls = 0;
-  void set(size_t row, bool valid) {
-    if (valid && bits.empty()) return;
-    if (bits.empty()) bits.assign((row >> 3) + 1, 0xff);
-    if (bits.size() <= (row >> 3)) bits.resize((row >> 3) + 1, 0xff);
-    if (!valid) {
-      bits[row >> 3] &= uint8_t(~(1u << (row & 7)));
-      nulls++;
-    }
+  void null_at(size_t row) {  // rows come in order: bytes.size() is `row` once it is in use
+    if (bytes.size() < row) bytes.resize(row, 1);  // the rows before: valid
+    bytes.push_back(0);
+    nulls++;
+  }
+  void valid_at(size_t) {
+    if (!bytes.empty()) bytes.push_back(1);
   }
 };
 
 struct I64Column {
   std::vector<int64_t> v;
   Validity valid;
-  void add(int64_t x) { v.push_back(x); }
+  void add(int64_t x) {
+    valid.valid_at(v.size());
+    v.push_back(x);
+  }
   void add_null() {
-    valid.set(v.size(), false);
+    valid.null_at(v.size());
     v.push_back(0);
   }
   void add(int64_t x, bool has) { has ? add(x) : add_null(); }
@@ -62,10 +65,13 @@ struct DictColumn {
   std::vector<int32_t> slots;     // open addressing: code + 1, 0 empty
   int32_t last = -1;              // the previous code: runs of one value skip the hash
   int32_t code(std::string_view s);
-  void add(std::string_view s) { codes.push_back(code(s)); }
-  void add_code(int32_t c) { codes.push_back(c); }
+  void add(std::string_view s) { add_code(code(s)); }
+  void add_code(int32_t c) {
+    valid.valid_at(codes.size());
+    codes.push_back(c);
+  }
   void add_null() {
-    valid.set(codes.size(), false);
+    valid.null_at(codes.size());
     codes.push_back(0);
   }
   size_t values() const { return offs.size() - 1; }
@@ -76,11 +82,12 @@ struct StrColumn {
   std::string data;
   Validity valid;
   void add(std::string_view s) {
+    valid.valid_at(offs.size() - 1);
     data.append(s.data(), s.size());
     offs.push_back(int32_t(data.size()));
   }
   void add_null() {
-    valid.set(offs.size() - 1, false);
+    valid.null_at(offs.size() - 1);
     offs.push_back(int32_t(data.size()));
   }
 };

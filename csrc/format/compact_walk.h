@@ -20,11 +20,14 @@
 namespace iot {
 
 namespace compact_detail {
+// A column's bytes; any read past its end (or a varint longer than 10 bytes) clears `*ok`,
+// one flag for the whole block, so that a row is checked once, not column by column.
 struct Reader {
   const uint8_t* p;
   const uint8_t* end;
-  bool ok = true;
+  bool* ok;
   uint64_t uvar() {
+    if (p < end && !(*p & 0x80)) return *p++;  // most values: one byte
     uint64_t v = 0;
     for (int shift = 0; shift < 64; shift += 7) {
       if (p >= end) break;
@@ -32,12 +35,12 @@ struct Reader {
       v |= uint64_t(b & 0x7f) << shift;
       if (!(b & 0x80)) return v;
     }
-    ok = false;
+    *ok = false;
     return 0;
   }
   int64_t svar() { return unzz(uvar()); }
   uint8_t byte() {
-    if (p >= end) return ok = false, 0;
+    if (p >= end) return *ok = false, 0;
     return *p++;
   }
 };
@@ -63,18 +66,19 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
   using compact_detail::List;
   using compact_detail::Reader;
   if (!compact_is(data, n) || n < 5 || uint8_t(data[4]) != kCompactVersion) return false;
-  Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n};
+  bool ok = true;
+  Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n, &ok};
   const int64_t pid = int64_t(h.uvar()), res = int64_t(h.uvar());
   const uint64_t rows = h.uvar();
   enum { kColumns = kCompactColumns };
   uint64_t len[kColumns];
   for (uint64_t& l : len) l = h.uvar();
-  if (!h.ok || !(res == 1 || res == 10 || res == 100 || res == 1000)) return false;
+  if (!ok || !(res == 1 || res == 10 || res == 100 || res == 1000)) return false;
   Reader col[kColumns];
   const uint8_t* at = h.p;
   for (int i = 0; i < kColumns; i++) {
     if (len[i] > uint64_t(h.end - at)) return false;
-    col[i] = Reader{at, at + len[i]};
+    col[i] = Reader{at, at + len[i], &ok};
     at += len[i];
   }
   Reader &kinds = col[0], &tids = col[1], &masks = col[2], &gaps = col[3], &durs = col[4],
@@ -85,13 +89,12 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
   int64_t pos[kFdSlots];
   bool known[kFdSlots] = {};
   FdPositions fds{pos, known};
-  bool ok = true;
   struct Text { const char* p; size_t n; };
   List<uint64_t> file_list;
   List<Text> str_list;
   // The next `len` bytes of `c` as text (the walk only points into the block).
   auto take = [&](Reader& c, uint64_t len) -> Text {
-    if (!c.ok || len > uint64_t(c.end - c.p)) return ok = false, Text{"", 0};
+    if (!ok || len > uint64_t(c.end - c.p)) return ok = false, Text{"", 0};
     Text t{reinterpret_cast<const char*>(c.p), size_t(len)};
     c.p += len;
     return t;
@@ -122,10 +125,10 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
   v.begin(pid, res, rows);
   for (uint64_t row = 0; row < rows && ok; row++) {
     const uint8_t kind = kinds.byte();
-    if (!kinds.ok) { ok = false; break; }
+    if (!ok) break;
     if (kind == 0) {
       const Text t = take(text, text_lens.uvar());
-      if ((ok = ok && text_lens.ok)) v.text(t.p, t.n);
+      if (ok) v.text(t.p, t.n);
       continue;
     }
     if (kind == kSpanRow) {
@@ -136,14 +139,14 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
       const Text name = string(), cat = string(), args = take(text, text_lens.uvar());
       l.name = name.p, l.name_len = name.n, l.cat = cat.p, l.cat_len = cat.n;
       l.args = args.p, l.args_len = args.n;
-      for (const Reader& c : col) ok = ok && c.ok;
       if (ok) v.span(l);
       continue;
     }
     if (kind - 1 >= C_COUNT || !kCalls.name[kind - 1]) { ok = false; break; }
-    IoRec r;
-    memset(&r, 0, sizeof r);
+    IoRec r;  // its values (no memset of the whole record: a row is a few stores)
     r.h.call = uint16_t(kind - 1);
+    r.fd = r.fd2 = r.size = r.offset = r.ret = r.bytes = r.flags = r.mode = 0;
+    r.err = 0;
     IoTimes t{};
     t.res = int(res);
     times(t.start, t.dur);
@@ -161,10 +164,8 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
     if (f & F_FLAGS) r.flags = extras.svar();
     if (f & F_MODE) r.mode = extras.svar();
     fds.update(r);
-    for (const Reader& c : col) ok = ok && c.ok;
     if (ok) v.io(r, t, int(tid));
   }
-  for (const Reader& c : col) ok = ok && c.ok;
   return ok;
 }
 

@@ -14,6 +14,8 @@ struct ColumnRows {
   int32_t x_code = -1;
   int32_t name_code[C_COUNT], cat_code[C_COUNT];  // per call: codes of its name and category
   std::unordered_map<uint64_t, int32_t> hash_code[2];  // fhash, fhash2: code of each hash
+  uint64_t last_hash[2] = {0, 0};  // runs of one file: no map lookup
+  int32_t last_code[2] = {-1, -1};
 
   explicit ColumnRows(EventColumns& c) : cols(c) {
     for (int i = 0; i < C_COUNT; i++) name_code[i] = cat_code[i] = -1;
@@ -43,7 +45,9 @@ struct ColumnRows {
     scan_args_body(std::string_view(l.args, l.args_len), cols);
     cols.rows++;
   }
-  void hash(DictColumn& col, std::unordered_map<uint64_t, int32_t>& codes, uint64_t h) {
+  void hash(int k, DictColumn& col, uint64_t h) {
+    if (last_code[k] >= 0 && last_hash[k] == h) return col.add_code(last_code[k]);
+    std::unordered_map<uint64_t, int32_t>& codes = hash_code[k];
     auto it = codes.find(h);
     if (it == codes.end()) {  // 16 hex digits, as the JSON form writes the hash
       static const char kHex[] = "0123456789abcdef";
@@ -52,6 +56,8 @@ struct ColumnRows {
       for (int i = 15; i >= 0; i--, x >>= 4) text[i] = kHex[x & 15];
       it = codes.emplace(h, col.code(std::string_view(text, 16))).first;
     }
+    last_hash[k] = h;
+    last_code[k] = it->second;
     col.add_code(it->second);
   }
   void io(const IoRec& r, const IoTimes& t, int tid) {
@@ -64,9 +70,9 @@ struct ColumnRows {
     cols.name.add_code(name_code[call]);
     cols.cat.add_code(cat_code[call]);
     const uint32_t f = r.fields;
-    if (f & F_FHASH) hash(cols.fhash, hash_code[0], t.fh);
+    if (f & F_FHASH) hash(0, cols.fhash, t.fh);
     else cols.fhash.add_null();
-    if (f & F_FHASH2) hash(cols.fhash2, hash_code[1], t.fh2);
+    if (f & F_FHASH2) hash(1, cols.fhash2, t.fh2);
     else cols.fhash2.add_null();
     cols.ints[A_FD].add(r.fd, f & F_FD);
     cols.ints[A_FD2].add(r.fd2, f & F_FD2);

@@ -35,7 +35,6 @@ SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
 GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of at most about this many events
 SMALL_FILE_EVENTS = 1 << 15  # a file estimated below this joins a group (about half a block)
-MANY_FILES = 256  # more small files than this: local tasks run in processes, not threads
 # Inputs estimated below this many events are analyzed on this machine without Dask (threads
 # and forked processes): a LocalCluster costs ~2 s to start and more CPU per event (worker
 # imports, transfers), for no gain on one machine. Dask is for --scheduler, or --engine dask.
@@ -228,7 +227,10 @@ class ParquetOut:
         try:
             while (item := self.q.get()) is not None:
                 batches, host, names = item
-                tab = parquet.to_events(_table(batches), host, names)
+                # Each block in the published schema as it is; the chunks (with their own
+                # dictionaries) go to Parquet as one row group, nothing concatenated.
+                tab = pa.concat_tables([parquet.to_events(pa.Table.from_batches([b]), host, names)
+                                        for b in batches])
                 if self.writer is None:
                     self.writer, self.path = parquet.open_part(self.out_dir, self.index)
                 self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
@@ -345,9 +347,8 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
 
 
 class LocalRunner:
-    """Tasks on threads of this process (big files: decoding, numpy and Parquet release the
-    GIL), or, for many small files, whose per-file work is Python that holds it, on forked
-    processes (they start with this process's imports: no start-up cost)."""
+    """Tasks on forked processes (they start with this process's imports: no start-up
+    cost), or on a thread of this process for a single task."""
 
     def __init__(self, workers: int, processes: bool = False):
         if processes:
@@ -456,9 +457,10 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
     if engine == "auto":
         engine = "dask" if opts.scheduler or est >= LOCAL_EVENTS else "local"
     workers = opts.workers or os.cpu_count() or 1
-    many_small = sum(1 for f in files if _estimate(f, sizes[f]) < SMALL_FILE_EVENTS) > MANY_FILES
+    # Several tasks: forked processes, one per worker (a task's per-block Python, and its
+    # Parquet thread, hold the GIL often enough to serialize threads); one task: a thread.
     runner = DaskRunner(opts.scheduler, workers) if engine == "dask" else \
-        LocalRunner(workers, processes=many_small and workers > 1)
+        LocalRunner(workers, processes=workers > 1 and len(files) > 1)
     tasks = plan_tasks(files, sizes, runner.workers)
     if opts.out_dir:
         os.makedirs(opts.out_dir, exist_ok=True)

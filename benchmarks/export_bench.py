@@ -1,14 +1,18 @@
-"""Benchmark `iotrace export`: N events of a job -> .pftrace and .json.gz.
+"""Benchmark `iotrace export` (the installed package): N events of a job -> .pftrace and
+.json.gz, and a job of many short processes -> .pftrace.
 
-    PYTHONPATH=src:analyzer python benchmarks/export_bench.py [--events 10000000]
-        [--traces DIR] [--keep DIR] [--filtered]
+    python benchmarks/export_bench.py [--events 10000000] [--traces DIR] [--keep DIR]
+        [--filtered] [--processes 5000] [--keep-processes DIR]
 
 Without --traces it writes a job in the documented per-process format
-(docs/trace-format.md, zstd frames as the tracer writes them): rank 0..3, each
-with two dataloader workers, POSIX reads/writes on a few hundred files, Python
-steps around them and a counter. Prints seconds and sizes for each output.
-With --filtered it also times a filtered .pftrace export (`--cat posix --min-dur 1`,
-per-event filters that the block-at-a-time writer applies itself).
+(docs/trace-format.md, JSON lines in zstd frames as the tracer writes them): rank 0..3, each
+with two dataloader workers, POSIX reads/writes on a few hundred files, Python steps around
+them and a counter. Prints seconds and sizes for each output. With --filtered it also times a
+filtered .pftrace export (`--cat posix --min-dur 1`).
+
+The many-processes case runs benchmarks/gen_events.c under the tracer (compiled with cc):
+PROCESSES forked children of ~200 events each (lseek + pread rounds), PROCESSES + 1 compact
+traces; --processes 0 skips it.
 """
 
 from __future__ import annotations
@@ -17,30 +21,10 @@ import argparse
 import os
 import random
 import shutil
-import sys
 import tempfile
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:0] = [os.path.join(HERE, "..", "src"), os.path.join(HERE, "..", "analyzer")]
-
-
-def _import_export():
-    """iotrace.export, even where the compiled core of `iotrace` is not built:
-    the exporter needs none of it."""
-    try:
-        import iotrace  # noqa: F401
-    except ImportError:
-        import types
-
-        for name in [m for m in sys.modules if m.split(".")[0] == "iotrace"]:
-            del sys.modules[name]
-        pkg = types.ModuleType("iotrace")
-        pkg.__path__ = [os.path.join(HERE, "..", "src", "iotrace")]
-        sys.modules["iotrace"] = pkg
-    from iotrace.export.merge import export
-
-    return export
 
 RANKS = 4
 WORKERS = 2  # per rank
@@ -154,6 +138,36 @@ def make_job(directory: str, events: int) -> None:
         list(pool.map(_write_one, jobs))
 
 
+def make_processes(directory: str, processes: int, scratch: str, rounds: int = 100) -> None:
+    """gen_events under the tracer: `processes` forked children of 2 * rounds events each."""
+    import subprocess
+
+    import iotrace
+
+    exe = os.path.join(scratch, "gen_events")
+    subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "gen_events.c")], check=True)
+    data = os.path.join(scratch, "gen-data")
+    os.makedirs(data, exist_ok=True)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_")}
+    env.update(LD_PRELOAD=iotrace.preload_path(), IOTRACE_DIR=directory)
+    subprocess.run([exe, data, str(rounds), str(processes)], env=env, check=True)
+
+
+def timed_export(label: str, traces: str, out: str, jobs: int, filters: dict | None = None):
+    from iotrace_analyzer.export.filters import EventFilter
+    from iotrace_analyzer.export.merge import export
+
+    cpu = _cpu_seconds()
+    t = time.perf_counter()
+    res = export([traces], out, EventFilter(**filters) if filters else None, jobs=jobs)
+    took = time.perf_counter() - t
+    # CPU seconds tell the cost apart from other load on a shared machine.
+    print(f"{label:12s} {took:6.2f} s  (cpu {_cpu_seconds() - cpu:6.1f} s)  "
+          f"{os.path.getsize(out) / 1e6:8.1f} MB  "
+          f"{res.events} events, {res.filtered} filtered, {res.processes} processes, "
+          f"{res.flows} flows", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=10_000_000)
@@ -164,9 +178,12 @@ def main() -> None:
                     help="outputs to time (comma-separated names)")
     ap.add_argument("--filtered", action="store_true",
                     help="also time .pftrace with --cat posix --min-dur 1 (µs)")
+    ap.add_argument("--processes", type=int, default=5000,
+                    help="the many-processes case: this many traced children (0: skip it)")
+    ap.add_argument("--process-traces", help="existing traces of that case (skip generation)")
+    ap.add_argument("--keep-processes", help="write the many-processes traces here and keep them")
     args = ap.parse_args()
 
-    export = _import_export()
     work = tempfile.mkdtemp(prefix="iotrace-export-bench-")
     try:
         traces = args.traces
@@ -179,25 +196,25 @@ def main() -> None:
                 print(f"generated {args.events} events in {time.perf_counter() - t:.1f} s")
         size_in = sum(os.path.getsize(os.path.join(traces, f)) for f in os.listdir(traces))
         print(f"input: {len(os.listdir(traces))} files, {size_in / 1e6:.1f} MB")
-        runs = [(name, name, None) for name in args.formats.split(",")]
+        runs = [(name, name, None) for name in args.formats.split(",") if name]
         if args.filtered:
             runs.append(("filtered", "filtered.pftrace", {"cats": ["posix"], "min_dur_us": 1.0}))
         for label, name, filters in runs:
-            out = os.path.join(work, name)
-            filt = None
-            if filters:
-                from iotrace.export.filters import EventFilter
-
-                filt = EventFilter(**filters)
-            cpu = _cpu_seconds()
-            t = time.perf_counter()
-            res = export([traces], out, filt, jobs=args.jobs)
-            took = time.perf_counter() - t
-            # CPU seconds tell the cost apart from other load on a shared machine.
-            print(f"{label:12s} {took:6.1f} s  (cpu {_cpu_seconds() - cpu:6.1f} s)  "
-                  f"{os.path.getsize(out) / 1e6:8.1f} MB  "
-                  f"{res.events} events, {res.filtered} filtered, {res.processes} processes, "
-                  f"{res.flows} flows")
+            timed_export(label, traces, os.path.join(work, name), args.jobs, filters)
+            os.remove(os.path.join(work, name))
+        if args.processes or args.process_traces:
+            many = args.process_traces
+            if not many:
+                many = args.keep_processes or os.path.join(work, "processes", "traces")
+                os.makedirs(many, exist_ok=True)
+                if not os.listdir(many):
+                    t = time.perf_counter()
+                    make_processes(many, args.processes, work)
+                    print(f"generated {args.processes} processes in "
+                          f"{time.perf_counter() - t:.1f} s")
+            print(f"input: {len(os.listdir(many))} files, "
+                  f"{sum(os.path.getsize(os.path.join(many, f)) for f in os.listdir(many)) / 1e6:.1f} MB")
+            timed_export("processes", many, os.path.join(work, "processes.pftrace"), args.jobs)
     finally:
         shutil.rmtree(work)
 

@@ -9,6 +9,7 @@
 #include "intern.h"
 #include "iotrace.h"
 #include "lifecycle.h"
+#include "metadata.h"
 #include "record.h"
 #include "writer.h"
 
@@ -61,6 +62,8 @@ IOT_API int iotrace_init(const char* out_dir, const char* name) {
 IOT_API int iotrace_active(void) { return g_recording.load(std::memory_order_relaxed); }
 IOT_API int iotrace_interposing(void) { return g_interposing; }
 IOT_API void iotrace_pause(int paused) { g_paused = paused != 0; }
+IOT_API void iotrace_untraced_begin(void) { ++t_guard; }  // the interposer's re-entrancy guard
+IOT_API void iotrace_untraced_end(void) { --t_guard; }
 IOT_API int64_t iotrace_now(void) { return now_ticks(); }
 IOT_API int64_t iotrace_now_ns(void) { return now_ns(); }
 
@@ -109,8 +112,7 @@ IOT_API void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len)
   if (!g_recording.load(std::memory_order_relaxed)) return;
   char buf[512];
   Out o(buf, sizeof buf);
-  o.put("\"name\":");
-  o.json_str(name, len);
+  meta_thread_name_args(o, name, len);
   static Str* key = intern_name("thread_name", 11);
   mark_on(tid, 'M', key, nullptr, 0, o.p, uint32_t(o.n));
   o.release();
@@ -118,6 +120,15 @@ IOT_API void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len)
 
 IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
   set_process_info(role, parent_pid, worker_id);
+  // The file's iotrace_process line is out already (a spawned worker learns its role only
+  // after importing torch): say the change in a line of its own, which readers apply.
+  if (!g_recording.load(std::memory_order_relaxed) || !*trace_path()) return;
+  char buf[256];
+  Out o(buf, sizeof buf);
+  meta_process_info_args(o, role, parent_pid, worker_id);
+  static Str* key = intern_name("iotrace_process_info", 20);
+  if (o.n) mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
+  o.release();
 }
 
 IOT_API void iotrace_flush(void) {

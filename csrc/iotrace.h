@@ -20,6 +20,10 @@ int iotrace_active(void);
 int iotrace_interposing(void);
 /* Pause (1) or resume (0) the recording of intercepted calls (Python/C API events go on). */
 void iotrace_pause(int paused);
+/* Calls of this thread only pass through unrecorded between begin and end (nestable): the
+ * tracer's own look at a file (the size of a checkpoint) is not the program's I/O. */
+void iotrace_untraced_begin(void);
+void iotrace_untraced_end(void);
 /* The core's clock: the unit of the start and duration arguments below (TSC ticks where the
  * kernel keeps time with the TSC, else ns); the writer maps it to CLOCK_MONOTONIC ns. */
 int64_t iotrace_now(void);

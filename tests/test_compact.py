@@ -295,7 +295,7 @@ def test_compact_events_match_the_program(workload):
     events = ts.events()
     report = parse_report(ts.stdout)
     assert [e["name"] for e in events] == [r[0] for r in report]
-    for e, (name, ret, err) in zip(events, report):
+    for e, (_name, ret, err) in zip(events, report):
         assert e["args"]["ret"] == ret, (e, ret)
         if "errno" in e["args"]:
             assert (ret, e["args"]["errno"]) in ((-1, err), (0, err)), (e, err)  # fopen: NULL

@@ -4,10 +4,16 @@ threads, labels, flows, counters and file names (tests/perfetto_job.py)."""
 
 from __future__ import annotations
 
+import argparse
+import collections
+import fnmatch
 import gzip
 import json
+import math
 import os
+import struct
 import zlib
+from decimal import ROUND_HALF_UP, Decimal
 
 import pytest
 
@@ -15,22 +21,15 @@ import perfetto_job
 from perfetto_tp import load_trace, require_trace_processor
 from tracing import uvarint
 
-from iotrace.export import cli, gzjoin
-from iotrace.export.filters import EventFilter, TimeHistogram
-from iotrace.export.labels import build_processes, trace_file
-from iotrace.export.merge import export
+from iotrace_analyzer.export import cli, gzjoin
+from iotrace_analyzer.export.filters import EventFilter, TimeHistogram
+from iotrace_analyzer.export.labels import build_processes, trace_file
+from iotrace_analyzer.export.merge import export
 
 FORMATS = ["job.json.gz", "job.pftrace"]
 # Perfetto always has a placeholder process (upid 0) and thread (utid 0).
 REAL_PROCESSES = "from process where upid != 0"
 REAL_THREADS = "from thread where utid != 0"
-
-
-@pytest.fixture(autouse=True)
-def fast_pftrace(monkeypatch):
-    """The block-at-a-time .pftrace writer (fast_proto) even for these small files;
-    test_fast_and_slow_pftrace_are_the_same compares it with ProtoPart's."""
-    monkeypatch.setenv("IOTRACE_EXPORT_FAST", "1")
 
 
 @pytest.fixture(scope="module")
@@ -204,21 +203,27 @@ def test_max_events_keeps_the_first_events_and_says_so(job, tmp_path, name):
 
 
 def test_time_histogram_cutoff():
+    import numpy as np
+
     h = TimeHistogram()
-    for ts in range(100):
-        h.add(float(ts))
+    h.add_ns(np.arange(100, dtype=np.int64) * 1000 + 7)  # one event per µs
     assert h.cutoff(1000) == (None, 100)
-    assert h.cutoff(10) == (10.0, 10)
+    assert h.cutoff(10) == (10_000, 10)  # ns
+    # coarsened past MAX_BUCKETS: the cut falls on a wider bucket's boundary, keeping fewer
+    h = TimeHistogram()
+    h.add_ns(np.arange(200_000, dtype=np.int64) * 1000)
+    assert h.total == 200_000 and len(h.counts) <= TimeHistogram.MAX_BUCKETS
+    cut, kept = h.cutoff(100_000)
+    assert cut % ((1 << h.shift) * 1000) == 0 and kept == cut // 1000 <= 100_000
 
 
 # -- labels ------------------------------------------------------------------------
 
 
 def test_labels_and_sort_order(job):
-    from iotrace.export.merge import _first_event, reader
+    from iotrace_analyzer.export.merge import _first_event
 
-    r = reader()
-    files = [trace_file(p, i, _first_event(r, p)) for i, p in
+    files = [trace_file(p, i, _first_event(p)) for i, p in
              enumerate(sorted(job[1]["paths"]))]
     procs = build_processes(files)
     assert [p.pid for p in procs] == job[1]["sort_order"]
@@ -276,11 +281,13 @@ def test_duration_units():
     assert cli.duration_us("250us") == 250
     assert cli.duration_us("1.5ms") == 1500
     assert cli.duration_us("2", "s") == 2e6
-    with pytest.raises(Exception):
+    with pytest.raises(argparse.ArgumentTypeError):
         cli.duration_us("fast")
 
 
-# -- the two .pftrace writers ------------------------------------------------------
+
+
+# -- the .pftrace packets, against the events they stand for ---------------------------------
 
 
 def _fields(b):
@@ -306,84 +313,277 @@ def _packets(data):
             yield packet
 
 
+def _signed(v: int) -> int:
+    return v - (1 << 64) if v >= 1 << 63 else v
+
+
 def decoded_pftrace(path):
-    """Per sequence, its events in file order with the interned strings resolved
-    (names, categories, annotation names and values), and the track descriptors."""
-    seqs, tables, descriptors = {}, {}, []
+    """The trace as Perfetto would read it, decoded here: slices (a SLICE_BEGIN and the
+    SLICE_END that closes it on its track), instants and counter values with their thread,
+    names, categories and annotations resolved through each sequence's interning, and the
+    flows on them. {"slices": [...], "instants": [...], "counters": [...], "threads": {...},
+    "flags": [...], "notes": [...]}; a slice is a dict with begin, end, pid, tid, name, cat, args, out, in."""
+    tables, tracks, counters, open_, defaults = {}, {}, {}, {}, {}
+    out = {"slices": [], "instants": [], "counters": [], "threads": {}, "flags": [], "notes": []}
     for packet in _packets(open(path, "rb").read()):
         d = {}
         for f, v in _fields(packet):
             d.setdefault(f, []).append(v)
         if 60 in d:
-            descriptors.append(d[60][0])
+            desc = dict(_fields(d[60][0]))
+            if 4 in desc:
+                th = dict(_fields(desc[4]))
+                tracks[desc[1]] = (th[1], th[2])
+                if 5 in th:
+                    out["threads"][(th[1], th[2])] = th[5].decode()
+            elif 8 in desc:
+                counters[desc[1]] = desc[2].decode()
             continue
         seq = d.get(10, [0])[0]
+        if 13 in d and d[13][0] & 1:  # incremental state cleared: interning, defaults
+            tables[seq] = {}
+            defaults.pop(seq, None)
+        if 59 in d:  # TracePacketDefaults: the track of events that name none
+            ted = dict(_fields(dict(_fields(d[59][0]))[11]))
+            defaults[seq] = ted[11]
         table = tables.setdefault(seq, {})
         for data in d.get(12, []):
             for kind, entry in _fields(data):
                 e = dict(_fields(entry))
-                table.setdefault(kind, {})[e[1]] = e[2].decode()
+                assert e[1] not in table.setdefault(kind, {}), "an iid interned twice"
+                table[kind][e[1]] = e[2].decode()
+        if 13 in d:
+            out["flags"].append((seq, d[13][0]))
         if 11 not in d:
             continue
-        event = []
+        te = {}
         for f, v in _fields(d[11][0]):
-            if f == 10:
-                v = table[2][v]
-            elif f == 3:
-                v = table[1][v]
-            elif f == 4:
-                a = dict(_fields(v))
-                v = (table[3][a.pop(1)],) + tuple(
-                    table[29][x] if k == 17 else x for k, x in a.items())
-            event.append((f, v))
-        seqs.setdefault(seq, []).append((d[8][0], tuple(event)))
-    return seqs, sorted(descriptors)
+            te.setdefault(f, []).append(v)
+        kind, track, ts = te[9][0], te.get(11, [defaults.get(seq)])[0], d[8][0]
+        if 23 in te:  # the export's notes: named inline, on a track of their own
+            out["notes"].append((te[23][0].decode(), ts))
+            continue
+        if kind == 4:
+            value = (_signed(te[30][0]) if 30 in te
+                     else struct.unpack("<d", te[44][0])[0])
+            out["counters"].append((counters[track], ts, value))
+            continue
+        if kind == 2:
+            s = open_[track].pop()
+            s["end"] = ts
+            out["slices"].append(s)
+            continue
+        args = {}
+        for a in te.get(4, []):
+            a = dict(_fields(a))
+            key = table[3][a[1]]
+            if 17 in a:
+                args[key] = table[29][a[17]]
+            elif 4 in a:
+                args[key] = _signed(a[4])
+            elif 5 in a:
+                args[key] = struct.unpack("<d", a[5])[0]
+            elif 2 in a:
+                args[key] = bool(a[2])
+            else:
+                args[key] = ("json", json.loads(a[9]))
+        pid, tid = tracks[track]
+        ev = {"begin": ts, "pid": pid, "tid": tid, "name": table[2][te[10][0]],
+              "cat": table[1][te[3][0]], "args": args,
+              "out": [struct.unpack("<Q", v)[0] for v in te.get(47, [])],
+              "in": [struct.unpack("<Q", v)[0] for v in te.get(48, [])]}
+        if kind == 1:
+            open_.setdefault(track, []).append(ev)
+        else:
+            out["instants"].append(ev)
+    assert not any(open_.values()), "a slice without its end"
+    return out
 
 
-def test_fast_and_slow_pftrace_are_the_same(job, tmp_path, monkeypatch):
-    """fast_proto writes the packets ProtoPart writes, in the same order (only the
-    interning may be laid out differently)."""
-    fast, _ = exported(job, tmp_path, "fast.pftrace")
-    monkeypatch.setenv("IOTRACE_EXPORT_SLOW", "1")
-    slow, _ = exported(job, tmp_path, "slow.pftrace")
-    assert decoded_pftrace(fast) == decoded_pftrace(slow)
+def _ns(text) -> int:
+    """µs as the trace writes them -> ns, rounded half up (the reader's rule)."""
+    return int((Decimal(str(text)) * 1000).to_integral_value(ROUND_HALF_UP))
 
 
-def test_fast_pftrace_across_blocks(tmp_path, monkeypatch):
-    """A bigger job read in many small blocks: flows held across blocks, counters,
-    Python steps, forks of lines split between the scanner and orjson."""
-    import importlib.util
-
-    from iotrace.export import fast_proto
-
-    spec = importlib.util.spec_from_file_location("export_bench", os.path.join(
-        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
-        "export_bench.py"))
-    export_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(export_bench)
-    monkeypatch.setattr(export_bench, "FRAME_LINES", 200)  # many small zstd frames
-
-    monkeypatch.setattr(fast_proto, "BLOCK_BYTES", 20_000)
-    monkeypatch.setattr(fast_proto, "BATCH_BYTES", 8_000)
-    folder = tmp_path / "traces"
-    folder.mkdir()
-    export_bench.write_process(str(folder / "python3.11-bench-1000.pfw.zst"), 1000, "main",
-                               0, 6000, None, 1e6, 1)
-    for n, start in enumerate((1e6 + 500, 1e6 + 40_000)):  # spawned early, and mid-way
-        export_bench.write_process(str(folder / f"python3.11-bench-{1010 + n}.pfw.zst"),
-                                   1010 + n, "dataloader", 0, 3000, 1000, start, 2 + n, n)
-    out = {}
-    for mode in ("FAST", "SLOW"):
-        monkeypatch.delenv("IOTRACE_EXPORT_FAST", raising=False)
-        monkeypatch.setenv(f"IOTRACE_EXPORT_{mode}", "1")
-        out[mode] = str(tmp_path / f"{mode}.pftrace")
-        result = export([str(folder)], out[mode], jobs=1)
-        assert result.flows == 2
-        monkeypatch.delenv(f"IOTRACE_EXPORT_{mode}")
-    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+def _arg_value(v):
+    if isinstance(v, Decimal):
+        return float(v)
+    if isinstance(v, (dict, list)) or (isinstance(v, str) and len(v) > 256):
+        return ("json", json.loads(json.dumps(v, default=float)))
+    return v
 
 
-# -- the per-event filters in the block-at-a-time writer ----------------------------
+def expected_events(folder, filters=None):
+    """What the export of `folder` must hold, worked out here one event at a time from the
+    JSON lines (what `iotrace cat` prints) with the documented rules: the filters, the
+    --max-events cut (1 µs buckets: these jobs are small), file names restored, the flows.
+    Returns (events as decoded_pftrace gives them, counts)."""
+    from iotrace_format.reader import find_traces, iter_lines
+
+    f = filters or {}
+    files = []
+    for path in find_traces([str(folder)]):
+        lines = [json.loads(ln, parse_float=Decimal) for ln in iter_lines(path)]
+        files.append((path, lines))
+    info = {path: ln[0]["args"] for path, ln in files if ln and ln[0].get("name") == "iotrace_process"}
+    job_start = min(i["mono_ns"] for i in info.values())
+    start = None if f.get("window_from_us") is None else job_start + math.ceil(f["window_from_us"] * 1000)
+    end = None if f.get("window_to_us") is None else job_start + math.floor(f["window_to_us"] * 1000)
+    pids = {i["pid"]: i for i in info.values()}
+
+    def ancestors(pid):
+        while pid in pids and pids[pid].get("parent_pid"):
+            pid = pids[pid]["parent_pid"]
+            yield pid
+
+    def keeps(ev):
+        if f.get("cats") and not any(fnmatch.fnmatchcase(ev.get("cat", ""), p) for p in f["cats"]):
+            return False
+        if f.get("names") and not any(fnmatch.fnmatchcase(ev.get("name", ""), p) for p in f["names"]):
+            return False
+        ts, dur = _ns(ev.get("ts", 0)), _ns(ev.get("dur", 0))
+        if f.get("min_dur_us") and ev["ph"] == "X" and dur < f["min_dur_us"] * 1000:
+            return False
+        return (end is None or ts <= end) and (start is None or ts + dur >= start)
+
+    kept, filtered = [], 0
+    for path, lines in files:
+        pid = info[path]["pid"] if path in info else lines[0]["pid"]
+        if f.get("pids") and not f["pids"] & {pid, *ancestors(pid)}:
+            continue
+        names = {}
+        for ev in lines:
+            if ev["ph"] == "M" and ev["name"] == "FH":
+                names[ev["args"]["value"]] = ev["args"]["name"]
+            if ev["ph"] not in ("X", "i", "I", "C"):
+                continue
+            if not keeps(ev):
+                filtered += 1
+                continue
+            args = dict(ev.get("args") or {})
+            for key, new in (("fhash", "fname"), ("fhash2", "fname2")):
+                if key in args:
+                    h = args.pop(key)
+                    args[new] = names.get(h, h)
+            kept.append((path, pid, ev, {k: _arg_value(v) for k, v in args.items()}))
+    cut = 0
+    if f.get("max_events") and len(kept) > f["max_events"]:
+        per_us = collections.Counter(_ns(ev["ts"]) // 1000 for _, _, ev, _ in kept)
+        n, cutoff = 0, None
+        for key in sorted(per_us):
+            if n + per_us[key] > f["max_events"]:
+                cutoff = key * 1000
+                break
+            n += per_us[key]
+        cut = sum(1 for _, _, ev, _ in kept if _ns(ev["ts"]) >= cutoff)
+        kept = [k for k in kept if _ns(k[2]["ts"]) < cutoff]
+
+    out = {"slices": [], "instants": [], "counters": []}
+    for path, pid, ev, args in kept:
+        ts = _ns(ev["ts"])
+        if ev["ph"] == "C":
+            out["counters"] += [(f"{ev['name']} {k}", ts, v) for k, v in args.items()
+                                if isinstance(v, (int, float)) and not isinstance(v, bool)]
+            continue
+        e = {"path": path, "begin": ts, "pid": pid, "tid": ev.get("tid", pid), "name": ev["name"],
+             "cat": ev.get("cat", ""), "args": args}
+        if ev["ph"] == "X":
+            e["end"] = ts + _ns(ev["dur"])
+            out["slices"].append(e)
+        else:
+            out["instants"].append(e)
+    return out, {"events": len(kept), "filtered": filtered, "cut": cut,
+                 "counters": sum(1 for _, _, ev, _ in kept if ev["ph"] == "C")}
+
+
+def expected_flows(folder, slices):
+    """(start slice, end slice) of every arrow, by the documented rules, among the kept
+    slices (None where that end was filtered out): the fork slice that returned the child's
+    pid, else the parent's latest slice starting at or before the child started; the
+    child's earliest slice. A slice is (pid, tid, name, begin)."""
+    from iotrace_format.reader import find_traces, iter_lines
+
+    info = {}
+    for path in find_traces([str(folder)]):
+        first = json.loads(next(iter(iter_lines(path))))
+        if first.get("name") == "iotrace_process" and first["args"].get("role") != "exec":
+            info[first["args"]["pid"]] = first["args"]
+    key = lambda s: (s["pid"], s["tid"], s["name"], s["begin"])
+    firsts = {}
+    for s in slices:  # file order: the first of equals wins
+        if s["pid"] not in firsts or s["begin"] < firsts[s["pid"]]["begin"]:
+            if s["path"] == min(x["path"] for x in slices if x["pid"] == s["pid"]):
+                firsts[s["pid"]] = s
+    arrows = []
+    for pid, i in sorted(info.items()):
+        parent = i.get("parent_pid")
+        if parent not in info:
+            continue
+        if i["role"] == "fork":
+            src = [s for s in slices if s["pid"] == parent and s["cat"] == "process"
+                   and s["name"] in ("fork", "vfork") and s["args"].get("ret") == pid]
+            src = src[0] if src else None
+        else:
+            before = [s for s in slices if s["pid"] == parent and s["begin"] <= i["mono_ns"]]
+            latest = max((s["begin"] for s in before), default=None)
+            src = next((s for s in before if s["begin"] == latest), None)
+        dst = firsts.get(pid)
+        arrows.append((src and key(src), dst and key(dst)))
+    return sorted(arrows, key=repr)
+
+
+def exported_flows(decoded):
+    """The arrows of a decoded .pftrace, as expected_flows gives them."""
+    ends = collections.defaultdict(lambda: [None, None])
+    for s in decoded["slices"]:
+        k = (s["pid"], s["tid"], s["name"], s["begin"])
+        for flow in s["out"]:
+            ends[flow][0] = k
+        for flow in s["in"]:
+            ends[flow][1] = k
+    return sorted((tuple(v) for v in ends.values()), key=repr)
+
+
+def check_pftrace(out, folder, result, filters=None, flows=True):
+    """The exported .pftrace holds exactly the events, args, counters and arrows the
+    reference (expected_events) derives from the input, with the counts the export reports."""
+    got = decoded_pftrace(out)
+    want, counts = expected_events(folder, filters)
+    assert {k: getattr(result, k) for k in counts} == counts
+    key = lambda e: (e["pid"], e["tid"], e["name"], e["cat"], e.get("end"), repr(sorted(e["args"].items())))
+    for kind in ("slices", "instants"):
+        g = sorted(got[kind], key=lambda e: (key(e), e["begin"]))
+        w = sorted(want[kind], key=lambda e: (key(e), e["begin"]))
+        assert [key(e) for e in g] == [key(e) for e in w]
+        # the 1 ns rule moves a parent that starts with an earlier-written child
+        assert all(e["begin"] - x["begin"] in (0, -1) for e, x in zip(g, w))
+        if kind == "instants":
+            assert [e["begin"] for e in g] == [e["begin"] for e in w]
+    assert sorted(got["counters"]) == sorted(want["counters"])
+    assert len(got["notes"]) == bool(counts["cut"])
+    # the first packet of each sequence clears its incremental state, no other one
+    seqs = [s for s, _ in got["flags"]]
+    assert len(seqs) == len(set(seqs)) and all(v == 3 for _, v in got["flags"])
+    if flows:
+        # the moved starts are the written ones: match arrows by the written slices
+        moved = {}
+        for e, x in zip(sorted(got["slices"], key=lambda e: (key(e), e["begin"])),
+                        sorted(want["slices"], key=lambda e: (key(e), e["begin"]))):
+            moved[(e["pid"], e["tid"], e["name"], x["begin"])] = e["begin"]
+        arrows = [tuple(k and k[:3] + (moved[k],) for k in a)
+                  for a in expected_flows(folder, want["slices"])]
+        drawn = [a for a in arrows if a[0] or a[1]]
+        assert exported_flows(got) == sorted(drawn, key=repr)
+        assert result.flows == sum(1 for a in arrows if a[0] and a[1])
+    return got
+
+
+def test_pftrace_holds_the_job(job, tmp_path):
+    out, result = exported(job, tmp_path, "job.pftrace")
+    got = check_pftrace(out, job[0], result)
+    assert len(got["slices"]) == job[1]["slices"] and result.flows == 3
+    assert {(p, t): n for (p, t), n in got["threads"].items()} == job[1]["threads"]
+
 
 REAL_PROGRAM = """
 import multiprocessing as mp
@@ -427,7 +627,7 @@ if __name__ == "__main__":
     io("main-a", 300)
     t = threading.Thread(target=io, args=("thread", 200), name="loader")
     t.start()
-    with iotrace.region("checkpoint", cat="ckpt", step=1):
+    with iotrace.region("checkpoint", cat="ckpt", step=1, note="x" * 300, shape=[2, 3]):
         io("main-b", 100)
     t.join()
     pid = os.fork()
@@ -446,9 +646,9 @@ if __name__ == "__main__":
 def real_jobs(tmp_path_factory):
     """A Python program run under the tracer (POSIX and @trace events, a counter, a
     thread, a fork child and a multiprocessing worker), at the default ns and at µs
-    resolution (where parents and children often start at the same time).
-    resolution -> (trace folder, the main process's pid, the first event and the span
-    of the events in µs since the job's start)."""
+    resolution (where parents and children often start at the same time), in the compact
+    form and the JSON form. (resolution, form) -> (trace folder, the main process's pid,
+    the first event and the span of the events in µs since the job's start)."""
     import sys
 
     import tracing
@@ -457,64 +657,33 @@ def real_jobs(tmp_path_factory):
     script = base / "prog.py"
     script.write_text(REAL_PROGRAM)
     jobs = {}
-    for res in ("ns", "us"):
-        data = base / f"data-{res}"
+    for res, form in (("ns", "compact"), ("us", "compact"), ("ns", "json")):
+        data = base / f"data-{res}-{form}"
         data.mkdir()
         ts = tracing.run_traced([sys.executable, str(script), str(data)], base,
-                                {"IOTRACE_RESOLUTION": res}, include=[data],
-                                trace_dir=base / f"traces-{res}")
+                                {"IOTRACE_RESOLUTION": res, "IOTRACE_FORMAT": form},
+                                include=[data], trace_dir=base / f"traces-{res}-{form}")
         assert len(ts.files) == 3
         start = min(f.header["mono_ns"] for f in ts.files) / 1000
         timed = [e for f in ts.files for e in f.records if e.get("ph") in ("X", "i", "C")]
         first = min(e["ts"] for e in timed)
         end = max(e["ts"] + e.get("dur", 0) for e in timed)
-        jobs[res] = (str(ts.dir), ts.pid, first - start, end - first)
+        jobs[res, form] = (str(ts.dir), ts.pid, first - start, end - first)
     return jobs
 
 
-def _small_blocks(monkeypatch, lines: int = 25) -> None:
-    """The reader's blocks cut into pieces of a few lines (a real trace of a short run
-    is one zstd frame or two), so that fast_proto works on many blocks."""
-    from iotrace.export import fast_proto
-    from iotrace.export.merge import reader
+def _small_batches(monkeypatch, text_bytes: int = 3000) -> None:
+    """The reader's batches cut small (JSON text scanned a few lines at a time; a compact
+    file is a batch per frame anyway), so that flows and interning carry across batches."""
+    from iotrace_format import reader
 
-    r = reader()
-    whole = r.iter_blocks
-
-    def iter_blocks(path, damage=None, chunk=None):
-        for block in whole(path, damage, chunk):
-            rows = block.split(b"\n")[:-1]
-            for i in range(0, len(rows), lines):
-                yield b"\n".join(rows[i:i + lines]) + b"\n"
-
-    monkeypatch.setattr(r, "iter_blocks", iter_blocks)
-    monkeypatch.setattr(fast_proto, "BLOCK_BYTES", 2_000)
-    monkeypatch.setattr(fast_proto, "BATCH_BYTES", 4_000)
-
-
-def fast_and_slow(monkeypatch, tmp_path, folder, filters):
-    """The .pftrace of both writers with the same filters: (paths, results)."""
-    from iotrace.export import fast_proto
-
-    blocks = []
-    block = fast_proto.FileExport.block
-    monkeypatch.setattr(fast_proto.FileExport, "block",
-                        lambda self, text: blocks.append(1) or block(self, text))
-    out, res = {}, {}
-    for mode in ("FAST", "SLOW"):
-        monkeypatch.delenv("IOTRACE_EXPORT_FAST", raising=False)
-        monkeypatch.delenv("IOTRACE_EXPORT_SLOW", raising=False)
-        monkeypatch.setenv(f"IOTRACE_EXPORT_{mode}", "1")
-        out[mode] = str(tmp_path / f"{mode}.pftrace")
-        del blocks[:]
-        res[mode] = export([folder], out[mode], EventFilter(**filters), jobs=1)
-        assert bool(blocks) == (mode == "FAST")  # which writer ran
-    return out, res
+    monkeypatch.setattr(reader, "SCAN_BYTES", text_bytes)
 
 
 # Window bounds as fractions of the span of the events (keys ending in _frac); the
 # job starts earlier, with its first process.
 REAL_FILTERS = [
+    ({}, False),
     ({"cats": ["posix"]}, True),
     ({"cats": ["compute", "fetch"]}, True),  # parents whose children are left out
     ({"cats": ["p*"]}, True),
@@ -539,42 +708,67 @@ REAL_FILTERS = [
 ]
 
 
-@pytest.mark.parametrize("resolution", ["ns", "us"])
+@pytest.mark.parametrize("kind", [("ns", "compact"), ("us", "compact"), ("ns", "json")],
+                         ids=["ns", "us", "json"])
 @pytest.mark.parametrize("filters, filtering", REAL_FILTERS,
                          ids=[str(i) for i in range(len(REAL_FILTERS))])
-def test_fast_pftrace_filters_like_the_slow_one(real_jobs, tmp_path, monkeypatch, resolution,
-                                                filters, filtering):
-    """--cat, --name, --from/--to, --min-dur (and --max-events on top) in fast_proto:
-    the packets and the counts of ProtoPart's export with the same filters."""
-    folder, main, first, span = real_jobs[resolution]
+def test_pftrace_of_a_real_job(real_jobs, tmp_path, monkeypatch, kind, filters, filtering):
+    """--cat, --name, --from/--to, --min-dur, --pid (and --max-events on top) on a real
+    job read in small batches: the .pftrace holds exactly the events, args, counters and
+    arrows that the per-event rules give, and the export counts what it left out."""
+    folder, main, first, span = real_jobs[kind]
     filters = dict(filters)
     for key in ("window_from", "window_to"):
         if f"{key}_frac" in filters:
             filters[f"{key}_us"] = first + filters.pop(f"{key}_frac") * span
     if filters.get("pids") == {0}:
         filters["pids"] = {main}  # with its children
-    _small_blocks(monkeypatch)
-    out, res = fast_and_slow(monkeypatch, tmp_path, folder, filters)
-    fast, slow = res["FAST"], res["SLOW"]
-    assert fast.summary() == slow.summary()
-    assert (fast.filtered > 0) == filtering
-    assert fast.cut > 0 or "max_events" not in filters
-    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+    _small_batches(monkeypatch)
+    out = str(tmp_path / "job.pftrace")
+    result = export([folder], out, EventFilter(**filters), jobs=1)
+    assert (result.filtered > 0) == filtering
+    assert (result.cut > 0) == ("max_events" in filters)
+    check_pftrace(out, folder, result, filters)
 
 
-def test_fast_pftrace_filters_in_whole_blocks(real_jobs, tmp_path, monkeypatch):
-    """The same with the file in one block (no held slices carried between blocks)."""
-    folder, _, first, span = real_jobs["us"]
-    filters = {"cats": ["compute", "posix"], "min_dur_us": 1.0,
-               "window_from_us": first + 0.1 * span}
-    out, res = fast_and_slow(monkeypatch, tmp_path, folder, filters)
-    assert res["FAST"].summary() == res["SLOW"].summary() and res["FAST"].filtered > 0
-    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+def test_pftrace_in_parallel_is_the_same(real_jobs, tmp_path):
+    """Worker processes (one task each here) write what one process writes."""
+    folder = real_jobs["ns", "compact"][0]
+    one, two = str(tmp_path / "one.pftrace"), str(tmp_path / "two.pftrace")
+    export([folder], one, jobs=1)
+    export([folder], two, jobs=2)
+    assert open(one, "rb").read() == open(two, "rb").read()
 
 
-def _write_io_lines(path: str, pid: int, t0_ns: int, times: list[tuple[str, str]]) -> None:
-    """A per-process trace of plain I/O slices in the tracer's layout (what the
-    scanner takes), with the given ts and dur texts; each slice's offset is its number."""
+def test_pftrace_across_many_batches(tmp_path, monkeypatch):
+    """A bigger job read in many small batches: spawn arrows whose best start comes in a
+    later batch than a first candidate, held slices carried to the end, counters, steps."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("export_bench", os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "benchmarks",
+        "export_bench.py"))
+    export_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(export_bench)
+    monkeypatch.setattr(export_bench, "FRAME_LINES", 200)  # many small zstd frames
+    _small_batches(monkeypatch, 20_000)
+    folder = tmp_path / "traces"
+    folder.mkdir()
+    export_bench.write_process(str(folder / "python3.11-bench-1000.pfw.zst"), 1000, "main",
+                               0, 6000, None, 1e6, 1)
+    for n, start in enumerate((1e6 + 500, 1e6 + 40_000)):  # spawned early, and mid-way
+        export_bench.write_process(str(folder / f"python3.11-bench-{1010 + n}.pfw.zst"),
+                                   1010 + n, "dataloader", 0, 3000, 1000, start, 2 + n, n)
+    out = str(tmp_path / "job.pftrace")
+    result = export([str(folder)], out, jobs=1)
+    assert result.flows == 2
+    check_pftrace(out, folder, result)
+
+
+def _write_io_lines(path: str, pid: int, t0_ns: int, times: list[tuple[str, str]],
+                    tids: int = 3) -> None:
+    """A per-process trace of plain I/O slices in the tracer's layout, with the given ts and
+    dur texts; each slice's offset is its number."""
     info = {"version": 2, "hostname": "h", "pid": pid, "ppid": 1, "exe": "/bin/io",
             "cmdline": ["io"], "wall_ns": 0, "mono_ns": t0_ns, "role": "main", "ranks": {},
             "compression": "none"}
@@ -585,48 +779,85 @@ def _write_io_lines(path: str, pid: int, t0_ns: int, times: list[tuple[str, str]
     for k, (ts, dur) in enumerate(times):
         name = ("read", "write")[k % 2]
         lines.append(f'{{"ph":"X","name":"{name}","cat":"posix","pid":{pid},'
-                     f'"tid":{pid + k % 3},"ts":{ts},"dur":{dur},"args":{{"fhash":'
+                     f'"tid":{pid + k % tids},"ts":{ts},"dur":{dur},"args":{{"fhash":'
                      f'"00000000000000ff","size":8,"offset":{k},"ret":8,"fd":3}}}}')
     with open(path, "w") as f:
         f.write("[\n" + ",\n".join(lines) + "]\n")
 
 
-def _offsets(path):
-    """Per sequence, the offset annotation of each slice begin, in file order."""
-    seqs, _ = decoded_pftrace(path)
-    return {seq: [a[1] for _, ev in evs for f, a in ev if f == 4 and a[0] == "offset"]
-            for seq, evs in seqs.items()}
-
-
-def test_fast_pftrace_filters_times_as_parsed_floats(tmp_path, monkeypatch):
-    """On a host up for four months ts * 1000 passes 2**53: the window and --min-dur
-    compare the floats the slow path parses, not the ns the scanner reads. The slow
-    path's own timestamps are then off by a ns or two, so compare which slices are
-    kept (by their offsets), in which order, and the counts."""
+def test_filters_with_times_past_2_53_ns(tmp_path, monkeypatch):
+    """On a host up for four months ts passes 2**53 ns: the window and --min-dur compare
+    integer ns, exactly."""
     t0 = 10_000_000_000_000  # µs since boot (116 days)
     times = [(f"{t0 + k // 1000}.{k % 1000:03d}", f"0.{(k * 7) % 13:03d}")
              for k in range(3000)]
     _write_io_lines(str(tmp_path / "io-h-7.pfw"), 7, t0 * 1000, times)
-    _small_blocks(monkeypatch, lines=300)
+    _small_batches(monkeypatch, 20_000)
     for filters in ({"window_from_us": 0.8, "window_to_us": 2.2},
                     {"min_dur_us": 0.006, "window_from_us": 1.0000001},
                     {"window_to_us": 1.5005}):
-        out, res = fast_and_slow(monkeypatch, tmp_path, str(tmp_path), filters)
-        assert res["FAST"].summary() == res["SLOW"].summary()
-        assert 0 < res["FAST"].filtered < len(times)
-        assert _offsets(out["FAST"]) == _offsets(out["SLOW"])
+        out = str(tmp_path / "job.pftrace")
+        result = export([str(tmp_path)], out, EventFilter(**filters), jobs=1)
+        assert 0 < result.filtered < len(times)
+        check_pftrace(out, tmp_path, result, filters)
 
 
 @pytest.mark.parametrize("filters", [{}, {"window_from_us": 0.0025, "window_to_us": 0.0125},
                                      {"min_dur_us": 0.0005}])
-def test_fast_pftrace_sub_ns_times(tmp_path, monkeypatch, filters):
-    """A ts or dur with more than three decimals (not the tracer's, but valid): the
-    scanner would drop the digits ProtoPart rounds; such lines go to ProtoPart."""
+def test_sub_ns_times_round_to_the_ns(tmp_path, filters):
+    """A ts or dur with more than three decimals (not the tracer's, but valid) is rounded
+    to the nearest ns, half up."""
     t0 = 1_000_000
     times = [(f"{t0}.{k:03d}" + ("5" if k % 3 == 0 else ""),
               "0.000" + ("6" if k % 4 == 0 else "")) for k in range(20)]
     _write_io_lines(str(tmp_path / "io-h-7.pfw"), 7, t0 * 1000, times)
-    out, res = fast_and_slow(monkeypatch, tmp_path, str(tmp_path), filters)
-    assert res["FAST"].summary() == res["SLOW"].summary()
-    assert (res["FAST"].filtered > 0) == bool(filters)
-    assert decoded_pftrace(out["FAST"]) == decoded_pftrace(out["SLOW"])
+    out = str(tmp_path / "job.pftrace")
+    result = export([str(tmp_path)], out, EventFilter(**filters), jobs=1)
+    assert (result.filtered > 0) == bool(filters)
+    check_pftrace(out, tmp_path, result, filters)
+
+
+def test_parents_starting_with_a_written_child_start_1ns_earlier(tmp_path):
+    """Slices on one thread at the same ns, written in order of their ends (children first):
+    a slice not shorter than one already written there starts 1 ns earlier; a shorter one
+    written after (a child written late) keeps its start."""
+    times = [("1000000.000", "1.000"),  # a child
+             ("1000000.000", "5.000"),  # its parent: moved
+             ("1000000.000", "0.500"),  # shorter than both: kept (and now the shortest)
+             ("1000000.000", "0.500"),  # as long as it: moved
+             ("1000002.000", "1.000")]  # another start: kept
+    _write_io_lines(str(tmp_path / "io-h-7.pfw"), 7, 10**9, times, tids=1)
+    out = str(tmp_path / "job.pftrace")
+    export([str(tmp_path)], out, jobs=1)
+    begins = [(s["args"]["offset"], s["begin"] - 10**9) for s in decoded_pftrace(out)["slices"]]
+    assert sorted(begins) == [(0, 0), (1, -1), (2, 0), (3, -1), (4, 2000)]
+
+
+def test_json_holds_what_the_pftrace_holds(real_jobs, tmp_path):
+    """The JSON output, read back, has the slices, args, arrows and thread names of the
+    .pftrace (whose starts may be 1 ns earlier: the protobuf has no durations)."""
+    folder = real_jobs["us", "compact"][0]
+    pf, js = str(tmp_path / "job.pftrace"), str(tmp_path / "job.json.gz")
+    export([folder], pf, jobs=1)
+    export([folder], js, jobs=2)
+    got = decoded_pftrace(pf)
+    with gzip.open(js) as f:
+        evs = json.load(f, parse_float=Decimal)["traceEvents"]
+    key = lambda pid, tid, name, end, args: (pid, tid, name, end, repr(sorted(args.items())))
+    xs = sorted((key(e["pid"], e["tid"], e["name"], _ns(e["ts"]) + _ns(e["dur"]),
+                     {k: _arg_value(v) for k, v in e.get("args", {}).items()}), _ns(e["ts"]))
+                for e in evs if e["ph"] == "X")
+    slices = sorted((key(s["pid"], s["tid"], s["name"], s["end"], s["args"]), s["begin"])
+                    for s in got["slices"])
+    assert [k for k, _ in xs] == [k for k, _ in slices]
+    assert all(b - a in (0, 1) for (_, a), (_, b) in zip(slices, xs))
+    # each arrow's end binds to the slice that carries it in the .pftrace
+    at = {(e["pid"], e["tid"], _ns(e["ts"])): e["name"] for e in evs if e["ph"] == "X"}
+    for ph, side in (("s", "out"), ("f", "in")):
+        js_ends = sorted((e["pid"], e["tid"], at[e["pid"], e["tid"], _ns(e["ts"])])
+                         for e in evs if e["ph"] == ph)
+        pf_ends = sorted((s["pid"], s["tid"], s["name"]) for s in got["slices"] for _ in s[side])
+        assert js_ends == pf_ends and len(js_ends) == 2
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
+             if e["ph"] == "M" and e["name"] == "thread_name"}
+    assert names == got["threads"]

@@ -120,7 +120,8 @@ def test_close_of_unlearned_fd_is_named(cprog, trace, files, tmp_path):
 #include <unistd.h>
 int main(int argc, char** argv) { return close(atoi(argv[1])); }
 """, name="closefd")
-    import subprocess, os
+    import subprocess
+    import os
     from tracing import tracer_env, TraceSet, fresh_dir
     out = fresh_dir(tmp_path)
     fd = os.open(files["data/a"], os.O_RDONLY)

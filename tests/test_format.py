@@ -134,7 +134,8 @@ def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
             assert list(rec) == M_KEYS, line
             if rec["name"] == "FH":
                 a = rec["args"]
-                assert list(a) == ["name", "value"] and a["name"].startswith(("/", "pipe:", "socket:", "anon_inode:")), a
+                assert list(a) == ["name", "value"], a
+                assert a["name"].startswith(("/", "pipe:", "socket:", "anon_inode:")), a
                 assert a["value"] == fnv1a_hex(a["name"]), a
                 assert a["value"] not in seen_fh, f"FH written twice: {a}"
                 seen_fh[a["value"]] = a["name"]

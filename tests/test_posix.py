@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import sys
 
-import pytest
 
 from tracing import fnv1a_hex, parse_report, run_plain
 

@@ -8,17 +8,15 @@ exactly and check their args, pids, tids and intervals.
 from __future__ import annotations
 
 import collections
-import functools
 import os
 import pickle
 import statistics
 import subprocess
-import sys
 
 import pytest
 
 import iotrace
-from pytrace_helpers import (PY, assert_inside, clean_env, metadata, py_events, run_py, span,
+from pytrace_helpers import (PY, assert_inside, clean_env, py_events, run_py, span,
                              thread_names)
 
 VTID_MIN = 1 << 22  # above any Linux pid/tid (pid_max <= 2**22): a virtual asyncio track

@@ -20,7 +20,6 @@ tests/test_format.py can pin the shape and other tests can just count.
 from __future__ import annotations
 
 import collections
-import gzip
 import hashlib
 import io
 import json
@@ -30,7 +29,7 @@ import subprocess
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from collections.abc import Iterable, Sequence
 
 import iotrace
 
@@ -141,11 +140,15 @@ class TraceFile:
 
     @property
     def header(self) -> dict:
-        """args of the iotrace_process event (empty if missing)."""
+        """args of the iotrace_process event (empty if missing), with the changes of later
+        iotrace_process_info events applied (a role learnt after the file was opened)."""
+        head: dict = {}
         for r in self.records:
-            if r.get("ph") == "M" and r.get("name") == "iotrace_process":
-                return r.get("args", {})
-        return {}
+            if r.get("ph") == "M" and r.get("name") == "iotrace_process" and not head:
+                head = dict(r.get("args", {}))
+            elif r.get("ph") == "M" and r.get("name") == "iotrace_process_info" and head:
+                head.update(r.get("args", {}))
+        return head
 
     @property
     def pid(self) -> int | None:
@@ -231,7 +234,7 @@ class TraceSet:
     pid: int | None = None          # the pid of the process run_traced started
 
     @classmethod
-    def load(cls, folder: str | os.PathLike, **kw) -> "TraceSet":
+    def load(cls, folder: str | os.PathLike, **kw) -> TraceSet:
         return cls(os.fspath(folder), [read_trace_file(p) for p in trace_files(folder)], **kw)
 
     @property
@@ -356,7 +359,7 @@ def run_traced(cmd: Sequence[str | os.PathLike], tmp_path: str | os.PathLike, en
     except subprocess.TimeoutExpired:
         p.kill()
         so, se = p.communicate()
-        raise AssertionError(f"{argv} timed out under the tracer; stderr: {se[-2000:]}")
+        raise AssertionError(f"{argv} timed out under the tracer; stderr: {se[-2000:]}") from None
     if check and p.returncode != 0:
         raise AssertionError(f"{argv} exited with {p.returncode} under the tracer\n"
                              f"stdout: {so[-2000:]}\nstderr: {se[-2000:]}")

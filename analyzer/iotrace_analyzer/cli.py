@@ -13,12 +13,24 @@ from .load import Options, analyze
 from iotrace_format.reader import TraceInputError
 
 
+def _version() -> str:
+    """The installed distribution's version (the analyzer imports nothing of the tracer)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("iotrace")
+    except PackageNotFoundError:
+        return "unknown"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="iotrace-analyze",
         description="Summarize iotrace / DFTracer traces and write them as Parquet.")
     p.add_argument("traces", nargs="+", help="trace files, folders or globs (.pfw, .pfw.zst, .pfw.gz, .iotc.zst)")
-    p.add_argument("-o", "--out", help="output folder: Parquet dataset, summary.json, timeline.html")
+    p.add_argument("--version", action="version", version=f"iotrace-analyze {_version()}")
+    p.add_argument("-o", "--output", "--out", dest="out",
+                   help="output folder: Parquet dataset, summary.json, timeline.html")
     p.add_argument("--summary", help="where to write summary.json (default OUT/summary.json)")
     p.add_argument("--timeline", help="where to write the timeline page (default OUT/timeline.html)")
     p.add_argument("--compute-cat", action="append", default=None, metavar="CAT",

@@ -97,7 +97,7 @@ class Union:
             self.closed += int((ce - cs).sum())
             self.closed_until = int(ce[-1])
 
-    def merge(self, other: "Union") -> None:
+    def merge(self, other: Union) -> None:
         self.closed += other.closed
         self.closed_until = max(self.closed_until, other.closed_until)
         for cs, ce in other.chunks:

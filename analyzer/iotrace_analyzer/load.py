@@ -125,6 +125,9 @@ class FileReader:
             elif name == "iotrace_process":
                 self.proc.update(args)
                 self.proc.setdefault("pid", m.get("pid"))
+            elif name == "iotrace_process_info":  # the role learnt after the file opened
+                self.proc.update({k: v for k, v in args.items()
+                                  if k in ("role", "parent_pid", "worker_id")})
             elif name == "process_name":
                 self.proc["name"] = args.get("name")
                 self.proc.setdefault("pid", m.get("pid"))

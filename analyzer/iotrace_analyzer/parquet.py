@@ -24,7 +24,7 @@ EVENTS_SCHEMA = pa.schema(
 )
 PROCESSES_SCHEMA = pa.schema(
     [("host", pa.string()), ("pid", pa.int64()), ("ppid", pa.int64()), ("parent_pid", pa.int64()),
-     ("exe", pa.string()), ("name", pa.string()), ("role", pa.string()),
+     ("exe", pa.string()), ("name", pa.string()), ("role", pa.string()), ("worker_id", pa.int64()),
      ("cmdline", pa.list_(pa.string())), ("ranks", pa.string()), ("wall_ns", pa.int64()),
      ("mono_ns", pa.int64()), ("version", pa.int64()), ("resolution_ns", pa.int64()),
      ("compression", pa.string()),

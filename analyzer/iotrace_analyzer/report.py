@@ -74,6 +74,7 @@ def text_report(S: dict, top: int = 10) -> str:
                                                             "% of app"], [
             [c["cat"], c["count"], _time(c["time_us"]), _time(c["union_us"]),
              f"{100 * c['share_of_app']:.1f}"] for c in S["categories"]]))
+    parts += _training(S.get("training") or {}, top)
     a = S["access"]
     parts.append(_table("Access pattern (data calls with an offset)", ["", "first", "consecutive",
                                                                         "sequential", "random"], [
@@ -95,6 +96,37 @@ def text_report(S: dict, top: int = 10) -> str:
                      f"{d['bad_lines']} bad line(s); missing metadata in {len(d['missing_metadata'])} file(s); "
                      f"{d['unresolved_file_hashes']} unresolved file hash(es)\n")
     return "\n".join(parts)
+
+
+def _training(T: dict, top: int) -> list[str]:
+    """The training loop: per epoch, how long the loop waited for data and how long it ran."""
+    out = []
+    for ld in T.get("loaders", []):
+        rows = [[e["epoch"], "" if e["complete"] else "left early", e["batches"],
+                 _time(e["duration_us"]), _time(e["fetch_wait_us"]), _time(e["compute_us"]),
+                 f"{100 * e['wait_share']:.1f}",
+                 _time(e["first_batch_wait_us"]) if e["first_batch_wait_us"] is not None else None]
+                for e in ld["per_epoch"][:top * 2]]
+        out.append(_table(
+            f"Training loop: DataLoader {ld['loader']} of pid {ld['pid']} ({ld['epochs']} epochs, "
+            f"{ld['batches']} batches; waited for data {100 * ld['wait_share']:.1f}% of the time)",
+            ["epoch", "", "batches", "time", "waiting for data", "compute", "% waiting",
+             "first batch"], rows))
+    smp = T.get("samples") or {}
+    if smp.get("count"):
+        out.append(f"Samples: {smp['count']} read in {smp['processes']} process(es), "
+                   f"{_time(smp['time_us'])} in all, {_time(smp['mean_us'])} each"
+                   + (f", {smp['errors']} failed" if smp.get("errors") else "") + "\n")
+    if T.get("checkpoints"):
+        ck = T["checkpoints"]
+        out.append(_table(f"Checkpoints ({len(ck)})", ["call", "file", "bytes", "time", "MB/s"], [
+            [c["name"], c["file"], _size(c["bytes"]), _time(c["duration_us"]), c["bandwidth_MBps"]]
+            for c in sorted(ck, key=lambda c: -c["duration_us"])[:top]]))
+    if T.get("data_calls"):
+        out.append(_table("Data library calls", ["call", "count", "time", "bytes"], [
+            [d["name"], d["count"], _time(d["time_us"]), _size(d["bytes"])]
+            for d in T["data_calls"][:top]]))
+    return out
 
 
 def write_json(S: dict, path: str) -> None:
@@ -122,7 +154,8 @@ def write_timeline_html(S: dict, path: str) -> None:
     ops_max = max(ops + [1e-9])
 
     def panel(y, title, series, vmax, unit):
-        lines = "".join(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" points="{_polyline(v, L, y, W, H, vmax)}"/>'
+        lines = "".join(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" '
+                        f'points="{_polyline(v, L, y, W, H, vmax)}"/>'
                         for v, c in series)
         return (f'<text x="{L}" y="{y - 8}" font-size="13">{html.escape(title)}</text>'
                 f'<rect x="{L}" y="{y}" width="{W}" height="{H}" fill="none" stroke="#999"/>'

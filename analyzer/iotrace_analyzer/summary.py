@@ -15,8 +15,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import calls_of
 
-from . import _kernels
+from . import _kernels, training
 from .intervals import Union
+from .training import TrainingPart
 
 IO_CATS = ("posix", "stdio")
 READ_CALLS = calls_of("read")
@@ -46,7 +47,7 @@ class ProcState:
     io_call_time: int = 0
     unions: dict = field(default_factory=lambda: {k: Union() for k in UNIONS})
 
-    def merge(self, o: "ProcState") -> None:
+    def merge(self, o: ProcState) -> None:
         self.events += o.events
         self.io_events += o.io_events
         self.first = min(self.first, o.first)
@@ -91,10 +92,11 @@ class Partial:
     tl_exp: int = 10  # timeline: bins of 2**tl_exp ns on the job clock
     tl: tuple = ()  # (bin index, bytes read, bytes written, ops)
     fh: dict = field(default_factory=dict)  # fhash -> path
+    training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
 
     # --- combining -------------------------------------------------------------------------
 
-    def finalize(self) -> "Partial":
+    def finalize(self) -> Partial:
         """Replace the interval unions by their lengths: small to send back from a worker. A
         process's events are all read before (a task reads whole files)."""
         for st in self.procs.values():
@@ -105,7 +107,7 @@ class Partial:
         self.compact()
         return self
 
-    def merge(self, o: "Partial") -> None:
+    def merge(self, o: Partial) -> None:
         """Add another partial (a later piece of the same files, or other files)."""
         self.events += o.events
         self.x_events += o.x_events
@@ -139,6 +141,7 @@ class Partial:
                                  + np.asarray(h)).tolist()
         self._merge_timeline(o.tl_exp, o.tl)
         self.fh.update(o.fh)
+        self.training.merge(o.training)
         self.compact()
 
     def compact(self, every: int = 1) -> None:
@@ -220,6 +223,7 @@ class Partial:
             tid=_np(ev.column("tid")),
             proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
             n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
+        self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
         self.x_events += f["x_events"]
         self.start = f["start_j"] if self.start is None else min(self.start, f["start_j"])
         self.end = f["end_j"] if self.end is None else max(self.end, f["end_j"])
@@ -293,8 +297,8 @@ class Partial:
         for direction in ("read", "write"):
             d = f[direction]
             if d["hist"].any():
-                self.size_hist[direction] = (np.asarray(self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64)))
-                                             + d["hist"]).tolist()
+                before = self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64))
+                self.size_hist[direction] = (np.asarray(before) + d["hist"]).tolist()
             acc = self.access.setdefault(direction, dict(first=0, consecutive=0, sequential=0, random=0))
             acc["consecutive"] += int(d["consecutive"])
             acc["sequential"] += int(d["sequential"])
@@ -533,6 +537,7 @@ def merge(partials: list[Partial], top: int = 20) -> dict:
             axis=0).astype(int).tolist()))
     S["access"] = acc
     S["timeline"] = _timeline(partials, job_start, job_end)
+    S["training"] = training.summarize([p.training for p in partials])
     return S
 
 

@@ -3,7 +3,6 @@
 #include <dlfcn.h>
 #include <errno.h>
 #include <atomic>
-#include <initializer_list>
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
@@ -21,6 +20,7 @@
 #include "fd_table.h"
 #include "intern.h"
 #include "iotrace.h"
+#include "metadata.h"
 #include "writer.h"
 
 namespace iot {
@@ -88,6 +88,9 @@ void detect_python_worker() {
   } else if (strstr(buf, "multiprocessing.forkserver import main")) {
     snprintf(g_proc.role, sizeof g_proc.role, "forkserver");
     g_proc.parent_pid = getppid();
+  } else if (strstr(buf, "multiprocessing.resource_tracker import main")) {
+    snprintf(g_proc.role, sizeof g_proc.role, "resource_tracker");  // spawn's helper process
+    g_proc.parent_pid = getppid();
   }
 }
 
@@ -116,12 +119,6 @@ void atfork_child() {
 
 void at_exit() { before_exit_now("exit"); }
 
-void json_kv_str(Out& o, const char* k, const char* v) {
-  o.ch('"');
-  o.put(k);
-  o.put("\":");
-  o.json_str(v, strlen(v));
-}
 }  // namespace
 
 void trace_file_parts(const char** dir, const char** name, const char** host) {
@@ -131,72 +128,37 @@ void trace_file_parts(const char** dir, const char** name, const char** host) {
 }
 
 void write_process_header(Out& o, const EncodeCtx& ctx) {
-  o.put("{\"ph\":\"M\",\"name\":\"iotrace_process\",\"pid\":");
-  o.i64(ctx.pid);
-  o.put(",\"tid\":");
-  o.i64(ctx.pid);
-  o.put(",\"args\":{\"version\":");
-  o.i64(IOTRACE_FORMAT_VERSION);
-  o.ch(',');
-  json_kv_str(o, "hostname", g_proc.host);
-  o.put(",\"pid\":");
-  o.i64(ctx.pid);
-  o.put(",\"ppid\":");
-  o.i64(g_proc.ppid);
-  o.ch(',');
-  json_kv_str(o, "exe", g_proc.exe);
-  o.put(",\"cmdline\":[");
-  {  // read when the file opens, not kept: it can be long
-    static char buf[1 << 16];
-    long n = read_cmdline(buf, sizeof buf);
-    const char* sep = "";
-    for (long s = 0; s < n;) {
-      long e = s;
-      while (e < n && buf[e]) e++;
-      o.put(sep);
-      o.json_str(buf + s, size_t(e - s));
-      sep = ",";
-      s = e + 1;
-    }
-  }
-  o.put("],\"wall_ns\":");
-  o.i64(g_proc.wall_ns);
-  o.put(",\"mono_ns\":");
-  o.i64(g_proc.mono_ns);
-  o.put(",\"resolution_ns\":");
-  o.i64(g_config.res_ns);
-  o.ch(',');
-  json_kv_str(o, "role", g_proc.role);
-  if (g_proc.parent_pid > 0) {
-    o.put(",\"parent_pid\":");
-    o.i64(g_proc.parent_pid);
-  }
-  if (g_proc.worker_id >= 0) {
-    o.put(",\"worker_id\":");
-    o.i64(g_proc.worker_id);
-  }
-  o.put(",\"ranks\":{");
-  const char* sep = "";
-  for (const char* var : {"RANK", "LOCAL_RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK",
-                          "SLURM_PROCID"}) {
+  static char cmdline[1 << 16];  // read when the file opens, not kept: it can be long
+  static const char* const kRankVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE",
+                                          "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+  const char* ranks[2 * (sizeof kRankVars / sizeof *kRankVars)];
+  int n_ranks = 0;
+  for (const char* var : kRankVars)
     if (const char* v = getenv(var)) {
-      o.put(sep);
-      json_kv_str(o, var, v);
-      sep = ",";
+      ranks[2 * n_ranks] = var;
+      ranks[2 * n_ranks + 1] = v;
+      n_ranks++;
     }
-  }
-  o.put("},");
-  const char* comp[] = {"zstd", "gzip", "none"};
-  json_kv_str(o, "compression", comp[int(g_config.compression)]);
-  o.ch(',');
-  json_kv_str(o, "form", g_config.compact ? "compact" : "json");
-  o.put("}},\n{\"ph\":\"M\",\"name\":\"process_name\",\"pid\":");
-  o.i64(ctx.pid);
-  o.put(",\"tid\":");
-  o.i64(ctx.pid);
-  o.put(",\"args\":{");
-  json_kv_str(o, "name", g_proc.name);
-  o.put("}},\n");
+  static const char* const kCompression[] = {"zstd", "gzip", "none"};
+  ProcessMeta p;
+  p.pid = ctx.pid;
+  p.ppid = g_proc.ppid;
+  p.parent_pid = g_proc.parent_pid;
+  p.worker_id = g_proc.worker_id;
+  p.host = g_proc.host;
+  p.exe = g_proc.exe;
+  p.name = g_proc.name;
+  p.cmdline = cmdline;
+  p.cmdline_len = size_t(read_cmdline(cmdline, sizeof cmdline));
+  p.wall_ns = g_proc.wall_ns;
+  p.mono_ns = g_proc.mono_ns;
+  p.resolution_ns = g_config.res_ns;
+  p.role = g_proc.role;
+  p.rank_vars = ranks;
+  p.n_rank_vars = n_ranks;
+  p.compression = kCompression[int(g_config.compression)];
+  p.compact = g_config.compact;
+  meta_process(o, p);
 }
 
 bool core_start(bool preloaded) {

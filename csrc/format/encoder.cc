@@ -1,6 +1,7 @@
 #include "encoder.h"
 
 #include "json_escape.h"
+#include "metadata.h"
 #include "sysmem.h"
 
 
@@ -144,15 +145,7 @@ static void head(Out& o, char ph, const char* name, size_t name_len, bool quoted
 
 void encode_fh(Out& o, Str* s, int tid, const EncodeCtx& ctx) {
   s->written_gen = ctx.gen;
-  o.put("{\"ph\":\"M\",\"name\":\"FH\",\"pid\":");
-  o.i64(ctx.pid);
-  o.put(",\"tid\":");
-  o.i64(tid);
-  o.put(",\"args\":{\"name\":");
-  o.json_str(s->str, s->len);
-  o.put(",\"value\":\"");
-  o.u64hex(s->hash);
-  o.put("\"}},\n");
+  meta_fh(o, ctx.pid, tid, s->str, s->len, s->hash);
 }
 
 // The constant start of an I/O event line, `{"ph":"X",...,"tid":T,"ts":`, built once per

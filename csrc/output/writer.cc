@@ -21,6 +21,7 @@
 #include "compact.h"
 #include "config.h"
 #include "message.h"
+#include "metadata.h"
 #include "sink.h"
 #include "sysmem.h"
 
@@ -197,17 +198,8 @@ void emit_line(const Out& o) {
 void emit_loss_record() {
   char buf[512];
   Out o(buf, sizeof buf);
-  o.put("{\"ph\":\"M\",\"name\":\"iotrace_lost\",\"pid\":");
-  o.i64(g_pid);
-  o.put(",\"tid\":");
-  o.i64(g_pid);
-  o.put(",\"args\":{\"events\":");
-  o.i64(int64_t(g_lost_unsaid));
-  o.put(",\"reason\":");
   const char* why = g_lost_errno ? strerrordesc_np(g_lost_errno) : "no trace buffer could be had";
-  if (!why) why = "write error";
-  o.json_str(why, strlen(why));
-  o.put("}},\n");
+  meta_lost(o, g_pid, g_lost_unsaid, why ? why : "write error");
   g_frame_events++;
   append_text(o.p, o.n);  // no cut here: frame_write is on its way
   o.release();
@@ -338,13 +330,7 @@ void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
   if (!name[0]) return;
   char buf[512];
   Out o(buf, sizeof buf);
-  o.put("{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":");
-  o.i64(ctx.pid);
-  o.put(",\"tid\":");
-  o.i64(ts->tid);
-  o.put(",\"args\":{\"name\":");
-  o.json_str(name, strlen(name));
-  o.put("}},\n");
+  meta_thread_name(o, ctx.pid, ts->tid, name, strlen(name));
   emit_line(o);
   o.release();
 }
@@ -425,23 +411,8 @@ void end_file(const char* reason, int tid) {
   frame_write();  // the loss record, if any, before the end
   char buf[512];
   Out o(buf, sizeof buf);
-  o.put("{\"ph\":\"M\",\"name\":\"iotrace_end\",\"pid\":");
-  o.i64(g_pid);
-  o.put(",\"tid\":");
-  o.i64(tid);
-  o.put(",\"args\":{\"events\":");
-  o.i64(int64_t(g_file_events + g_frame_events));
-  o.put(",\"reason\":");
-  o.json_str(reason, strlen(reason));
-  if (g_lost) {
-    o.put(",\"lost\":");
-    o.i64(int64_t(g_lost));
-  }
-  if (uint64_t d = g_dropped.load(std::memory_order_relaxed)) {
-    o.put(",\"dropped\":");
-    o.i64(int64_t(d));
-  }
-  o.put("}}]\n");
+  meta_end(o, g_pid, tid, g_file_events + g_frame_events, reason, g_lost,
+           g_dropped.load(std::memory_order_relaxed));
   emit(o.p, o.n);
   frame_write();
   o.release();

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 
 from . import _core
+from ._version import __version__ as __version__
 from .decorators import counter, instant, iter, region, trace
 from .workers import dataloader_worker_init, set_role
 
-__version__ = "0.1.0"
 FORMAT_VERSION = _core.FORMAT_VERSION
 
 __all__ = [
@@ -82,9 +82,10 @@ def _categories_from_env() -> None:
 
 
 def _after_start(sample_ms: int | None = None) -> None:
-    from . import sampler, workers
+    from . import auto, sampler, workers
 
     workers.install()
+    auto.install()  # torch data loading, checkpoints, data libraries (off: IOTRACE_AUTO=0)
     if sample_ms or os.environ.get("IOTRACE_SAMPLE_MS"):
         sampler.start(sample_ms)
         os.register_at_fork(after_in_child=sampler._restart_in_child)

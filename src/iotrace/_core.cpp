@@ -387,6 +387,55 @@ PyMethodDef ti_methods[] = {{"send", ti_send, METH_O, nullptr},
                             {nullptr}};
 PyTypeObject TracedIterType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 
+// --- Event: one kind of complete event, recorded from Python at the cost of a call ------------
+// `ev = Event(name, cat)` once; then `ev(start)` or `ev(start, "key", value, ...)` records the
+// span from `start` (now()) to this call. For hooks that fire per batch or per sample
+// (iotrace.auto): no name lookup, no argument parsing, no dict.
+
+struct Event {
+  PyObject_HEAD
+  vectorcallfunc vectorcall;
+  iotrace_str_t name;
+  Category* cat;
+};
+
+PyObject* ev_vectorcall(PyObject* self, PyObject* const* args, size_t nargsf, PyObject* kwnames) {
+  int64_t t1 = iotrace_now();
+  auto* e = reinterpret_cast<Event*>(self);
+  size_t n = PyVectorcall_NARGS(nargsf);
+  if (n < 1 || !(n & 1) || kwnames) {
+    PyErr_SetString(PyExc_TypeError, "Event(start, key, value, ...): a start and key/value pairs");
+    return nullptr;
+  }
+  if (!e->cat->on || !iotrace_active()) Py_RETURN_NONE;
+  int64_t t0 = PyLong_AsLongLong(args[0]);
+  if (t0 == -1 && PyErr_Occurred()) return nullptr;
+  ArgBuf b;
+  for (size_t i = 1; i + 1 < n; i += 2) b.kv(args[i], args[i + 1]);
+  iotrace_complete_on(0, e->name, e->cat->name, t0, t1 - t0, b.n ? b.p : nullptr, b.n);
+  Py_RETURN_NONE;
+}
+
+PyObject* ev_new(PyTypeObject* type, PyObject* args, PyObject* kw) {
+  static const char* kwlist[] = {"name", "cat", nullptr};
+  const char *name, *cat;
+  if (!PyArg_ParseTupleAndKeywords(args, kw, "ss", const_cast<char**>(kwlist), &name, &cat))
+    return nullptr;
+  auto* e = reinterpret_cast<Event*>(type->tp_alloc(type, 0));
+  if (!e) return nullptr;
+  e->vectorcall = ev_vectorcall;
+  e->name = iotrace_intern(name, uint32_t(strlen(name)));
+  e->cat = category(cat);
+  return reinterpret_cast<PyObject*>(e);
+}
+PyTypeObject EventType = {PyVarObject_HEAD_INIT(nullptr, 0)};
+
+// now() without pybind11's argument machinery: hooks call it twice per event.
+PyObject* fast_now(PyObject*, PyObject*) { return PyLong_FromLongLong(iotrace_now()); }
+PyMethodDef g_fast_defs[] = {
+    {"now", fast_now, METH_NOARGS, "The core clock: starts and durations for complete()."},
+    {nullptr, nullptr, 0, nullptr}};
+
 void ready_types(py::module_& m) {
   PyTypeObject& f = TracedFunctionType;
   f.tp_name = "iotrace._core.TracedFunction";
@@ -416,9 +465,20 @@ void ready_types(py::module_& m) {
   i.tp_iternext = ti_next;
   i.tp_methods = ti_methods;
   i.tp_doc = "An iterator traced by iotrace: one complete event per item.";
-  if (PyType_Ready(&f) < 0 || PyType_Ready(&i) < 0) throw py::error_already_set();
+  PyTypeObject& e = EventType;
+  e.tp_name = "iotrace._core.Event";
+  e.tp_basicsize = sizeof(Event);
+  e.tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_VECTORCALL;
+  e.tp_vectorcall_offset = offsetof(Event, vectorcall);
+  e.tp_call = PyVectorcall_Call;
+  e.tp_new = ev_new;
+  e.tp_doc = "Event(name, cat)(start, key, value, ...): a complete event from start to now.";
+  if (PyType_Ready(&f) < 0 || PyType_Ready(&i) < 0 || PyType_Ready(&e) < 0)
+    throw py::error_already_set();
   Py_INCREF(&f);
   Py_INCREF(&i);
+  Py_INCREF(&e);
+  m.add_object("Event", reinterpret_cast<PyObject*>(&e));
   m.add_object("TracedFunction", reinterpret_cast<PyObject*>(&f));
   m.add_object("TracedIter", reinterpret_cast<PyObject*>(&i));
 }
@@ -446,7 +506,13 @@ PYBIND11_MODULE(_core, m) {
   m.def("active", [] { return iotrace_active() != 0; });
   m.def("interposing", [] { return iotrace_interposing() != 0; });
   m.def("pause", [](bool paused) { iotrace_pause(paused ? 1 : 0); });
-  m.def("now", &iotrace_now);          // the core clock: starts and durations for complete()
+  // fn(*args) with this thread's intercepted calls unrecorded (the tracer's own stat or tell).
+  m.def("untraced", [](py::function fn, py::args args) {
+    iotrace_untraced_begin();
+    struct End { ~End() { iotrace_untraced_end(); } } end;
+    return fn(*args);
+  });
+  if (PyModule_AddFunctions(m.ptr(), g_fast_defs) < 0) throw py::error_already_set();  // now()
   m.def("now_ns", &iotrace_now_ns);    // CLOCK_MONOTONIC ns, the clock of the trace files
   m.def("flush", [] {
     py::gil_scoped_release nogil;

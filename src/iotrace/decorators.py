@@ -10,7 +10,8 @@ import functools
 import itertools
 import sys
 import weakref
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable
+from collections.abc import Iterable, Iterator, Sequence
 
 from . import _core
 
@@ -51,7 +52,7 @@ def _argspec(fn: Callable, names: Sequence[str] | None) -> tuple:
 
 # asyncio tasks run interleaved on one thread; each gets a track (a virtual tid) of its own so
 # that its spans nest correctly.
-_task_tids: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_task_tids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 _next_task_tid = itertools.count(1 << 26)
 
 
@@ -173,7 +174,7 @@ class region:
     def update(self, **args: Any) -> None:
         self.args.update(args)
 
-    def __enter__(self) -> "region":
+    def __enter__(self) -> region:
         self._starts.append(_core.now())
         return self
 

@@ -11,15 +11,6 @@ import threading
 from . import _core
 
 
-def _mark_worker(_obj: object = None) -> None:
-    import multiprocessing
-
-    parent = multiprocessing.parent_process()
-    identity = getattr(multiprocessing.current_process(), "_identity", ())  # (3,): worker 3
-    _core.set_process_info("worker", parent.pid if parent is not None else os.getppid(),
-                           identity[-1] - 1 if identity else -1)
-
-
 def set_role(role: str, parent_pid: int = 0, worker_id: int = -1) -> None:
     """Name this process's role (e.g. "dataloader") in its trace; call early in the worker."""
     _core.set_process_info(role, parent_pid, worker_id)
@@ -48,7 +39,6 @@ def install() -> None:
     threading.Thread._bootstrap_inner = _bootstrap_inner  # type: ignore[attr-defined]
     if threading.current_thread() is threading.main_thread():
         _core.thread_name("MainThread")
-    import sys
 
     # Without the interposer nothing sees os._exit (fork-started pool workers end with it):
     # close the trace first, or it is lost.
@@ -61,48 +51,26 @@ def install() -> None:
 
         os._exit = _exit_traced
 
-    # A spawn child imports us while multiprocessing prepares it (before its after-fork hooks,
-    # which spawn never runs): that is the moment to say "worker".
-    mp_process = sys.modules.get("multiprocessing.process")
-    if mp_process is not None and getattr(mp_process.current_process(), "_inheriting", False):
-        _mark_worker()
+    # Every multiprocessing child (fork, spawn, forkserver) starts in BaseProcess._bootstrap,
+    # with its Process object (parent pid, identity) unpickled: the moment to say "worker".
+    from .post_import import when_imported
 
-    # multiprocessing runs its after-fork hooks in the children it forks (fork, forkserver),
-    # after the start method's own work: the right moment to say "worker".
-    if "multiprocessing" in sys.modules:
-        _register_mp()
-    else:
-        _defer_until_imported("multiprocessing.util", _register_mp)
+    when_imported("multiprocessing.process", _hook_bootstrap)
 
 
-def _register_mp() -> None:
-    from multiprocessing import util
+def _hook_bootstrap(process) -> None:  # noqa: ANN001
+    bootstrap = process.BaseProcess._bootstrap
+    if getattr(bootstrap, "_iotrace", False):
+        return
 
-    util.register_after_fork(_mark_worker, _mark_worker)
+    def _bootstrap(self, *args, **kwargs):  # noqa: ANN001, ANN002, ANN003, ANN202
+        try:
+            identity = getattr(self, "_identity", ())  # (3,): the third worker of its pool
+            _core.set_process_info("worker", int(getattr(self, "_parent_pid", 0) or os.getppid()),
+                                   identity[-1] - 1 if identity else -1)
+        except Exception:
+            pass
+        return bootstrap(self, *args, **kwargs)
 
-
-def _defer_until_imported(module: str, hook: "callable") -> None:
-    import importlib.abc
-    import sys
-
-    class _Finder(importlib.abc.MetaPathFinder):
-        def find_spec(self, name, path, target=None):  # noqa: ANN001
-            if name != module:
-                return None
-            sys.meta_path.remove(self)
-            spec = importlib.util.find_spec(name)
-            if spec is None or spec.loader is None:
-                return spec
-            loader = spec.loader
-            exec_module = loader.exec_module
-
-            def exec_and_hook(mod):  # noqa: ANN001
-                exec_module(mod)
-                hook()
-
-            loader.exec_module = exec_and_hook  # type: ignore[method-assign]
-            return spec
-
-    import importlib.util  # noqa: F401  (used inside find_spec)
-
-    sys.meta_path.insert(0, _Finder())
+    _bootstrap._iotrace = True  # type: ignore[attr-defined]
+    process.BaseProcess._bootstrap = _bootstrap

@@ -10,20 +10,20 @@ module (no pyarrow, Dask or numba: it imports them never).
 
 from __future__ import annotations
 
-from functools import lru_cache
+from functools import cache
 
 from . import _native
 
 COLUMNS = _native.COLUMNS
 
 
-@lru_cache(maxsize=None)
+@cache
 def calls() -> tuple[tuple[int, str, str, str], ...]:
     """(number, name, category, family) of every call the tracer records."""
     return tuple(_native.calls())
 
 
-@lru_cache(maxsize=None)
+@cache
 def call_families() -> dict[str, str]:
     """Call name -> family (read, write, open, close, seek, sync, stat, namespace, dir, size,
     mmap, fd, cwd, process, copy)."""

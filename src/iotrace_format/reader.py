@@ -30,7 +30,7 @@ import os
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from collections.abc import Iterator
 
 import zstandard
 

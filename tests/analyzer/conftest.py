@@ -9,7 +9,6 @@ from __future__ import annotations
 import gzip
 import json
 import os
-import sys
 import zlib
 
 import pytest

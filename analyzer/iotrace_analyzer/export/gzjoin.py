@@ -4,7 +4,7 @@ Perfetto decodes only the first gzip member of a file, so the export cannot
 simply concatenate .gz files. Each worker instead writes a raw deflate stream
 ended by a sync flush (byte-aligned, not final); such streams concatenate into
 one deflate stream. The gzip trailer needs the CRC-32 of the whole text, which
-`crc32_combine` computes from the pieces' CRCs and lengths (zlib's algorithm).
+`crc32_combine` computes from the pieces' CRCs and lengths.
 """
 
 from __future__ import annotations
@@ -66,39 +66,9 @@ class GzipJoiner:
         self.size += size
 
 
-def _gf2_times(mat: list[int], vec: int) -> int:
-    total, i = 0, 0
-    while vec:
-        if vec & 1:
-            total ^= mat[i]
-        vec >>= 1
-        i += 1
-    return total
-
-
-def _gf2_square(mat: list[int]) -> list[int]:
-    return [_gf2_times(mat, mat[n]) for n in range(32)]
-
-
 def crc32_combine(crc1: int, crc2: int, len2: int) -> int:
-    """CRC-32 of A+B from crc(A), crc(B) and len(B): apply len2 zero bytes to
-    crc1 with the CRC's GF(2) matrix, squared per bit of len2 (as zlib does)."""
-    if len2 <= 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:
-        even = _gf2_square(odd)
-        if len2 & 1:
-            crc1 = _gf2_times(even, crc1)
-        len2 >>= 1
-        if not len2:
-            break
-        odd = _gf2_square(even)
-        if len2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        len2 >>= 1
-        if not len2:
-            break
-    return crc1 ^ crc2
+    """CRC-32 of A+B from crc(A), crc(B) and len(B) (zlib's crc32_combine, compiled: a part
+    per task, and there can be thousands)."""
+    from .. import _export
+
+    return _export.crc32_combine(crc1, crc2, len2)

@@ -1,4 +1,4 @@
-"""The `iotrace` command: run a program under the tracer, and the trace tools."""
+"""`iotrace run`: run a program with the tracer preloaded (exec: same pid, status and signals)."""
 from __future__ import annotations
 
 import argparse
@@ -7,8 +7,9 @@ import shutil
 import sys
 
 
-def _preload_path() -> str:
-    return os.path.join(os.path.dirname(os.path.abspath(__file__)), "libiotrace.so")
+def preload_path() -> str:
+    """The LD_PRELOAD library installed beside the package."""
+    return os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "libiotrace.so")
 
 
 def _elf_interpreter(path: str) -> bytes | None:
@@ -96,7 +97,7 @@ def _restore_signals() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
@@ -104,11 +105,13 @@ def _cmd_run(args: argparse.Namespace) -> int:
         print("iotrace run: no command given (usage: iotrace run [options] -- CMD ARGS...)", file=sys.stderr)
         return 2
     env = os.environ.copy()
-    lib = _preload_path()
+    lib = preload_path()
     # Ours first, so its wrappers are the ones every library resolves.
     env["LD_PRELOAD"] = ":".join([lib] + [p for p in env.get("LD_PRELOAD", "").split(":") if p and p != lib])
     env["IOTRACE_DIR"] = os.path.abspath(args.output)
     env["IOTRACE_ENABLE"] = "1"
+    if args.no_auto:
+        env["IOTRACE_AUTO"] = "0"
     if args.include:
         env["IOTRACE_INCLUDE"] = ":".join(os.path.abspath(p) for p in args.include)
     if args.exclude:
@@ -139,60 +142,11 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0  # not reached
 
 
-def _cmd_cat(args: argparse.Namespace) -> int:
-    """Write the JSON text of traces to stdout: a compact trace as the JSON lines it stands for
-    (byte for byte what the JSON form writes), a JSON trace decompressed. With -o DIR, each
-    trace becomes DIR/<name>-<host>-<pid>.pfw.gz instead: the JSON form with gzip, which
-    Perfetto opens as it is and DFTracer's tools read. Damage is read around and reported on
-    stderr (exit status 1)."""
-    from iotrace_format import reader  # zstandard + the format's own module only
-
-    damage: list = []
-    try:
-        files = reader.find_traces(args.traces)
-    except reader.TraceInputError as e:
-        print(f"iotrace cat: {e}", file=sys.stderr)
-        return 2
-    if args.output:
-        import gzip
-
-        os.makedirs(args.output, exist_ok=True)
-        names = [reader.trace_stem(path) + ".pfw.gz" for path in files]
-        if len(set(names)) < len(names):
-            print("iotrace cat: two traces would get the same name in " + args.output, file=sys.stderr)
-            return 2
-        for path, name in zip(files, names):
-            with gzip.open(os.path.join(args.output, name), "wb", compresslevel=6) as out:
-                for block in reader.iter_blocks(path, damage):
-                    out.write(block)
-    else:
-        out = sys.stdout.buffer
-        try:
-            for path in files:
-                for block in reader.iter_blocks(path, damage):
-                    out.write(block)
-            out.flush()
-        except BrokenPipeError:  # `iotrace cat x | head`
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return 0
-    for d in damage:
-        print(f"iotrace cat: {d.path}: {d.kind} at byte {d.offset}: {d.detail}", file=sys.stderr)
-    return 1 if damage else 0
-
-
-def _cmd_preload_path(args: argparse.Namespace) -> int:
-    print(_preload_path())
-    return 0
-
-
-def build_parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="iotrace", description="Low-overhead I/O and dataflow tracer.")
-    sub = p.add_subparsers(dest="command", required=True)
-
+def add_parser(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a command under the tracer",
                        usage="iotrace run [-o DIR] [--include PATH]... [--exclude PATH]... "
                              "[--compression zstd|gzip|none] [--resolution ns|10ns|100ns|us] [--format json|compact] "
-                             "-- CMD [ARGS...]")
+                             "[--no-auto] -- CMD [ARGS...]")
     r.add_argument("-o", "--output", default="iotrace-traces", help="trace folder (default: ./iotrace-traces)")
     r.add_argument("--include", action="append", default=[], metavar="PATH",
                    help="trace only paths under PATH (repeatable; default: everything)")
@@ -207,37 +161,12 @@ def build_parser() -> argparse.ArgumentParser:
                         "with gzip/none): JSON lines that decompress into what Perfetto opens")
     r.add_argument("--flush-interval-ms", type=int, help="flush at least this often (default 1000)")
     r.add_argument("--sample-ms", type=int, help="sample process counters (CPU, RSS, I/O) this often")
+    r.add_argument("--no-auto", action="store_true",
+                   help="no automatic Python events (DataLoader batches, samples, checkpoints, "
+                        "numpy/h5py/PIL/pyarrow/pandas file calls): IOTRACE_AUTO=0, docs/auto.md")
     r.add_argument("-v", "--verbose", action="store_true", help="say where the traces go")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the command")
-    r.set_defaults(func=_cmd_run)
-
+    r.set_defaults(func=run)
     pp = sub.add_parser("preload-path", help="print the path of the LD_PRELOAD library")
-    pp.set_defaults(func=_cmd_preload_path)
-
-    c = sub.add_parser("cat", help="print traces as JSON lines (compact traces rendered back)",
-                       description="Write the JSON text of trace files to stdout: a compact trace "
-                                   "(.iotc.zst) as the JSON lines it stands for, a JSON trace "
-                                   "decompressed. Damage is reported on stderr (exit status 1).")
-    c.add_argument("traces", nargs="+", help="trace files, folders or globs")
-    c.add_argument("-o", "--output", metavar="DIR",
-                   help="write each trace as DIR/<name>-<host>-<pid>.pfw.gz instead (the JSON form "
-                        "in gzip: Perfetto opens it as it is, DFTracer's tools read it)")
-    c.set_defaults(func=_cmd_cat)
-
-    try:  # export/view live in their own subpackage; heavy imports stay inside it
-        from .export.cli import add_export_parser, add_view_parser
-    except ImportError:
-        pass
-    else:
-        add_export_parser(sub)
-        add_view_parser(sub)
-    return p
-
-
-def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    return args.func(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    pp.set_defaults(func=lambda args: print(preload_path()) or 0)
+    return r

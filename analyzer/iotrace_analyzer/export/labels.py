@@ -63,10 +63,10 @@ class Proc:
         return None
 
     @property
-    def start_us(self) -> float | None:
-        """Process start on the trace clock (µs): the monotonic clock at its first line."""
+    def start_ns(self) -> int | None:
+        """Process start on the trace clock (ns): the monotonic clock at its first line."""
         mono = self.info.get("mono_ns")
-        return mono / 1000 if isinstance(mono, (int, float)) else None
+        return int(mono) if isinstance(mono, (int, float)) and not isinstance(mono, bool) else None
 
     @property
     def exe(self) -> str:
@@ -108,8 +108,9 @@ def build_processes(files: list[TraceFile]) -> list[Proc]:
         p.sort_index = number
         if p.parent is not None:
             p.flow_id = number
-    for p in ordered:
-        p.label = _label(p)
+    numbers = _child_numbers(ordered)
+    for p in ordered:  # parents sort before their children: their labels come first
+        p.label = _label(p, numbers.get(id(p), 0))
     return ordered
 
 
@@ -130,19 +131,25 @@ def _sort_key(p: Proc) -> tuple:
     return (rank, root.host) + tuple(n.pid for n in reversed(chain))
 
 
-def _label(p: Proc) -> str:
+def _label(p: Proc, number: int) -> str:
     if p.parent is None:
         if p.rank is not None:
             return f"rank {p.rank}"
         return p.exe if p.role in ("main", "exec") else f"{p.exe} ({p.role})"
-    return f"{p.parent.label} · {p.role} {_child_number(p)}"
+    return f"{p.parent.label} · {p.role} {number}"
 
 
-def _child_number(p: Proc) -> int:
-    """Number of `p` among its parent's children of the same role: the `worker_id`
-    the Python layer recorded if any, else the position in pid order."""
-    worker_id = p.info.get("worker_id")
-    if isinstance(worker_id, int):
-        return worker_id
-    siblings = sorted(c.pid for c in p.parent.children if c.role == p.role)
-    return siblings.index(p.pid)
+def _child_numbers(procs: list[Proc]) -> dict[int, int]:
+    """id(child) -> its number among its parent's children of the same role: the `worker_id`
+    the Python layer recorded if any, else the position in pid order. Siblings are sorted
+    once per parent and role (a parent can fork thousands)."""
+    numbers: dict[int, int] = {}
+    for parent in procs:
+        by_role: dict[str, list[Proc]] = {}
+        for c in parent.children:
+            by_role.setdefault(c.role, []).append(c)
+        for siblings in by_role.values():
+            for n, c in enumerate(sorted(siblings, key=lambda c: c.pid)):
+                worker_id = c.info.get("worker_id")
+                numbers[id(c)] = worker_id if isinstance(worker_id, int) else n
+    return numbers

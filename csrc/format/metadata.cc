@@ -1,0 +1,152 @@
+#include "metadata.h"
+
+#include <string.h>
+
+#include "iotrace.h"  // IOTRACE_FORMAT_VERSION
+
+namespace iot {
+namespace {
+
+void kv_str(Out& o, const char* k, const char* v) {
+  o.ch('"');
+  o.put(k);
+  o.put("\":");
+  o.json_str(v, strlen(v));
+}
+
+// `{"ph":"M","name":"NAME","pid":P,"tid":T,"args":{`
+void open_meta(Out& o, const char* name, int64_t pid, int64_t tid) {
+  o.put("{\"ph\":\"M\",\"name\":\"");
+  o.put(name);
+  o.put("\",\"pid\":");
+  o.i64(pid);
+  o.put(",\"tid\":");
+  o.i64(tid);
+  o.put(",\"args\":{");
+}
+
+}  // namespace
+
+void meta_process(Out& o, const ProcessMeta& p) {
+  open_meta(o, "iotrace_process", p.pid, p.pid);
+  o.put("\"version\":");
+  o.i64(IOTRACE_FORMAT_VERSION);
+  o.ch(',');
+  kv_str(o, "hostname", p.host);
+  o.put(",\"pid\":");
+  o.i64(p.pid);
+  o.put(",\"ppid\":");
+  o.i64(p.ppid);
+  o.ch(',');
+  kv_str(o, "exe", p.exe);
+  o.put(",\"cmdline\":[");
+  const char* sep = "";
+  for (size_t s = 0; s < p.cmdline_len;) {
+    size_t e = s;
+    while (e < p.cmdline_len && p.cmdline[e]) e++;
+    o.put(sep);
+    o.json_str(p.cmdline + s, e - s);
+    sep = ",";
+    s = e + 1;
+  }
+  o.put("],\"wall_ns\":");
+  o.i64(p.wall_ns);
+  o.put(",\"mono_ns\":");
+  o.i64(p.mono_ns);
+  o.put(",\"resolution_ns\":");
+  o.i64(p.resolution_ns);
+  o.ch(',');
+  kv_str(o, "role", p.role);
+  if (p.parent_pid > 0) {
+    o.put(",\"parent_pid\":");
+    o.i64(p.parent_pid);
+  }
+  if (p.worker_id >= 0) {
+    o.put(",\"worker_id\":");
+    o.i64(p.worker_id);
+  }
+  o.put(",\"ranks\":{");
+  sep = "";
+  for (int i = 0; i + 1 < 2 * p.n_rank_vars; i += 2) {
+    o.put(sep);
+    kv_str(o, p.rank_vars[i], p.rank_vars[i + 1]);
+    sep = ",";
+  }
+  o.put("},");
+  kv_str(o, "compression", p.compression);
+  o.ch(',');
+  kv_str(o, "form", p.compact ? "compact" : "json");
+  o.put("}},\n");
+  open_meta(o, "process_name", p.pid, p.pid);
+  kv_str(o, "name", p.name);
+  o.put("}},\n");
+}
+
+void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id) {
+  const char* sep = "";
+  if (role) {
+    kv_str(o, "role", role);
+    sep = ",";
+  }
+  if (parent_pid > 0) {
+    o.put(sep);
+    o.put("\"parent_pid\":");
+    o.i64(parent_pid);
+    sep = ",";
+  }
+  if (worker_id >= 0) {
+    o.put(sep);
+    o.put("\"worker_id\":");
+    o.i64(worker_id);
+  }
+}
+
+void meta_thread_name_args(Out& o, const char* name, size_t len) {
+  o.put("\"name\":");
+  o.json_str(name, len);
+}
+
+void meta_thread_name(Out& o, int64_t pid, int64_t tid, const char* name, size_t len) {
+  open_meta(o, "thread_name", pid, tid);
+  o.put("\"name\":");
+  o.json_str(name, len);
+  o.put("}},\n");
+}
+
+void meta_fh(Out& o, int64_t pid, int64_t tid, const char* path, size_t len, uint64_t hash) {
+  open_meta(o, "FH", pid, tid);
+  o.put("\"name\":");
+  o.json_str(path, len);
+  o.put(",\"value\":\"");
+  o.u64hex(hash);
+  o.put("\"}},\n");
+}
+
+void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason) {
+  open_meta(o, "iotrace_lost", pid, pid);
+  o.put("\"events\":");
+  o.i64(int64_t(events));
+  o.ch(',');
+  kv_str(o, "reason", reason);
+  o.put("}},\n");
+}
+
+void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason,
+              uint64_t lost, uint64_t dropped) {
+  open_meta(o, "iotrace_end", pid, tid);
+  o.put("\"events\":");
+  o.i64(int64_t(events));
+  o.ch(',');
+  kv_str(o, "reason", reason);
+  if (lost) {
+    o.put(",\"lost\":");
+    o.i64(int64_t(lost));
+  }
+  if (dropped) {
+    o.put(",\"dropped\":");
+    o.i64(int64_t(dropped));
+  }
+  o.put("}}]\n");
+}
+
+}  // namespace iot

@@ -59,7 +59,10 @@ int main(int argc, char** argv) {
       long long t0 = now();
       rc = rounds(fd, i, ROUNDS_PER_TURN);
       long long dt = now() - t0;
-      if (recorded) on_ns += dt; else off_ns += dt;
+      if (recorded)
+        on_ns += dt;
+      else
+        off_ns += dt;
     }
     pause_fn(0);
     long calls_each = n / 2 * 4;

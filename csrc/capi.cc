@@ -75,8 +75,7 @@ IOT_API void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t sta
 }
 
 IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t cat,
-                                 int64_t start_ns, int64_t dur_ns, const char* args,
-                                 uint32_t len) {
+                                 int64_t start_ns, int64_t dur_ns, const char* args, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name || !cat) return;
   if (!args) len = 0;
   Guard g;  // between reserve and commit a signal handler's calls must not record
@@ -95,8 +94,8 @@ IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t 
   commit(ts, size);
 }
 
-IOT_API void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
-                             const char* args, uint32_t len) {
+IOT_API void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args,
+                             uint32_t len) {
   mark('i', name, cat, ts_ns, args, len);
 }
 

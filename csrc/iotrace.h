@@ -34,15 +34,16 @@ int64_t iotrace_now_ns(void);
 typedef const struct iotrace_str* iotrace_str_t;
 iotrace_str_t iotrace_intern(const char* s, uint32_t len);
 
-/* A complete event (start and duration from iotrace_now()); `args_json` is the body of a JSON object (`"k":1,"s":"x"`) or NULL. */
+/* A complete event (start and duration from iotrace_now()); `args_json` is the body of a JSON
+ * object (`"k":1,"s":"x"`) or NULL. */
 void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns, int64_t dur_ns,
                       const char* args_json, uint32_t args_len);
 /* The same on a virtual thread `tid` (asyncio tasks get their own track); 0: this thread. */
 void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t cat, int64_t start_ns,
                          int64_t dur_ns, const char* args_json, uint32_t args_len);
 /* An instant event and a counter event (args_json: `"rss":123,"cpu":4.5`). */
-void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
-                     const char* args_json, uint32_t args_len);
+void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args_json,
+                     uint32_t args_len);
 void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args_json, uint32_t args_len);
 /* Name of the calling thread (thread_name metadata). */
 void iotrace_thread_name(const char* name, uint32_t len);

@@ -1,5 +1,6 @@
 """iotrace-analyze: summaries and Parquet from iotrace (and DFTracer) traces.
 
-`reader` (file discovery, damage-tolerant decoding) imports only zstandard and the standard
-library; the rest needs numpy, pyarrow, numba and, for clusters, dask.distributed.
+It stands on the format layer (iotrace_format: files, frames, damage, blocks decoded to
+columns) and needs numpy and pyarrow; dask.distributed for clusters (--scheduler). `export/`
+is `iotrace export`, plugged into the `iotrace` command.
 """

@@ -86,59 +86,86 @@ PYBIND11_MODULE(_export, m) {
                         "__arrow_c_array__, e.g. iotrace_format's Batch)")
       .def(py::init(&take_batch), py::arg("batch"))
       .def_property_readonly("rows", [](const BatchView& b) { return b.rows; })
-      .def("ints", [](py::object self, const std::string& name) {
-        const iotx::IntCol& c = int_col(self.cast<const BatchView&>(), name);
-        return view(c.v ? c.v + c.off : nullptr, self.cast<const BatchView&>().rows, self);
-      }, "An int64 column as a numpy view (0 under nulls), or None when the batch has none")
-      .def("int_valid", [](const BatchView& b, const std::string& name) {
-        const iotx::IntCol& c = int_col(b, name);
-        return validity(c.v ? c.valid : nullptr, c.off, b.rows);
-      }, "Where an int64 column has a value (bool array), or None when it has no null")
-      .def("codes", [](py::object self, const std::string& name) {
-        const iotx::DictCol& c = dict_col(self.cast<const BatchView&>(), name);
-        return view(c.codes ? c.codes + c.off : nullptr, self.cast<const BatchView&>().rows, self);
-      }, "A dictionary column's codes as a numpy view (int32), or None when the batch has none")
-      .def("code_valid", [](const BatchView& b, const std::string& name) {
-        const iotx::DictCol& c = dict_col(b, name);
-        return validity(c.codes ? c.valid : nullptr, c.off, b.rows);
-      }, "Where a dictionary column has a value (bool array), or None when it has no null")
-      .def("dictionary", [](const BatchView& b, const std::string& name) {
-        const iotx::DictCol& c = dict_col(b, name);
-        py::list out;
-        for (int64_t i = 0; i < c.values(); i++) {
-          std::string_view s = c.dict.at(i);
-          out.append(py::reinterpret_steal<py::str>(
-              PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "surrogateescape")));
-        }
-        return out;
-      }, "A dictionary column's values (str)");
+      .def(
+          "ints",
+          [](py::object self, const std::string& name) {
+            const iotx::IntCol& c = int_col(self.cast<const BatchView&>(), name);
+            return view(c.v ? c.v + c.off : nullptr, self.cast<const BatchView&>().rows, self);
+          },
+          "An int64 column as a numpy view (0 under nulls), or None when the batch has none")
+      .def(
+          "int_valid",
+          [](const BatchView& b, const std::string& name) {
+            const iotx::IntCol& c = int_col(b, name);
+            return validity(c.v ? c.valid : nullptr, c.off, b.rows);
+          },
+          "Where an int64 column has a value (bool array), or None when it has no null")
+      .def(
+          "codes",
+          [](py::object self, const std::string& name) {
+            const iotx::DictCol& c = dict_col(self.cast<const BatchView&>(), name);
+            return view(c.codes ? c.codes + c.off : nullptr, self.cast<const BatchView&>().rows,
+                        self);
+          },
+          "A dictionary column's codes as a numpy view (int32), or None when the batch has none")
+      .def(
+          "code_valid",
+          [](const BatchView& b, const std::string& name) {
+            const iotx::DictCol& c = dict_col(b, name);
+            return validity(c.codes ? c.valid : nullptr, c.off, b.rows);
+          },
+          "Where a dictionary column has a value (bool array), or None when it has no null")
+      .def(
+          "dictionary",
+          [](const BatchView& b, const std::string& name) {
+            const iotx::DictCol& c = dict_col(b, name);
+            py::list out;
+            for (int64_t i = 0; i < c.values(); i++) {
+              std::string_view s = c.dict.at(i);
+              out.append(py::reinterpret_steal<py::str>(
+                  PyUnicode_DecodeUTF8(s.data(), Py_ssize_t(s.size()), "surrogateescape")));
+            }
+            return out;
+          },
+          "A dictionary column's values (str)");
 
   py::class_<iotx::PartWriter>(m, "PartWriter",
                                "One input file's events, written as a piece of the output")
-      .def("add_names", [](iotx::PartWriter& w, py::dict names) {
-        for (auto kv : names) w.add_name(py::str(kv.first), py::str(kv.second));
-      }, "File names (FH lines): {hash: path}")
+      .def(
+          "add_names",
+          [](iotx::PartWriter& w, py::dict names) {
+            for (auto kv : names) w.add_name(py::str(kv.first), py::str(kv.second));
+          },
+          "File names (FH lines): {hash: path}")
       .def("encode", &encode, py::arg("columns"), py::arg("rows"), py::arg("flow_rows"),
            py::arg("flow_ids"),
            "Write these rows (increasing) of the batch; the slices at flow_rows start the flows "
            "flow_ids")
-      .def("hold", [](iotx::PartWriter& w, const BatchView& b, int64_t row,
-                      std::vector<uint64_t> flows) {
-        if (row < 0 || row >= b.rows) throw py::index_error("row out of range");
-        return w.hold(b, row, flows.data(), flows.size());
-      }, py::arg("columns"), py::arg("row"), py::arg("flows"),
-         "Keep a slice back (a flow's candidate end or start); returns its slot")
-      .def("release", [](iotx::PartWriter& w, int slot, uint64_t flow_in,
-                         std::vector<uint64_t> outs) {
-        w.release(slot, flow_in, outs.data(), outs.size());
-      }, py::arg("slot"), py::arg("flow_in") = 0, py::arg("outs") = std::vector<uint64_t>(),
-         "Write a held slice, ending flow_in (0: none) and starting outs")
-      .def("thread", [](iotx::PartWriter& w, int64_t tid, const std::string& name) {
-        w.thread(tid, name);
-      }, "Name a thread")
-      .def("tids", [](const iotx::PartWriter& w) {
-        return std::vector<int64_t>(w.tids().begin(), w.tids().end());
-      }, "The tids of the events written")
+      .def(
+          "hold",
+          [](iotx::PartWriter& w, const BatchView& b, int64_t row, std::vector<uint64_t> flows) {
+            if (row < 0 || row >= b.rows) throw py::index_error("row out of range");
+            return w.hold(b, row, flows.data(), flows.size());
+          },
+          py::arg("columns"), py::arg("row"), py::arg("flows"),
+          "Keep a slice back (a flow's candidate end or start); returns its slot")
+      .def(
+          "release",
+          [](iotx::PartWriter& w, int slot, uint64_t flow_in, std::vector<uint64_t> outs) {
+            w.release(slot, flow_in, outs.data(), outs.size());
+          },
+          py::arg("slot"), py::arg("flow_in") = 0, py::arg("outs") = std::vector<uint64_t>(),
+          "Write a held slice, ending flow_in (0: none) and starting outs")
+      .def(
+          "thread",
+          [](iotx::PartWriter& w, int64_t tid, const std::string& name) { w.thread(tid, name); },
+          "Name a thread")
+      .def(
+          "tids",
+          [](const iotx::PartWriter& w) {
+            return std::vector<int64_t>(w.tids().begin(), w.tids().end());
+          },
+          "The tids of the events written")
       .def("unresolved", &iotx::PartWriter::unresolved,
            "The file hashes written without a path (no FH line for them)")
       .def("close", [](iotx::PartWriter& w) {
@@ -146,7 +173,8 @@ PYBIND11_MODULE(_export, m) {
         w.close();
       });
 
-  py::class_<iotx::ProtoWriter, iotx::PartWriter>(m, "ProtoWriter", "A packet sequence of TrackEvents")
+  py::class_<iotx::ProtoWriter, iotx::PartWriter>(m, "ProtoWriter",
+                                                  "A packet sequence of TrackEvents")
       .def(py::init([](int fd, uint32_t seq, int64_t vpid, int64_t pid, uint64_t sort_index,
                        uint64_t file_index, int level, size_t batch_bytes) {
              iotx::ProtoParams p;
@@ -163,20 +191,32 @@ PYBIND11_MODULE(_export, m) {
       .def_property_readonly("crc", &iotx::JsonWriter::crc, "CRC-32 of the text written")
       .def_property_readonly("size", &iotx::JsonWriter::size, "bytes of text written");
 
-  m.def("process_descriptors", [](const std::vector<std::pair<int64_t, std::string>>& procs) {
-    return py::bytes(iotx::process_descriptors(procs));
-  }, "The .pftrace head: a track descriptor per process ((vpid, label) each)");
-  m.def("note_packets", [](const std::vector<std::pair<std::string, int64_t>>& notes,
-                           uint32_t seq) { return py::bytes(iotx::note_packets(notes, seq)); },
-        "The export's notes ((text, ts in ns) each) as instants on a track of their own");
-  m.def("crc32_combine", [](uint32_t crc1, uint32_t crc2, int64_t len2) {
-    return uint32_t(crc32_combine(crc1, crc2, z_off_t(len2)));
-  }, "CRC-32 of A + B from crc(A), crc(B) and len(B) (zlib's)");
-  m.def("fast_zlib", [](py::bytes data) {
-    std::string_view in = data;
-    iotx::FastDeflate z;
-    std::string_view out = z.compress(in.data(), in.size());
-    return py::bytes(out.data(), out.size());
-  }, "The zlib stream compressed_packets hold (FastDeflate), of any bytes: for tests");
+  m.def(
+      "process_descriptors",
+      [](const std::vector<std::pair<int64_t, std::string>>& procs) {
+        return py::bytes(iotx::process_descriptors(procs));
+      },
+      "The .pftrace head: a track descriptor per process ((vpid, label) each)");
+  m.def(
+      "note_packets",
+      [](const std::vector<std::pair<std::string, int64_t>>& notes, uint32_t seq) {
+        return py::bytes(iotx::note_packets(notes, seq));
+      },
+      "The export's notes ((text, ts in ns) each) as instants on a track of their own");
+  m.def(
+      "crc32_combine",
+      [](uint32_t crc1, uint32_t crc2, int64_t len2) {
+        return uint32_t(crc32_combine(crc1, crc2, z_off_t(len2)));
+      },
+      "CRC-32 of A + B from crc(A), crc(B) and len(B) (zlib's)");
+  m.def(
+      "fast_zlib",
+      [](py::bytes data) {
+        std::string_view in = data;
+        iotx::FastDeflate z;
+        std::string_view out = z.compress(in.data(), in.size());
+        return py::bytes(out.data(), out.size());
+      },
+      "The zlib stream compressed_packets hold (FastDeflate), of any bytes: for tests");
   m.attr("MAX_INTERNED_STRING") = iotx::kMaxInternedString;
 }

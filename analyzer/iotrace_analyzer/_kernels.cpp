@@ -26,8 +26,8 @@ using U8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
 
 constexpr uint8_t kCatIo = 1, kCatCompute = 2, kCatProcess = 4;
 constexpr uint8_t kRead = 1, kWrite = 2;
-constexpr int64_t kSizeEdges[] = {0, 100, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 4 << 20,
-                                  10 << 20, 100 << 20, 1 << 30};
+constexpr int64_t kSizeEdges[] = {0,       100,     1 << 10,  10 << 10,  100 << 10,
+                                  1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30};
 constexpr int kSizeBins = 10;
 
 template <class T>
@@ -43,7 +43,8 @@ struct Runs {
 };
 
 // (group, start, end) of some rows → the maximal runs of overlapping intervals per group.
-Runs runs_of(std::vector<int64_t>& grp, std::vector<int64_t>& s, std::vector<int64_t>& e, int64_t n) {
+Runs runs_of(std::vector<int64_t>& grp, std::vector<int64_t>& s, std::vector<int64_t>& e,
+             int64_t n) {
   Runs r;
   r.bounds.assign(size_t(n) + 1, 0);
   const size_t m = s.size();
@@ -62,7 +63,8 @@ Runs runs_of(std::vector<int64_t>& grp, std::vector<int64_t>& s, std::vector<int
     if (grp[i] != cur_g || s[i] > reach) {
       if (cur_g >= 0) r.starts.push_back(rs), r.ends.push_back(reach);
       if (grp[i] != cur_g) {
-        for (int64_t g = cur_g + 1; g <= grp[i]; g++) r.bounds[size_t(g)] = int64_t(r.starts.size());
+        for (int64_t g = cur_g + 1; g <= grp[i]; g++)
+          r.bounds[size_t(g)] = int64_t(r.starts.size());
         cur_g = grp[i];
       }
       rs = s[i];
@@ -147,8 +149,8 @@ struct Found {
   } dirs[2];
 };
 
-void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
-             I64& ts, I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
+void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind, I64& ts,
+             I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
              I64& offset, U8& offset_valid, U8& errno_valid, I32& fh, I64& tid, I64& proc,
              int64_t n_procs, I64& shifts, int64_t tl_exp);
 
@@ -212,8 +214,8 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   return out;
 }
 
-void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
-             I64& ts, I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
+void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind, I64& ts,
+             I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
              I64& offset, U8& offset_valid, U8& errno_valid, I32& fh, I64& tid, I64& proc,
              int64_t n_procs, I64& shifts, int64_t tl_exp) {
   const int64_t rows = ts.shape(0);
@@ -234,11 +236,11 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   const int64_t n_names = name_kind.shape(0);
 
   std::vector<int64_t>&cnt = F.cnt, &io_cnt = F.io_cnt, &rd = F.rd, &wr = F.wr, &io_dur = F.io_dur,
-                      &first = F.first, &last = F.last;
+  &first = F.first, &last = F.last;
   cnt.assign(n, 0), io_cnt.assign(n, 0), rd.assign(n, 0), wr.assign(n, 0), io_dur.assign(n, 0);
   first.assign(n, INT64_MAX), last.assign(n, INT64_MIN);
   std::vector<int64_t>&call_cnt = F.call_cnt, &call_dur = F.call_dur, &call_bytes = F.call_bytes,
-                      &call_err = F.call_err;
+  &call_err = F.call_err;
   call_cnt.assign(n_names, 0), call_dur.assign(n_names, 0), call_bytes.assign(n_names, 0);
   call_err.assign(n_names, 0);
   std::vector<int64_t>* hist = F.hist;
@@ -316,7 +318,9 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     if (!(is_read || is_write)) continue;
     const int dir = is_read ? 0 : 1;
     const int64_t sz = sv[i] ? size_[i] : moved;
-    int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) - std::begin(kSizeEdges)) - 1;
+    int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) -
+                  std::begin(kSizeEdges)) -
+              1;
     hist[dir][bin < 0 ? 0 : bin]++;
     if (!ov[i]) continue;
     const int64_t key = int64_t(fh_[i]) * n + p;
@@ -357,8 +361,10 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       }
       const int64_t pe = a.end[order[k - 1]];
       r.consecutive += a.off[i] == pe;
-      if (a.off[i] >= pe) r.sequential++;
-      else r.random++;
+      if (a.off[i] >= pe)
+        r.sequential++;
+      else
+        r.random++;
     }
     if (m) r.tail_end.push_back(a.end[order[m - 1]]);
   }
@@ -368,11 +374,10 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
 
 PYBIND11_MODULE(_kernels, m) {
   m.doc() = "The summary's figures of one block of events, in a few passes (summary.py)";
-  m.def("figures", &figures, py::arg("ph"),
-        py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"), py::arg("name"),
-        py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"), py::arg("bytes"),
-        py::arg("bytes_valid"), py::arg("size"), py::arg("size_valid"), py::arg("offset"),
-        py::arg("offset_valid"), py::arg("errno_valid"), py::arg("fh"), py::arg("n_fh"),
-        py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"),
+  m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
+        py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
+        py::arg("bytes"), py::arg("bytes_valid"), py::arg("size"), py::arg("size_valid"),
+        py::arg("offset"), py::arg("offset_valid"), py::arg("errno_valid"), py::arg("fh"),
+        py::arg("n_fh"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"),
         py::arg("tl_exp"));
 }

@@ -43,10 +43,18 @@ def _as_dict(col) -> pa.DictionaryArray:
 
 
 def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
-    """File names for a dictionary column of hashes (looked up once per distinct hash)."""
+    """File names for a dictionary column of hashes: looked up once per distinct hash, and
+    the rows given their name's code through the hash's (no hashing of rows)."""
     d = _as_dict(hashes)
-    looked_up = pa.array([names.get(h) for h in d.dictionary.to_pylist()], pa.string())
-    return pc.take(looked_up, d.indices).dictionary_encode().cast(_DICT)
+    if d.null_count == len(d):
+        return pa.nulls(len(d), _DICT)
+    uniq: dict = {}
+    remap = []
+    for h in d.dictionary.to_pylist():
+        name = names.get(h)
+        remap.append(None if name is None else uniq.setdefault(name, len(uniq)))
+    codes = pc.take(pa.array(remap, pa.int32()), d.indices)
+    return pa.DictionaryArray.from_arrays(codes, pa.array(list(uniq), pa.string()))
 
 
 def to_events(ev: pa.Table, host: str, names: dict) -> pa.Table:

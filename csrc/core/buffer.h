@@ -16,20 +16,20 @@ struct Buffer {
   std::atomic<bool> sealed{false};     // producer moved on to `next`; no more writes here
   uint32_t consumed = 0;               // writer-only
   uint32_t cap = 0;
-  Buffer* next = nullptr;              // set before `sealed`
-  Buffer* pool_next = nullptr;         // free pool link
+  Buffer* next = nullptr;       // set before `sealed`
+  Buffer* pool_next = nullptr;  // free pool link
   char* data = nullptr;
 };
 
 struct ThreadState {
-  Buffer* cur = nullptr;   // producer's buffer
-  uint32_t pos = 0;        // producer's write position in cur
+  Buffer* cur = nullptr;  // producer's buffer
+  uint32_t pos = 0;       // producer's write position in cur
   int32_t tid = 0;
   Buffer* read = nullptr;  // writer's buffer (oldest not yet consumed)
   std::atomic<bool> dead{false};
-  bool named = false;      // writer: thread_name written to the current file
-  char name[16] = "";      // saved at thread exit (the kernel forgets it with the thread)
-  uint64_t recorded = 0;   // producer: records appended
+  bool named = false;           // writer: thread_name written to the current file
+  char name[16] = "";           // saved at thread exit (the kernel forgets it with the thread)
+  uint64_t recorded = 0;        // producer: records appended
   ThreadState* next = nullptr;  // registry
 };
 

@@ -33,7 +33,8 @@ void read_pair(int64_t* tick, int64_t* ns) {
 
 bool kernel_uses_tsc() {
   char buf[32] = "";
-  long fd = syscall(SYS_openat, AT_FDCWD, "/sys/devices/system/clocksource/clocksource0/current_clocksource",
+  long fd = syscall(SYS_openat, AT_FDCWD,
+                    "/sys/devices/system/clocksource/clocksource0/current_clocksource",
                     O_RDONLY | O_CLOEXEC);
   if (fd < 0) return false;
   long n = syscall(SYS_read, fd, buf, sizeof buf - 1);

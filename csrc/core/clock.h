@@ -32,6 +32,6 @@ struct ClockMap {
   int64_t dur(int64_t ticks) const { return int64_t(double(ticks) * ns_per_tick + 0.5); }
 };
 
-void clock_init();             // once per process, at start
-ClockMap clock_calibrate();    // writer only: the map for what is drained now
+void clock_init();           // once per process, at start
+ClockMap clock_calibrate();  // writer only: the map for what is drained now
 }  // namespace iot

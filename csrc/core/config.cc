@@ -22,9 +22,12 @@ static long env_long(const char* name, long dflt, long lo, long hi) {
   if (!v || !*v) return dflt;
   char* end;
   long x = strtol(v, &end, 10);
-  if (*end == 'k' || *end == 'K') x <<= 10;
-  else if (*end == 'm' || *end == 'M') x <<= 20;
-  else if (*end == 'g' || *end == 'G') x <<= 30;
+  if (*end == 'k' || *end == 'K')
+    x <<= 10;
+  else if (*end == 'm' || *end == 'M')
+    x <<= 20;
+  else if (*end == 'g' || *end == 'G')
+    x <<= 30;
   if (x < lo) return lo;
   if (x > hi) return hi;
   return x;
@@ -33,8 +36,10 @@ static long env_long(const char* name, long dflt, long lo, long hi) {
 // ns per unit for a resolution name ("ns", "10ns", "100ns", "us"), or 0 if unknown.
 static int parse_resolution(const char* s) {
   if (!s) return 0;
-  static const struct { const char* name; int ns; } kNames[] = {
-      {"ns", 1}, {"1ns", 1}, {"10ns", 10}, {"100ns", 100}, {"us", 1000}, {"1us", 1000}};
+  static const struct {
+    const char* name;
+    int ns;
+  } kNames[] = {{"ns", 1}, {"1ns", 1}, {"10ns", 10}, {"100ns", 100}, {"us", 1000}, {"1us", 1000}};
   for (const auto& n : kNames)
     if (strcmp(s, n.name) == 0) return n.ns;
   return 0;
@@ -81,20 +86,25 @@ void config_from_env(Config& c) {
   config_set_prefixes(c, false, getenv("IOTRACE_EXCLUDE"));
   c.trace_libs = env_bool("IOTRACE_TRACE_LIBS", false);
   if (const char* z = getenv("IOTRACE_COMPRESSION"); z && *z) {
-    if (strcmp(z, "gzip") == 0 || strcmp(z, "gz") == 0) c.compression = Compression::gzip;
-    else if (strcmp(z, "none") == 0) c.compression = Compression::none;
-    else c.compression = Compression::zstd;
+    if (strcmp(z, "gzip") == 0 || strcmp(z, "gz") == 0)
+      c.compression = Compression::gzip;
+    else if (strcmp(z, "none") == 0)
+      c.compression = Compression::none;
+    else
+      c.compression = Compression::zstd;
   }
   // The form follows the compression unless named: asking for gzip or no compression asks
   // for text that gunzip or cat alone turns into JSON.
   c.compact = c.compression == Compression::zstd;
   if (const char* f = getenv("IOTRACE_FORMAT"); f && *f) {
-    if (strcmp(f, "compact") == 0) c.compact = true;
-    else if (strcmp(f, "json") == 0) c.compact = false;
+    if (strcmp(f, "compact") == 0)
+      c.compact = true;
+    else if (strcmp(f, "json") == 0)
+      c.compact = false;
   }
   if (c.compact) c.compression = Compression::zstd;  // its frames are what make it readable
-  c.level = int(env_long("IOTRACE_COMPRESSION_LEVEL", c.compression == Compression::gzip ? 6 : 1,
-                         1, 19));
+  c.level =
+      int(env_long("IOTRACE_COMPRESSION_LEVEL", c.compression == Compression::gzip ? 6 : 1, 1, 19));
   c.buffer_size = size_t(env_long("IOTRACE_BUFFER_SIZE", 1 << 20, 64 << 10, 256 << 20));
   c.max_buffered = size_t(env_long("IOTRACE_MAX_BUFFERED", 64 << 20, 1 << 20, 1L << 34));
   c.flush_ms = int(env_long("IOTRACE_FLUSH_INTERVAL_MS", 1000, 10, 3600 * 1000));

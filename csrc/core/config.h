@@ -9,32 +9,32 @@ namespace iot {
 enum class Compression { zstd, gzip, none };
 
 struct Config {
-  bool enable = true;             // IOTRACE_ENABLE
-  char dir[1024] = ".";           // IOTRACE_DIR
-  char name[256] = "";            // IOTRACE_NAME (default: executable basename)
+  bool enable = true;    // IOTRACE_ENABLE
+  char dir[1024] = ".";  // IOTRACE_DIR
+  char name[256] = "";   // IOTRACE_NAME (default: executable basename)
   // IOTRACE_INCLUDE / IOTRACE_EXCLUDE: ':'-separated path prefixes.
   static constexpr int kMaxPrefixes = 64;
   char* include[kMaxPrefixes] = {};
   int n_include = 0;
   char* exclude[kMaxPrefixes] = {};
   int n_exclude = 0;
-  bool trace_libs = false;        // IOTRACE_TRACE_LIBS: also shared libraries and .pyc files
+  bool trace_libs = false;  // IOTRACE_TRACE_LIBS: also shared libraries and .pyc files
   // IOTRACE_FORMAT: compact (default with zstd) writes columns instead of JSON text in each
   // zstd frame (compact.h): 3-10x smaller and a third of the writer's CPU, rendered back to
   // the same JSON lines by `iotrace cat` and the readers. json writes the lines themselves,
   // the default with IOTRACE_COMPRESSION=gzip|none (compact frames are zstd's).
   bool compact = true;
   Compression compression = Compression::zstd;  // IOTRACE_COMPRESSION (compact: always zstd)
-  int level = 1;                  // IOTRACE_COMPRESSION_LEVEL (zstd 1: smallest and fastest on traces)
-  size_t buffer_size = 1 << 20;   // IOTRACE_BUFFER_SIZE: bytes per thread buffer
-  size_t max_buffered = 64 << 20; // IOTRACE_MAX_BUFFERED: bytes in flight before writers wait
-  int flush_ms = 1000;            // IOTRACE_FLUSH_INTERVAL_MS
+  int level = 1;  // IOTRACE_COMPRESSION_LEVEL (zstd 1: smallest and fastest on traces)
+  size_t buffer_size = 1 << 20;    // IOTRACE_BUFFER_SIZE: bytes per thread buffer
+  size_t max_buffered = 64 << 20;  // IOTRACE_MAX_BUFFERED: bytes in flight before writers wait
+  int flush_ms = 1000;             // IOTRACE_FLUSH_INTERVAL_MS
   // IOTRACE_RESOLUTION: ns per unit of the written times (1, 10, 100 or 1000). Coarser times
   // compress better: the trace's bytes are mostly the digits zstd cannot predict.
   int res_ns = 1;
-  bool posix = true;              // IOTRACE_POSIX: record POSIX calls
-  bool stdio = true;              // IOTRACE_STDIO: record stdio calls
-  bool signals = true;            // IOTRACE_SIGNALS: flush on fatal signals
+  bool posix = true;    // IOTRACE_POSIX: record POSIX calls
+  bool stdio = true;    // IOTRACE_STDIO: record stdio calls
+  bool signals = true;  // IOTRACE_SIGNALS: flush on fatal signals
 };
 
 // Parse the environment into `c` (defaults for unset variables).

@@ -61,8 +61,10 @@ Entry* entry(int fd, bool create) {
     if (!create) return nullptr;
     Entry* fresh = static_cast<Entry*>(sys_map(kChunk * sizeof(Entry)));
     if (!fresh) return nullptr;
-    if (slot.compare_exchange_strong(c, fresh, std::memory_order_acq_rel)) c = fresh;
-    else sys_unmap(fresh, kChunk * sizeof(Entry));
+    if (slot.compare_exchange_strong(c, fresh, std::memory_order_acq_rel))
+      c = fresh;
+    else
+      sys_unmap(fresh, kChunk * sizeof(Entry));
   }
   return &c[fd & (kChunk - 1)];
 }
@@ -96,7 +98,8 @@ OpenFile* learn(int fd) {
 }  // namespace
 
 void fd_table_init() {
-  if (!g_top) g_top = static_cast<std::atomic<Entry*>*>(sys_map(kTop * sizeof(std::atomic<Entry*>)));
+  if (!g_top)
+    g_top = static_cast<std::atomic<Entry*>*>(sys_map(kTop * sizeof(std::atomic<Entry*>)));
 }
 
 OpenFile* fd_get(int fd) {

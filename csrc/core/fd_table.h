@@ -12,9 +12,9 @@
 namespace iot {
 
 struct OpenFile {
-  Str* path;                      // interned absolute path (or "pipe:[N]", "socket:[N]")
-  std::atomic<int64_t> offset;    // our copy of the file position; -1: unknown (pipe, append)
-  std::atomic<int32_t> refs;      // fds sharing it
+  Str* path;                    // interned absolute path (or "pipe:[N]", "socket:[N]")
+  std::atomic<int64_t> offset;  // our copy of the file position; -1: unknown (pipe, append)
+  std::atomic<int32_t> refs;    // fds sharing it
   OpenFile* free_next;
 };
 

@@ -22,7 +22,8 @@ constexpr uint32_t kBuckets = 1u << 18;  // chains grow without bound; this only
 struct Table {
   std::atomic<Str*>* heads = nullptr;
   void init() {
-    if (!heads) heads = static_cast<std::atomic<Str*>*>(sys_map(kBuckets * sizeof(std::atomic<Str*>)));
+    if (!heads)
+      heads = static_cast<std::atomic<Str*>*>(sys_map(kBuckets * sizeof(std::atomic<Str*>)));
   }
 };
 Table g_names, g_paths;
@@ -43,7 +44,8 @@ bool ends_with(const char* s, uint32_t n, const char* suf) {
 bool is_library(const char* s, uint32_t n) {
   if (ends_with(s, n, ".pyc") || ends_with(s, n, ".pyo") || ends_with(s, n, ".so")) return true;
   const char* so = nullptr;
-  for (const char* p = s; (p = static_cast<const char*>(memmem(p, n - (p - s), ".so.", 4)));) so = p++;
+  for (const char* p = s; (p = static_cast<const char*>(memmem(p, n - (p - s), ".so.", 4)));)
+    so = p++;
   if (!so) return false;
   for (const char* p = so + 4; p < s + n; p++)
     if (!((*p >= '0' && *p <= '9') || *p == '.')) return false;
@@ -80,7 +82,8 @@ Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
   node->str[len] = 0;
   for (;;) {
     node->next = first;
-    if (head.compare_exchange_weak(first, node, std::memory_order_release, std::memory_order_acquire))
+    if (head.compare_exchange_weak(first, node, std::memory_order_release,
+                                   std::memory_order_acquire))
       return node;
     // Someone inserted meanwhile: it may be our string.
     for (Str* n = first; n && n != node->next; n = n->next)

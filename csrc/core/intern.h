@@ -6,12 +6,12 @@
 #include <stdint.h>
 
 struct iotrace_str {
-  uint64_t hash;            // 64-bit FNV-1a of the bytes: the `fhash` of a path
+  uint64_t hash;  // 64-bit FNV-1a of the bytes: the `fhash` of a path
   uint32_t len;
-  bool traced;              // paths: passes the include/exclude filter
-  uint32_t written_gen;     // writer-only: FH metadata written for this generation (file)
-  iotrace_str* next;        // bucket chain
-  char str[];               // NUL-terminated
+  bool traced;           // paths: passes the include/exclude filter
+  uint32_t written_gen;  // writer-only: FH metadata written for this generation (file)
+  iotrace_str* next;     // bucket chain
+  char str[];            // NUL-terminated
 };
 
 namespace iot {

@@ -129,8 +129,8 @@ void trace_file_parts(const char** dir, const char** name, const char** host) {
 
 void write_process_header(Out& o, const EncodeCtx& ctx) {
   static char cmdline[1 << 16];  // read when the file opens, not kept: it can be long
-  static const char* const kRankVars[] = {"RANK", "LOCAL_RANK", "WORLD_SIZE",
-                                          "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+  static const char* const kRankVars[] = {
+      "RANK", "LOCAL_RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
   const char* ranks[2 * (sizeof kRankVars / sizeof *kRankVars)];
   int n_ranks = 0;
   for (const char* var : kRankVars)

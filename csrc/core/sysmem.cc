@@ -15,7 +15,8 @@ size_t page_round(size_t n) { return (n + kPage - 1) & ~(kPage - 1); }
 
 // Raw syscalls: libc's mmap is one of the interposed names, and errno stays the program's.
 void* raw_mmap(size_t n) {
-  long r = syscall(SYS_mmap, nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  long r =
+      syscall(SYS_mmap, nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   return (r < 0 && r > -4096) ? nullptr : reinterpret_cast<void*>(r);
 }
 }  // namespace

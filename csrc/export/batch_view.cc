@@ -7,7 +7,6 @@
 
 namespace iotx {
 
-
 namespace {
 
 const uint8_t* validity(const ArrowArray& a) {
@@ -60,17 +59,28 @@ BatchView::BatchView(const ArrowSchema& schema, ArrowArray* array) {
       const ArrowSchema& s = *schema.children[i];
       const ArrowArray& a = *array_.children[i];
       std::string_view n = s.name ? s.name : "";
-      if (n == "ph") take_dict(ph, s, a, s.name);
-      else if (n == "name") take_dict(name, s, a, s.name);
-      else if (n == "cat") take_dict(cat, s, a, s.name);
-      else if (n == "fhash") take_dict(fhash, s, a, s.name);
-      else if (n == "fhash2") take_dict(fhash2, s, a, s.name);
-      else if (n == "hhash") take_dict(hhash, s, a, s.name);
-      else if (n == "pid") take_int(pid, s, a, s.name);
-      else if (n == "tid") take_int(tid, s, a, s.name);
-      else if (n == "ts_ns") take_int(ts, s, a, s.name);
-      else if (n == "dur_ns") take_int(dur, s, a, s.name);
-      else if (n == "args") take_str(args, s, a, s.name);
+      if (n == "ph")
+        take_dict(ph, s, a, s.name);
+      else if (n == "name")
+        take_dict(name, s, a, s.name);
+      else if (n == "cat")
+        take_dict(cat, s, a, s.name);
+      else if (n == "fhash")
+        take_dict(fhash, s, a, s.name);
+      else if (n == "fhash2")
+        take_dict(fhash2, s, a, s.name);
+      else if (n == "hhash")
+        take_dict(hhash, s, a, s.name);
+      else if (n == "pid")
+        take_int(pid, s, a, s.name);
+      else if (n == "tid")
+        take_int(tid, s, a, s.name);
+      else if (n == "ts_ns")
+        take_int(ts, s, a, s.name);
+      else if (n == "dur_ns")
+        take_int(dur, s, a, s.name);
+      else if (n == "args")
+        take_str(args, s, a, s.name);
       else
         for (int k = 0; k < kIntArgs; k++)
           if (n == kColumnKeys[k]) take_int(ints[k], s, a, s.name);
@@ -276,11 +286,21 @@ bool str(Cur& c, std::string_view* out, std::string& buf) {
     if (c.p >= c.end) return false;
     char e = *c.p++;
     switch (e) {
-      case 'b': buf.push_back('\b'); break;
-      case 'f': buf.push_back('\f'); break;
-      case 'n': buf.push_back('\n'); break;
-      case 'r': buf.push_back('\r'); break;
-      case 't': buf.push_back('\t'); break;
+      case 'b':
+        buf.push_back('\b');
+        break;
+      case 'f':
+        buf.push_back('\f');
+        break;
+      case 'n':
+        buf.push_back('\n');
+        break;
+      case 'r':
+        buf.push_back('\r');
+        break;
+      case 't':
+        buf.push_back('\t');
+        break;
       case 'u': {
         uint32_t cp;
         if (!hex4(c.p, c.end, &cp)) return false;
@@ -295,7 +315,8 @@ bool str(Cur& c, std::string_view* out, std::string& buf) {
         put_utf8(buf, cp);
         break;
       }
-      default: buf.push_back(e);
+      default:
+        buf.push_back(e);
     }
   }
   return false;
@@ -307,8 +328,10 @@ bool skip(Cur& c, int depth) {
   char ch = *c.p;
   if (ch == '"') {
     for (c.p++; c.p < c.end; c.p++) {
-      if (*c.p == '\\') c.p++;
-      else if (*c.p == '"') return c.p++, true;
+      if (*c.p == '\\')
+        c.p++;
+      else if (*c.p == '"')
+        return c.p++, true;
     }
     return false;
   }
@@ -334,8 +357,8 @@ bool skip(Cur& c, int depth) {
     }
   }
   const char* s = c.p;
-  while (c.p < c.end && *c.p != ',' && *c.p != '}' && *c.p != ']' && *c.p != ' ' &&
-         *c.p != '\t' && *c.p != '\r' && *c.p != '\n')
+  while (c.p < c.end && *c.p != ',' && *c.p != '}' && *c.p != ']' && *c.p != ' ' && *c.p != '\t' &&
+         *c.p != '\r' && *c.p != '\n')
     c.p++;
   return c.p > s;
 }

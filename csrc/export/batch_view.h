@@ -60,9 +60,9 @@ struct IntCol {  // int64; 0 under nulls
 enum IntArg { A_FD, A_FD2, A_SIZE, A_OFFSET, A_RET, A_BYTES, A_ERRNO, A_FLAGS, A_MODE, kIntArgs };
 constexpr int kKeyFname = kIntArgs, kKeyFname2 = kIntArgs + 1, kKeyHhash = kIntArgs + 2;
 // The keys of the column args, by key id: the int args, then fname, fname2, hhash.
-constexpr std::string_view kColumnKeys[kIntArgs + 3] = {
-    "fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode", "fname", "fname2",
-    "hhash"};
+constexpr std::string_view kColumnKeys[kIntArgs + 3] = {"fd",   "fd2",   "size",   "offset",
+                                                        "ret",  "bytes", "errno",  "flags",
+                                                        "mode", "fname", "fname2", "hhash"};
 
 // One batch of events. Owns the Arrow array it was given (released with it); a column the
 // batch does not have reads as all null.
@@ -111,11 +111,11 @@ struct Arg {
   enum Type : uint8_t { INT, UINT, DOUBLE, BOOL, STR, JSON };
   Type type = INT;
   std::string_view key;
-  int64_t i = 0;     // INT, BOOL
-  uint64_t u = 0;    // UINT (above INT64_MAX)
-  double d = 0;      // DOUBLE
-  std::string_view s;  // STR: the value; JSON: its JSON text
-  std::string_view raw;  // the value's JSON text as written (args object only)
+  int64_t i = 0;          // INT, BOOL
+  uint64_t u = 0;         // UINT (above INT64_MAX)
+  double d = 0;           // DOUBLE
+  std::string_view s;     // STR: the value; JSON: its JSON text
+  std::string_view raw;   // the value's JSON text as written (args object only)
   bool restored = false;  // fname/fname2: a path restored from an FH line
   // Column args (for the writers' caches): key_id 0..8 the int args, 9 fname, 10 fname2,
   // 11 hhash (-1: a key of the args object); dict 0 fhash, 1 fhash2, 2 hhash when the value is
@@ -172,6 +172,6 @@ class ArgLister {
 
 // JSON helpers of both writers.
 void json_string(std::string& out, std::string_view s);  // a quoted, escaped literal
-size_t utf8_chars(std::string_view s);                    // code points (Python's len)
+size_t utf8_chars(std::string_view s);                   // code points (Python's len)
 
 }  // namespace iotx

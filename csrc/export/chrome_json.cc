@@ -146,8 +146,10 @@ void JsonWriter::args(const BatchView& b, int64_t r, Buf& out) {
           key(k);
           o = put(o, q_value_[dict][size_t(code)]);
         });
-    if (o == first) o = start;  // no args
-    else *o++ = '}';
+    if (o == first)
+      o = start;  // no args
+    else
+      *o++ = '}';
     out.advance(o);
     return;
   }
@@ -166,12 +168,24 @@ void JsonWriter::args(const BatchView& b, int64_t r, Buf& out) {
     }
     char tmp[32];
     switch (a.type) {
-      case Arg::INT: t.append(tmp, size_t(put_int(tmp, a.i) - tmp)); break;
-      case Arg::UINT: t.append(tmp, size_t(put_uint(tmp, a.u) - tmp)); break;
-      case Arg::DOUBLE: t.append(tmp, size_t(snprintf(tmp, sizeof tmp, "%.17g", a.d))); break;
-      case Arg::BOOL: t.append(a.i ? "true" : "false"); break;
-      case Arg::STR: json_string(t, a.s); break;
-      case Arg::JSON: t.append(a.s.data(), a.s.size()); break;
+      case Arg::INT:
+        t.append(tmp, size_t(put_int(tmp, a.i) - tmp));
+        break;
+      case Arg::UINT:
+        t.append(tmp, size_t(put_uint(tmp, a.u) - tmp));
+        break;
+      case Arg::DOUBLE:
+        t.append(tmp, size_t(snprintf(tmp, sizeof tmp, "%.17g", a.d)));
+        break;
+      case Arg::BOOL:
+        t.append(a.i ? "true" : "false");
+        break;
+      case Arg::STR:
+        json_string(t, a.s);
+        break;
+      case Arg::JSON:
+        t.append(a.s.data(), a.s.size());
+        break;
     }
   }
   t.push_back('}');
@@ -223,8 +237,8 @@ void JsonWriter::flow(char ph, uint64_t id, int64_t tid, int64_t ts) {
   text_.advance(o);
 }
 
-void JsonWriter::encode(const BatchView& b, const int64_t* rows, size_t n,
-                        const int64_t* flow_rows, const uint64_t* flow_ids, size_t n_flows) {
+void JsonWriter::encode(const BatchView& b, const int64_t* rows, size_t n, const int64_t* flow_rows,
+                        const uint64_t* flow_ids, size_t n_flows) {
   batch(b);
   size_t f = 0;
   for (size_t k = 0; k < n; k++) {
@@ -279,8 +293,10 @@ void JsonWriter::flush(bool sync) {
   std::string_view t = text_.view();
   crc_ = uint32_t(crc32(crc_, reinterpret_cast<const Bytef*>(t.data()), uInt(t.size())));
   size_ += t.size();
-  if (z_) z_->run(t, sync ? Z_SYNC_FLUSH : Z_NO_FLUSH, out_);
-  else out_.write(t.data(), t.size());
+  if (z_)
+    z_->run(t, sync ? Z_SYNC_FLUSH : Z_NO_FLUSH, out_);
+  else
+    out_.write(t.data(), t.size());
   text_.clear();
 }
 

@@ -23,8 +23,8 @@ constexpr uint16_t kLenBase[29] = {3,  4,  5,  6,  7,  8,  9,  10, 11,  13,  15,
                                    31, 35, 43, 51, 59, 67, 83, 99, 115, 131, 163, 195, 227, 258};
 constexpr uint8_t kLenExtra[29] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2,
                                    2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 0};
-constexpr uint16_t kDistBase[30] = {1,    2,    3,    4,    5,    7,     9,     13,    17,  25,
-                                    33,   49,   65,   97,   129,  193,   257,   385,   513, 769,
+constexpr uint16_t kDistBase[30] = {1,    2,    3,    4,    5,    7,    9,    13,    17,    25,
+                                    33,   49,   65,   97,   129,  193,  257,  385,   513,   769,
                                     1025, 1537, 2049, 3073, 4097, 6145, 8193, 12289, 16385, 24577};
 constexpr uint8_t kDistExtra[30] = {0, 0, 0, 0, 1, 1, 2, 2,  3,  3,  4,  4,  5,  5,  6,
                                     6, 7, 7, 8, 8, 9, 9, 10, 10, 11, 11, 12, 12, 13, 13};
@@ -169,12 +169,13 @@ struct BitOut {
 // byte at a time: a seventh of the compressor's time). After Chromium's adler32_simd.c.
 #if defined(__x86_64__)
 __attribute__((target("ssse3"))) uint32_t adler32_ssse3(uint32_t adler, const uint8_t* buf,
-                                                          size_t len) {
+                                                        size_t len) {
   constexpr uint32_t kBase = 65521, kNmax = 5552, kBlock = 32;
   uint32_t s1 = adler & 0xffff, s2 = adler >> 16;
   size_t blocks = len / kBlock;
   len -= blocks * kBlock;
-  const __m128i tap1 = _mm_setr_epi8(32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17);
+  const __m128i tap1 =
+      _mm_setr_epi8(32, 31, 30, 29, 28, 27, 26, 25, 24, 23, 22, 21, 20, 19, 18, 17);
   const __m128i tap2 = _mm_setr_epi8(16, 15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1);
   const __m128i zero = _mm_setzero_si128();
   const __m128i ones = _mm_set1_epi16(1);
@@ -224,7 +225,7 @@ uint32_t adler(const uint8_t* p, size_t n) {
 FastDeflate::FastDeflate() : head_(size_t(1) << kHashBits, 0), tokens_(kBlockTokens + 8) {}
 
 void FastDeflate::block(bool final) {
-  lit_freq_[256] = 1;  // end of block
+  lit_freq_[256] = 1;             // end of block
   if (!ntok_) lit_freq_[0] |= 1;  // codes of two symbols at least: complete ones
   int used_dist = 0;
   for (uint32_t f : dist_freq_) used_dist += f != 0;
@@ -294,9 +295,12 @@ void FastDeflate::block(bool final) {
   for (int i = 0; i < nr; i++) {
     uint8_t s = rle[i].first;
     b.put(cl_code[s], cl_len[s]);
-    if (s == 16) b.put(rle[i].second, 2);
-    else if (s == 17) b.put(rle[i].second, 3);
-    else if (s == 18) b.put(rle[i].second, 7);
+    if (s == 16)
+      b.put(rle[i].second, 2);
+    else if (s == 17)
+      b.put(rle[i].second, 3);
+    else if (s == 18)
+      b.put(rle[i].second, 7);
   }
   // per length and distance symbol: its code, the bits before its extra bits, and all bits
   uint32_t lsym[29], lshift[29], lbits[29], dsym[30], dshift[30], dbits[30];

@@ -28,13 +28,13 @@ class FastDeflate {
   void deflate(const uint8_t* p, size_t n, bool final);
   void flush_bits();
   void block(bool final);
-  std::vector<uint32_t> head_;    // hash -> position + base of the last 4 bytes seen there
-  uint32_t base_ = 1 << 16;  // positions of this buffer are p - start + base_ (0: an empty slot)
+  std::vector<uint32_t> head_;  // hash -> position + base of the last 4 bytes seen there
+  uint32_t base_ = 1 << 16;     // positions of this buffer are p - start + base_ (0: an empty slot)
   std::vector<uint32_t> tokens_;  // literal: byte; match: 1 << 31 | (len - 3) << 16 | (dist - 1)
   size_t ntok_ = 0;
   uint32_t lit_freq_[286], dist_freq_[30];
   std::string out_;
-  size_t pos_ = 0;  // bytes of out_ written
+  size_t pos_ = 0;     // bytes of out_ written
   uint64_t bits_ = 0;  // bits not yet in out_ (block() keeps them in locals while it writes)
   int nbits_ = 0;
 };

@@ -21,26 +21,26 @@ enum : uint8_t {
 };
 
 // Tags (field << 3 | wire type) as bytes.
-constexpr uint8_t T_PACKET = 0x0A;           // Trace.packet = 1
-constexpr uint8_t T_TIMESTAMP = 0x40;        // 8
-constexpr uint8_t T_SEQ = 0x50;              // 10
-constexpr uint8_t T_TRACK_EVENT = 0x5A;      // 11
-constexpr uint8_t T_INTERNED = 0x62;         // 12
-constexpr uint8_t T_FLAGS = 0x68;            // 13
-constexpr uint8_t T_TYPE = 0x48;             // TrackEvent.type = 9
-constexpr uint8_t T_TRACK_UUID = 0x58;       // 11
-constexpr uint8_t T_NAME_IID = 0x50;         // 10
-constexpr uint8_t T_CATEGORY_IID = 0x18;     // 3
-constexpr uint8_t T_ANNOTATION = 0x22;       // 4
-constexpr uint8_t T_A_NAME_IID = 0x08;       // DebugAnnotation.name_iid = 1
-constexpr uint8_t T_A_BOOL = 0x10;           // 2
-constexpr uint8_t T_A_INT = 0x20;            // 4
-constexpr uint8_t T_A_DOUBLE = 0x29;         // 5, fixed64
-constexpr uint8_t T_A_JSON = 0x4A;           // 9
-constexpr uint8_t T_A_STRING_IID[2] = {0x88, 0x01};  // 17
-constexpr uint8_t T_COUNTER[2] = {0xF0, 0x01};       // 30
-constexpr uint8_t T_DOUBLE_COUNTER[2] = {0xE1, 0x02};  // 44, fixed64
-constexpr uint8_t T_FLOW[2] = {0xF9, 0x02};            // 47, fixed64
+constexpr uint8_t T_PACKET = 0x0A;                       // Trace.packet = 1
+constexpr uint8_t T_TIMESTAMP = 0x40;                    // 8
+constexpr uint8_t T_SEQ = 0x50;                          // 10
+constexpr uint8_t T_TRACK_EVENT = 0x5A;                  // 11
+constexpr uint8_t T_INTERNED = 0x62;                     // 12
+constexpr uint8_t T_FLAGS = 0x68;                        // 13
+constexpr uint8_t T_TYPE = 0x48;                         // TrackEvent.type = 9
+constexpr uint8_t T_TRACK_UUID = 0x58;                   // 11
+constexpr uint8_t T_NAME_IID = 0x50;                     // 10
+constexpr uint8_t T_CATEGORY_IID = 0x18;                 // 3
+constexpr uint8_t T_ANNOTATION = 0x22;                   // 4
+constexpr uint8_t T_A_NAME_IID = 0x08;                   // DebugAnnotation.name_iid = 1
+constexpr uint8_t T_A_BOOL = 0x10;                       // 2
+constexpr uint8_t T_A_INT = 0x20;                        // 4
+constexpr uint8_t T_A_DOUBLE = 0x29;                     // 5, fixed64
+constexpr uint8_t T_A_JSON = 0x4A;                       // 9
+constexpr uint8_t T_A_STRING_IID[2] = {0x88, 0x01};      // 17
+constexpr uint8_t T_COUNTER[2] = {0xF0, 0x01};           // 30
+constexpr uint8_t T_DOUBLE_COUNTER[2] = {0xE1, 0x02};    // 44, fixed64
+constexpr uint8_t T_FLOW[2] = {0xF9, 0x02};              // 47, fixed64
 constexpr uint8_t T_TERMINATING_FLOW[2] = {0x81, 0x03};  // 48, fixed64
 constexpr uint8_t T_EVENT_NAME[2] = {0xBA, 0x01};        // TrackEvent.name = 23
 constexpr uint8_t T_COMPRESSED[2] = {0x92, 0x03};        // TracePacket.compressed_packets = 50
@@ -99,8 +99,10 @@ int64_t RecentStarts::begin(int64_t ts, int64_t dur) {
     int64_t shortest = INT64_MAX;
     for (size_t k = 0; k < n; k++) {
       i = (i == 0 ? n : i) - 1;
-      if (ts_[i] == ts) shortest = std::min(shortest, dur_[i]);
-      else if (ts_[i] + dur_[i] < ts) break;
+      if (ts_[i] == ts)
+        shortest = std::min(shortest, dur_[i]);
+      else if (ts_[i] + dur_[i] < ts)
+        break;
     }
     if (shortest <= dur) out = ts - 1;
   }
@@ -323,8 +325,12 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
     uint64_t v = 0;
     uint8_t field = T_A_INT;
     switch (a.type) {
-      case Arg::INT: v = uint64_t(a.i); break;
-      case Arg::UINT: v = a.u; break;
+      case Arg::INT:
+        v = uint64_t(a.i);
+        break;
+      case Arg::UINT:
+        v = a.u;
+        break;
       case Arg::BOOL:
         field = T_A_BOOL;
         v = a.i ? 1 : 0;
@@ -361,8 +367,10 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
           continue;
         }
         json_.clear();
-        if (!a.raw.empty()) json_.append(a.raw.data(), a.raw.size());
-        else json_string(json_, a.s);
+        if (!a.raw.empty())
+          json_.append(a.raw.data(), a.raw.size());
+        else
+          json_string(json_, a.s);
         json_annotation(key, json_);
         continue;
       }
@@ -579,8 +587,10 @@ void ProtoWriter::encode(const BatchView& b, const int64_t* rows, size_t n,
         te_.bytes(T_FLOW, 2);
         te_.fixed64(flow_ids[f]);
       }
-      if (kind == K_SLICE) emit_slice(t, b.ts.at(r), b.dur.at(r));
-      else emit(b.ts.at(r));
+      if (kind == K_SLICE)
+        emit_slice(t, b.ts.at(r), b.dur.at(r));
+      else
+        emit(b.ts.at(r));
     }
     if (raw_.size() >= p_.batch_bytes) flush();
   }

@@ -64,11 +64,11 @@ constexpr size_t kMaxInternedString = 256;  // longer string values are written 
 constexpr size_t kRecentStarts = 4096;      // per thread, slice starts remembered (the 1 ns rule)
 
 struct ProtoParams {
-  uint32_t seq = 1;          // the file's first trusted_packet_sequence_id (8 are its own)
-  int64_t vpid = 0;          // the pid shown
-  int64_t pid = 0;           // the traced pid
-  uint64_t sort_index = 0;   // the process's number (thread uuids)
-  uint64_t file_index = 0;   // the file's number (counter uuids)
+  uint32_t seq = 1;         // the file's first trusted_packet_sequence_id (8 are its own)
+  int64_t vpid = 0;         // the pid shown
+  int64_t pid = 0;          // the traced pid
+  uint64_t sort_index = 0;  // the process's number (thread uuids)
+  uint64_t file_index = 0;  // the file's number (counter uuids)
   int level = 0;  // zlib level of compressed_packets; 0: FastDeflate (deflate.h); -1: none
   size_t batch_bytes = 256 << 10;  // packet bytes per compressed_packets
 };
@@ -112,7 +112,7 @@ class ProtoWriter : public PartWriter {
     Interner names{2, {}}, cats{1, {}}, arg_names{3, {}}, values{29, {}};
     Buf pending[4];  // new interned entries by field: categories, names, arg names, values
     bool has_pending = false;
-    uint64_t batch = 0;  // the batch the caches below are for
+    uint64_t batch = 0;                           // the batch the caches below are for
     std::vector<uint64_t> name_codes, cat_codes;  // iid per dictionary code (0: not yet)
     std::vector<uint64_t> value_codes[3];         // fname, fname2, hhash: value iid per code
     uint64_t fixed_keys[kIntArgs + 3] = {};       // arg name iids of the column args

@@ -36,7 +36,8 @@ int32_t DictColumn::code(std::string_view s) {
   size_t i = hash_bytes(s) & (slots.size() - 1);
   while (int32_t c = slots[i]) {
     c -= 1;
-    if (size_t(offs[c + 1] - offs[c]) == s.size() && memcmp(data.data() + offs[c], s.data(), s.size()) == 0)
+    if (size_t(offs[c + 1] - offs[c]) == s.size() &&
+        memcmp(data.data() + offs[c], s.data(), s.size()) == 0)
       return last = c;
     i = (i + 1) & (slots.size() - 1);
   }
@@ -115,7 +116,8 @@ void export_columns(EventColumns&& in, ArrowSchema* schema, ArrowArray* array) {
   EventColumns& c = h->cols;
   const int64_t rows = int64_t(c.rows);
   DictColumn* dicts[6] = {&c.ph, &c.name, &c.cat, &c.fhash, &c.fhash2, &c.hhash};
-  const int dict_slot[20] = {0, 1, 2, -1, -1, -1, -1, 3, 4, -1, -1, -1, -1, -1, -1, -1, -1, -1, 5, -1};
+  const int dict_slot[20] = {0,  1,  2,  -1, -1, -1, -1, 3,  4, -1,
+                             -1, -1, -1, -1, -1, -1, -1, -1, 5, -1};
   I64Column* i64s[20] = {nullptr, nullptr, nullptr, &c.pid, &c.tid, &c.ts_ns, &c.dur_ns};
   for (int k = 0; k < kIntArgs; k++) i64s[9 + k] = &c.ints[k];
   for (int i = 0; i < 20; i++) {

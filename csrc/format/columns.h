@@ -23,9 +23,9 @@ struct ArrowArray;
 
 namespace iot {
 
-constexpr const char* kEventColumns[] = {"ph", "name", "cat", "pid", "tid", "ts_ns", "dur_ns",
-                                         "fhash", "fhash2", "fd", "fd2", "size", "offset", "ret",
-                                         "bytes", "errno", "flags", "mode", "hhash", "args"};
+constexpr const char* kEventColumns[] = {
+    "ph",  "name", "cat",    "pid", "tid",   "ts_ns", "dur_ns", "fhash", "fhash2", "fd",
+    "fd2", "size", "offset", "ret", "bytes", "errno", "flags",  "mode",  "hhash",  "args"};
 
 // Validity, all valid until the first null; then a byte per row (packed into Arrow's
 // bitmap once, at export: cheaper than shifting bits row by row).
@@ -60,10 +60,10 @@ struct I64Column {
 struct DictColumn {
   std::vector<int32_t> codes;
   Validity valid;
-  std::string data;               // the values, back to back
-  std::vector<int32_t> offs{0};   // value i is data[offs[i], offs[i + 1])
-  std::vector<int32_t> slots;     // open addressing: code + 1, 0 empty
-  int32_t last = -1;              // the previous code: runs of one value skip the hash
+  std::string data;              // the values, back to back
+  std::vector<int32_t> offs{0};  // value i is data[offs[i], offs[i + 1])
+  std::vector<int32_t> slots;    // open addressing: code + 1, 0 empty
+  int32_t last = -1;             // the previous code: runs of one value skip the hash
   int32_t code(std::string_view s);
   void add(std::string_view s) { add_code(code(s)); }
   void add_code(int32_t c) {
@@ -94,7 +94,7 @@ struct StrColumn {
 
 // The int64 args, in their column order (fd .. mode).
 enum IntArg { A_FD, A_FD2, A_SIZE, A_OFFSET, A_RET, A_BYTES, A_ERRNO, A_FLAGS, A_MODE, kIntArgs };
-constexpr const char* kIntArgNames[kIntArgs] = {"fd", "fd2", "size", "offset", "ret",
+constexpr const char* kIntArgNames[kIntArgs] = {"fd",    "fd2",   "size",  "offset", "ret",
                                                 "bytes", "errno", "flags", "mode"};
 
 struct EventColumns {
@@ -106,11 +106,11 @@ struct EventColumns {
   StrColumn args;
   size_t rows = 0;
 
-  std::string meta;               // metadata lines, each followed by '\n'
+  std::string meta;  // metadata lines, each followed by '\n'
   size_t meta_lines = 0;
   int64_t bad_lines = 0;
   std::vector<std::string> bad_examples;  // the first 3, cut at 200 bytes
-  bool damaged = false;           // a compact block that could not be read to its end
+  bool damaged = false;                   // a compact block that could not be read to its end
 
   void bad(std::string_view line);
   void reserve(size_t n);  // room for n more rows (a compact block says how many it has)

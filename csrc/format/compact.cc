@@ -140,7 +140,9 @@ struct JsonRows {
   }
   void text(const char* p, size_t n) { out.put(p, n); }
   void span(const SpanLine& l) { encode_span_line(out, l, ctx); }
-  void io(const IoRec& r, const IoTimes& t, int tid) { encode_io_line(out, *cache, &r, t, tid, ctx); }
+  void io(const IoRec& r, const IoTimes& t, int tid) {
+    encode_io_line(out, *cache, &r, t, tid, ctx);
+  }
 };
 }  // namespace
 

@@ -55,12 +55,29 @@ class CompactBuilder {
   void text(const char* s, size_t n);  // lines exactly as the JSON form writes them
   int record(const RecHeader* r, int tid, const EncodeCtx& ctx);  // returns events
   size_t rows() const { return rows_; }
-  size_t bytes() const;                // raw bytes so far (frames are cut on it)
+  size_t bytes() const;                     // raw bytes so far (frames are cut on it)
   void finish(Out& out, int pid, int res);  // header + columns into `out`; then empty
-  void reset();                        // drop the frame being built (a fork child's)
+  void reset();                             // drop the frame being built (a fork child's)
  private:
-  enum { kKinds, kTids, kMasks, kGaps, kDurs, kFiles, kHashes, kFds, kSizes, kOffsets, kRets,
-         kExtras, kTextLens, kText, kStrs, kStrText, kColumns };
+  enum {
+    kKinds,
+    kTids,
+    kMasks,
+    kGaps,
+    kDurs,
+    kFiles,
+    kHashes,
+    kFds,
+    kSizes,
+    kOffsets,
+    kRets,
+    kExtras,
+    kTextLens,
+    kText,
+    kStrs,
+    kStrText,
+    kColumns
+  };
   static constexpr int kFileSlots = 8192, kStrSlots = 4096;  // open addressing, <= half full
   void times(int tid, int64_t start, int64_t dur);  // tid, gap and dur of an I/O or span row
   void file(uint64_t hash);
@@ -70,8 +87,8 @@ class CompactBuilder {
   size_t rows_ = 0;
   int prev_tid_ = 0;
   int64_t prev_end_ = 0;
-  int n_files_ = 0;       // files listed in this frame
-  int n_strs_ = 0;        // names and categories listed in this frame
+  int n_files_ = 0;  // files listed in this frame
+  int n_strs_ = 0;   // names and categories listed in this frame
   // Lookup tables into those lists: slot → key and index + 1 (0: an empty slot).
   uint64_t file_key_[kFileSlots] = {};
   int32_t file_idx_[kFileSlots] = {};

@@ -67,7 +67,8 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
   using compact_detail::Reader;
   if (!compact_is(data, n) || n < 5 || uint8_t(data[4]) != kCompactVersion) return false;
   bool ok = true;
-  Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n, &ok};
+  Reader h{reinterpret_cast<const uint8_t*>(data) + 5, reinterpret_cast<const uint8_t*>(data) + n,
+           &ok};
   const int64_t pid = int64_t(h.uvar()), res = int64_t(h.uvar());
   const uint64_t rows = h.uvar();
   enum { kColumns = kCompactColumns };
@@ -83,13 +84,16 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
   }
   Reader &kinds = col[0], &tids = col[1], &masks = col[2], &gaps = col[3], &durs = col[4],
          &files = col[5], &hashes = col[6], &fdc = col[7], &sizes = col[8], &offsets = col[9],
-         &rets = col[10], &extras = col[11], &text_lens = col[12], &text = col[13],
-         &strs = col[14], &str_text = col[15];
+         &rets = col[10], &extras = col[11], &text_lens = col[12], &text = col[13], &strs = col[14],
+         &str_text = col[15];
 
   int64_t pos[kFdSlots];
   bool known[kFdSlots] = {};
   FdPositions fds{pos, known};
-  struct Text { const char* p; size_t n; };
+  struct Text {
+    const char* p;
+    size_t n;
+  };
   List<uint64_t> file_list;
   List<Text> str_list;
   // The next `len` bytes of `c` as text (the walk only points into the block).
@@ -142,7 +146,10 @@ bool compact_walk(const char* data, size_t n, Visitor& v) {
       if (ok) v.span(l);
       continue;
     }
-    if (kind - 1 >= C_COUNT || !kCalls.name[kind - 1]) { ok = false; break; }
+    if (kind - 1 >= C_COUNT || !kCalls.name[kind - 1]) {
+      ok = false;
+      break;
+    }
     IoRec r;  // its values (no memset of the whole record: a row is a few stores)
     r.h.call = uint16_t(kind - 1);
     r.fd = r.fd2 = r.size = r.offset = r.ret = r.bytes = r.flags = r.mode = 0;

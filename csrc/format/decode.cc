@@ -12,9 +12,9 @@ struct ColumnRows {
   EventColumns& cols;
   int64_t pid = 0, res = 1;
   int32_t x_code = -1;
-  int32_t name_code[C_COUNT], cat_code[C_COUNT];  // per call: codes of its name and category
+  int32_t name_code[C_COUNT], cat_code[C_COUNT];       // per call: codes of its name and category
   std::unordered_map<uint64_t, int32_t> hash_code[2];  // fhash, fhash2: code of each hash
-  uint64_t last_hash[2] = {0, 0};  // runs of one file: no map lookup
+  uint64_t last_hash[2] = {0, 0};                      // runs of one file: no map lookup
   int32_t last_code[2] = {-1, -1};
 
   explicit ColumnRows(EventColumns& c) : cols(c) {
@@ -70,10 +70,14 @@ struct ColumnRows {
     cols.name.add_code(name_code[call]);
     cols.cat.add_code(cat_code[call]);
     const uint32_t f = r.fields;
-    if (f & F_FHASH) hash(0, cols.fhash, t.fh);
-    else cols.fhash.add_null();
-    if (f & F_FHASH2) hash(1, cols.fhash2, t.fh2);
-    else cols.fhash2.add_null();
+    if (f & F_FHASH)
+      hash(0, cols.fhash, t.fh);
+    else
+      cols.fhash.add_null();
+    if (f & F_FHASH2)
+      hash(1, cols.fhash2, t.fh2);
+    else
+      cols.fhash2.add_null();
     cols.ints[A_FD].add(r.fd, f & F_FD);
     cols.ints[A_FD2].add(r.fd2, f & F_FD2);
     cols.ints[A_SIZE].add(r.size, f & F_SIZE);

@@ -4,7 +4,6 @@
 #include "metadata.h"
 #include "sysmem.h"
 
-
 namespace iot {
 
 namespace {
@@ -51,8 +50,10 @@ inline void write_u64(char* end, uint64_t v) {
     memcpy(end, kDigits.d + 2 * (v % 100), 2);
     v /= 100;
   }
-  if (v >= 10) memcpy(end - 2, kDigits.d + 2 * v, 2);
-  else end[-1] = char('0' + v);
+  if (v >= 10)
+    memcpy(end - 2, kDigits.d + 2 * v, 2);
+  else
+    end[-1] = char('0' + v);
 }
 }  // namespace
 
@@ -193,17 +194,52 @@ void encode_io_line(Out& o, IoPrefixCache& cache, const IoRec* r, const IoTimes&
     o.put(k, strlen(k));  // constant strings: the compiler folds strlen
     sep = ",";
   };
-  if (f & F_FHASH) { key("\"fhash\":\""); o.u64hex(t.fh); o.ch('"'); }
-  if (f & F_FHASH2) { key("\"fhash2\":\""); o.u64hex(t.fh2); o.ch('"'); }
-  if (f & F_FD) { key("\"fd\":"); o.i64(r->fd); }
-  if (f & F_FD2) { key("\"fd2\":"); o.i64(r->fd2); }
-  if (f & F_SIZE) { key("\"size\":"); o.i64(r->size); }
-  if (f & F_OFFSET) { key("\"offset\":"); o.i64(r->offset); }
-  if (f & F_RET) { key("\"ret\":"); o.i64(r->ret); }
-  if (f & F_BYTES) { key("\"bytes\":"); o.i64(r->bytes); }
-  if (f & F_ERRNO) { key("\"errno\":"); o.i64(r->err); }
-  if (f & F_FLAGS) { key("\"flags\":"); o.i64(r->flags); }
-  if (f & F_MODE) { key("\"mode\":"); o.i64(r->mode); }
+  if (f & F_FHASH) {
+    key("\"fhash\":\"");
+    o.u64hex(t.fh);
+    o.ch('"');
+  }
+  if (f & F_FHASH2) {
+    key("\"fhash2\":\"");
+    o.u64hex(t.fh2);
+    o.ch('"');
+  }
+  if (f & F_FD) {
+    key("\"fd\":");
+    o.i64(r->fd);
+  }
+  if (f & F_FD2) {
+    key("\"fd2\":");
+    o.i64(r->fd2);
+  }
+  if (f & F_SIZE) {
+    key("\"size\":");
+    o.i64(r->size);
+  }
+  if (f & F_OFFSET) {
+    key("\"offset\":");
+    o.i64(r->offset);
+  }
+  if (f & F_RET) {
+    key("\"ret\":");
+    o.i64(r->ret);
+  }
+  if (f & F_BYTES) {
+    key("\"bytes\":");
+    o.i64(r->bytes);
+  }
+  if (f & F_ERRNO) {
+    key("\"errno\":");
+    o.i64(r->err);
+  }
+  if (f & F_FLAGS) {
+    key("\"flags\":");
+    o.i64(r->flags);
+  }
+  if (f & F_MODE) {
+    key("\"mode\":");
+    o.i64(r->mode);
+  }
   o.put("}},\n");
 }
 
@@ -228,7 +264,8 @@ int encode_new_files(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   int events = 0;
   uint32_t f = r->fields;
   if ((f & F_FHASH) && r->file->written_gen != ctx.gen) encode_fh(o, r->file, tid, ctx), events++;
-  if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen) encode_fh(o, r->file2, tid, ctx), events++;
+  if ((f & F_FHASH2) && r->file2->written_gen != ctx.gen)
+    encode_fh(o, r->file2, tid, ctx), events++;
   return events;
 }
 

@@ -24,15 +24,22 @@ struct Out {
   }
   void grow(size_t need);  // to at least `need` bytes; on failure (no memory) p is NULL, cap 0
   void release();          // unmap (when mapped); empty again
-  void put(const char* s, size_t len) { reserve(len); memcpy(p + n, s, len); n += len; }
+  void put(const char* s, size_t len) {
+    reserve(len);
+    memcpy(p + n, s, len);
+    n += len;
+  }
   void put(const char* s) { put(s, strlen(s)); }
-  void ch(char c) { reserve(1); p[n++] = c; }
+  void ch(char c) {
+    reserve(1);
+    p[n++] = c;
+  }
   void i64(int64_t v);
   void u64hex(uint64_t v);  // 16 hex digits
   // q units of `res` ns (1, 10, 100 or 1000) as µs: 3, 2, 1 or no decimals.
   void usec(int64_t q, int res);
   void json_str(const char* s, size_t len);  // quoted, escaped
-  void uvar(uint64_t v) {  // LEB128 varint (the compact form)
+  void uvar(uint64_t v) {                    // LEB128 varint (the compact form)
     reserve(10);
     while (v >= 0x80) {
       p[n++] = char(v | 0x80);
@@ -44,9 +51,9 @@ struct Out {
 
 struct EncodeCtx {
   int pid;
-  uint32_t gen;   // file generation: FH lines are written once per (path, gen)
-  ClockMap clk;   // record ticks → CLOCK_MONOTONIC ns, for this drain
-  int res = 1;    // ns per unit of the written times (IOTRACE_RESOLUTION)
+  uint32_t gen;  // file generation: FH lines are written once per (path, gen)
+  ClockMap clk;  // record ticks → CLOCK_MONOTONIC ns, for this drain
+  int res = 1;   // ns per unit of the written times (IOTRACE_RESOLUTION)
 };
 
 // Times in units of IOTRACE_RESOLUTION (`res` ns), rounded to nearest. An event's start and end
@@ -82,7 +89,7 @@ struct SpanLine {
   size_t cat_len;
   const char* args;  // the body of the args object
   size_t args_len;
-  int tid;           // the effective tid (a virtual one for asyncio tasks)
+  int tid;  // the effective tid (a virtual one for asyncio tasks)
   int64_t start, dur;
   int res;
 };

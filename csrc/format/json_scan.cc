@@ -49,10 +49,14 @@ bool hex4(const char* p, const char* end, uint32_t* v) {
   for (int i = 0; i < 4; i++) {
     char c = p[i];
     x <<= 4;
-    if (c >= '0' && c <= '9') x |= uint32_t(c - '0');
-    else if (c >= 'a' && c <= 'f') x |= uint32_t(c - 'a' + 10);
-    else if (c >= 'A' && c <= 'F') x |= uint32_t(c - 'A' + 10);
-    else return false;
+    if (c >= '0' && c <= '9')
+      x |= uint32_t(c - '0');
+    else if (c >= 'a' && c <= 'f')
+      x |= uint32_t(c - 'a' + 10);
+    else if (c >= 'A' && c <= 'F')
+      x |= uint32_t(c - 'A' + 10);
+    else
+      return false;
   }
   *v = x;
   return true;
@@ -84,12 +88,26 @@ bool string(Cursor& c, std::string_view* out, std::string& scratch) {
     if (c.p >= c.end) return false;
     char e = *c.p++;
     switch (e) {
-      case '"': case '\\': case '/': scratch.push_back(e); break;
-      case 'b': scratch.push_back('\b'); break;
-      case 'f': scratch.push_back('\f'); break;
-      case 'n': scratch.push_back('\n'); break;
-      case 'r': scratch.push_back('\r'); break;
-      case 't': scratch.push_back('\t'); break;
+      case '"':
+      case '\\':
+      case '/':
+        scratch.push_back(e);
+        break;
+      case 'b':
+        scratch.push_back('\b');
+        break;
+      case 'f':
+        scratch.push_back('\f');
+        break;
+      case 'n':
+        scratch.push_back('\n');
+        break;
+      case 'r':
+        scratch.push_back('\r');
+        break;
+      case 't':
+        scratch.push_back('\t');
+        break;
       case 'u': {
         uint32_t cp;
         if (!hex4(c.p, c.end, &cp)) return false;
@@ -104,7 +122,8 @@ bool string(Cursor& c, std::string_view* out, std::string& scratch) {
         put_utf8(scratch, cp);
         break;
       }
-      default: return false;
+      default:
+        return false;
     }
   }
   return false;
@@ -159,8 +178,10 @@ bool usec_to_ns(std::string_view t, int64_t* ns) {
   bool round_up = false;
   if (i < t.size() && t[i] == '.') {
     for (i++; i < t.size() && t[i] >= '0' && t[i] <= '9'; i++, digits++) {
-      if (digits < 3) frac = frac * 10 + (t[i] - '0');
-      else if (digits == 3) round_up = t[i] >= '5';
+      if (digits < 3)
+        frac = frac * 10 + (t[i] - '0');
+      else if (digits == 3)
+        round_up = t[i] >= '5';
     }
   }
   if (i < t.size()) {  // an exponent: the general way
@@ -200,8 +221,10 @@ bool skip_value(Cursor& c, int depth) {
   if (ch == '"') {
     // No unescaping needed: walk to the closing quote.
     for (c.p++; c.p < c.end; c.p++) {
-      if (*c.p == '\\') c.p++;
-      else if (*c.p == '"') return c.p++, true;
+      if (*c.p == '\\')
+        c.p++;
+      else if (*c.p == '"')
+        return c.p++, true;
     }
     return false;
   }
@@ -226,7 +249,7 @@ struct Args {
   std::string fh_scratch, fh2_scratch, hh_scratch;
 
   static int int_key(std::string_view k) {
-    static const std::string_view names[kIntArgs] = {"fd", "fd2", "size", "offset", "ret",
+    static const std::string_view names[kIntArgs] = {"fd",    "fd2",   "size",  "offset", "ret",
                                                      "bytes", "errno", "flags", "mode"};
     for (int i = 0; i < kIntArgs; i++)
       if (k == names[i]) return i;
@@ -261,8 +284,10 @@ struct Args {
           if (!number_text(c, &num)) return false;
           int64_t v;
           if (as_int(num, &v)) {
-            if (k >= 0) ints[k] = v, has[k] = true;
-            else count = v, has_count = true;
+            if (k >= 0)
+              ints[k] = v, has[k] = true;
+            else
+              count = v, has_count = true;
           }
         }
       } else {
@@ -363,8 +388,10 @@ void scan_line(std::string_view line, EventColumns& cols) {
   cols.ts_ns.add(v, has);
   has = !dur_t.empty() && usec_to_ns(dur_t, &v);
   cols.dur_ns.add(v, has);
-  if (has_args) args.append(cols, std::string_view(args_start, size_t(args_end - args_start)));
-  else append_no_args(cols);
+  if (has_args)
+    args.append(cols, std::string_view(args_start, size_t(args_end - args_start)));
+  else
+    append_no_args(cols);
   cols.rows++;
 }
 

@@ -131,8 +131,8 @@ void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason) {
   o.put("}},\n");
 }
 
-void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason,
-              uint64_t lost, uint64_t dropped) {
+void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason, uint64_t lost,
+              uint64_t dropped) {
   open_meta(o, "iotrace_end", pid, tid);
   o.put("\"events\":");
   o.i64(int64_t(events));

@@ -14,8 +14,8 @@ struct ProcessMeta {
   int64_t pid = 0, ppid = 0, parent_pid = 0, worker_id = -1;
   const char* host = "";
   const char* exe = "";
-  const char* name = "";            // process_name
-  const char* cmdline = "";         // /proc/self/cmdline: arguments, NUL-separated
+  const char* name = "";     // process_name
+  const char* cmdline = "";  // /proc/self/cmdline: arguments, NUL-separated
   size_t cmdline_len = 0;
   int64_t wall_ns = 0, mono_ns = 0, resolution_ns = 1;
   const char* role = "main";
@@ -27,7 +27,8 @@ struct ProcessMeta {
 
 // iotrace_process, then process_name.
 void meta_process(Out& o, const ProcessMeta& p);
-// The args body (the object's inside, as records carry it) of iotrace_process_info: the fields that changed (NULL / <= 0 / < 0: not).
+// The args body (the object's inside, as records carry it) of iotrace_process_info: the fields that
+// changed (NULL / <= 0 / < 0: not).
 void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id);
 // thread_name, whole line; and its args body (for records that carry only the args).
 void meta_thread_name(Out& o, int64_t pid, int64_t tid, const char* name, size_t len);
@@ -37,7 +38,7 @@ void meta_fh(Out& o, int64_t pid, int64_t tid, const char* path, size_t len, uin
 // iotrace_lost: events that are not in the file, and why.
 void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason);
 // iotrace_end: the last line of a cleanly closed file, with the closing "]".
-void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason,
-              uint64_t lost, uint64_t dropped);
+void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason, uint64_t lost,
+              uint64_t dropped);
 
 }  // namespace iot

@@ -59,8 +59,16 @@ struct RecHeader {
 
 // Which optional args an IoRec carries (bit per field, in output order).
 enum IoField : uint32_t {
-  F_FHASH = 1u << 0, F_FHASH2 = 1u << 1, F_FD = 1u << 2, F_FD2 = 1u << 3, F_SIZE = 1u << 4,
-  F_OFFSET = 1u << 5, F_RET = 1u << 6, F_BYTES = 1u << 7, F_ERRNO = 1u << 8, F_FLAGS = 1u << 9,
+  F_FHASH = 1u << 0,
+  F_FHASH2 = 1u << 1,
+  F_FD = 1u << 2,
+  F_FD2 = 1u << 3,
+  F_SIZE = 1u << 4,
+  F_OFFSET = 1u << 5,
+  F_RET = 1u << 6,
+  F_BYTES = 1u << 7,
+  F_ERRNO = 1u << 8,
+  F_FLAGS = 1u << 9,
   F_MODE = 1u << 10,
 };
 
@@ -81,24 +89,63 @@ struct IoRec {
     start = t0;
     dur = t1 - t0;
   }
-  void set_file(Str* f) { if (f) { file = f; fields |= F_FHASH; } }
-  void set_file2(Str* f) { if (f) { file2 = f; fields |= F_FHASH2; } }
-  void set_fd(int64_t v) { fd = v; fields |= F_FD; }
-  void set_fd2(int64_t v) { fd2 = v; fields |= F_FD2; }
-  void set_size(int64_t v) { size = v; fields |= F_SIZE; }
-  void set_offset(int64_t v) { offset = v; fields |= F_OFFSET; }  // an explicit argument
-  void set_pos(int64_t v) { if (v >= 0) set_offset(v); }           // a tracked position, -1: unknown
-  void set_ret(int64_t v) { ret = v; fields |= F_RET; }
-  void set_bytes(int64_t v) { bytes = v; fields |= F_BYTES; }
-  void set_errno(int e) { err = e; fields |= F_ERRNO; }
-  void set_flags(int64_t v) { flags = v; fields |= F_FLAGS; }
-  void set_mode(int64_t v) { mode = v; fields |= F_MODE; }
+  void set_file(Str* f) {
+    if (f) {
+      file = f;
+      fields |= F_FHASH;
+    }
+  }
+  void set_file2(Str* f) {
+    if (f) {
+      file2 = f;
+      fields |= F_FHASH2;
+    }
+  }
+  void set_fd(int64_t v) {
+    fd = v;
+    fields |= F_FD;
+  }
+  void set_fd2(int64_t v) {
+    fd2 = v;
+    fields |= F_FD2;
+  }
+  void set_size(int64_t v) {
+    size = v;
+    fields |= F_SIZE;
+  }
+  void set_offset(int64_t v) {
+    offset = v;
+    fields |= F_OFFSET;
+  }  // an explicit argument
+  void set_pos(int64_t v) {
+    if (v >= 0) set_offset(v);
+  }  // a tracked position, -1: unknown
+  void set_ret(int64_t v) {
+    ret = v;
+    fields |= F_RET;
+  }
+  void set_bytes(int64_t v) {
+    bytes = v;
+    fields |= F_BYTES;
+  }
+  void set_errno(int e) {
+    err = e;
+    fields |= F_ERRNO;
+  }
+  void set_flags(int64_t v) {
+    flags = v;
+    fields |= F_FLAGS;
+  }
+  void set_mode(int64_t v) {
+    mode = v;
+    fields |= F_MODE;
+  }
 };
 
 struct SpanRec {
   RecHeader h;
   uint32_t args_len;
-  int32_t tid;    // 0: the recording thread; else a virtual thread (an asyncio task)
+  int32_t tid;  // 0: the recording thread; else a virtual thread (an asyncio task)
   int64_t start, dur;
   Str* name;
   Str* cat;
@@ -108,17 +155,16 @@ struct SpanRec {
 struct MarkRec {
   RecHeader h;
   uint32_t args_len;
-  char ph;        // 'M', 'i' or 'C'
+  char ph;  // 'M', 'i' or 'C'
   char pad[3];
-  int32_t tid;    // 0: the recording thread
+  int32_t tid;  // 0: the recording thread
   int32_t pad2;
-  int64_t ts;     // ignored for 'M'
+  int64_t ts;  // ignored for 'M'
   Str* name;
-  Str* cat;       // may be NULL
+  Str* cat;  // may be NULL
   // followed by args_len bytes of a JSON object body
 };
 
 inline uint32_t rec_align(uint32_t n) { return (n + 7u) & ~7u; }
-
 
 }  // namespace iot

@@ -1,6 +1,6 @@
 // The shape every wrapper shares: leave early when off or inside the tracer's own work;
-// otherwise clock, real call, clock, record, errno restored. `fill` names the file and args and says whether the
-// event passes the include/exclude filter.
+// otherwise clock, real call, clock, record, errno restored. `fill` names the file and args and
+// says whether the event passes the include/exclude filter.
 #pragma once
 #include <dlfcn.h>
 #include <errno.h>
@@ -25,7 +25,9 @@ namespace iot {
 
 // The slow half of in_vfork_child: one getpid, only while iot_vforking is set.
 bool vfork_child_slow();
-inline bool in_vfork_child() { return __builtin_expect(iot_vforking != 0, 0) && vfork_child_slow(); }
+inline bool in_vfork_child() {
+  return __builtin_expect(iot_vforking != 0, 0) && vfork_child_slow();
+}
 
 // The next definition of a libc function (looked up once, on first use).
 template <class F>
@@ -33,9 +35,9 @@ inline F next_fn(F& slot, const char* name) {
   if (__builtin_expect(slot == nullptr, 0)) slot = reinterpret_cast<F>(dlsym(RTLD_NEXT, name));
   return slot;
 }
-#define REAL_FN(name, ...)                         \
-  using name##_fn = __VA_ARGS__;                   \
-  static name##_fn real_##name##_slot = nullptr;   \
+#define REAL_FN(name, ...)                       \
+  using name##_fn = __VA_ARGS__;                 \
+  static name##_fn real_##name##_slot = nullptr; \
   static inline name##_fn real_##name() { return ::iot::next_fn(real_##name##_slot, #name); }
 
 inline bool posix_on() {

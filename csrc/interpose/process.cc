@@ -32,18 +32,18 @@ void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret,
 
 // The environment for the next image: the same, plus IOTRACE_ROLE=exec when it will be traced.
 // Built on the stack: after vfork the heap is the parent's.
-#define EXEC_ENV(envp, out)                                                             \
-  size_t out##_n = 0;                                                                   \
-  bool out##_traced = false;                                                            \
-  for (char* const* e = (envp); e && *e && out##_n < 65536; e++, out##_n++)             \
+#define EXEC_ENV(envp, out)                                                               \
+  size_t out##_n = 0;                                                                     \
+  bool out##_traced = false;                                                              \
+  for (char* const* e = (envp); e && *e && out##_n < 65536; e++, out##_n++)               \
     if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "libiotrace")) out##_traced = true; \
-  char** out = static_cast<char**>(alloca((out##_n + 2) * sizeof(char*)));              \
-  {                                                                                     \
-    size_t k = 0;                                                                       \
-    for (size_t i = 0; i < out##_n; i++)                                                \
-      if (strncmp((envp)[i], "IOTRACE_ROLE=", 13)) out[k++] = (envp)[i];                 \
-    if (out##_traced) out[k++] = const_cast<char*>("IOTRACE_ROLE=exec");                \
-    out[k] = nullptr;                                                                   \
+  char** out = static_cast<char**>(alloca((out##_n + 2) * sizeof(char*)));                \
+  {                                                                                       \
+    size_t k = 0;                                                                         \
+    for (size_t i = 0; i < out##_n; i++)                                                  \
+      if (strncmp((envp)[i], "IOTRACE_ROLE=", 13)) out[k++] = (envp)[i];                  \
+    if (out##_traced) out[k++] = const_cast<char*>("IOTRACE_ROLE=exec");                  \
+    out[k] = nullptr;                                                                     \
   }
 
 // exec: one event written just before the image goes (no ret: it does not come back), and if
@@ -60,7 +60,8 @@ int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call)
     Guard g;
     prog = fd >= 0 ? fd_path(fd)
            : strchr(path ? path : "", '/') ? intern_path(path)
-           : path ? intern_abs_path(path, uint32_t(strlen(path))) : nullptr;
+           : path ? intern_abs_path(path, uint32_t(strlen(path)))
+                  : nullptr;
     record_exec(id, prog, fd, t0, false, 0, 0);
   }
   EXEC_ENV(envp, env)
@@ -77,22 +78,22 @@ int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call)
 }
 
 // execl*: the variadic arguments as an argv array (on the stack: exec may follow a vfork).
-#define COLLECT_ARGS(first, ap, argv, max)         \
-  const char* argv[max];                           \
-  int argc = 0;                                    \
-  argv[argc++] = first;                            \
-  while (argc < max - 1 && argv[argc - 1])         \
-    argv[argc++] = va_arg(ap, const char*);        \
+#define COLLECT_ARGS(first, ap, argv, max)                                         \
+  const char* argv[max];                                                           \
+  int argc = 0;                                                                    \
+  argv[argc++] = first;                                                            \
+  while (argc < max - 1 && argv[argc - 1]) argv[argc++] = va_arg(ap, const char*); \
   argv[argc] = nullptr;
 }  // namespace
 
 IOT_EXPORT pid_t fork(void) {
-  return traced<pid_t>(process_on(), C_fork, [&] { return real_fork()(); },
-                       [&](IoRec& r, pid_t ret, int err) {
-                         if (ret == 0) return false;  // the child: its own file tells its story
-                         set_result(r, ret, err);
-                         return true;
-                       });
+  return traced<pid_t>(
+      process_on(), C_fork, [&] { return real_fork()(); },
+      [&](IoRec& r, pid_t ret, int err) {
+        if (ret == 0) return false;  // the child: its own file tells its story
+        set_result(r, ret, err);
+        return true;
+      });
 }
 
 // The environ-based forms run as their envp-taking siblings, so the next image can be told it

@@ -33,15 +33,15 @@ REAL_FN(sigaction, int (*)(int, const struct sigaction*, struct sigaction*))
 REAL_FN(abort, void (*)(void))
 
 // Default action: end the process (with or without a core). SIGKILL and SIGSTOP cannot be caught.
-const int kEnding[] = {SIGHUP,  SIGINT,  SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,
-                       SIGFPE,  SIGUSR1, SIGSEGV, SIGUSR2, SIGPIPE, SIGALRM, SIGTERM,
-                       SIGSTKFLT, SIGXCPU, SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO, SIGPWR, SIGSYS};
+const int kEnding[] = {SIGHUP,  SIGINT,    SIGQUIT, SIGILL,  SIGTRAP, SIGABRT, SIGBUS,    SIGFPE,
+                       SIGUSR1, SIGSEGV,   SIGUSR2, SIGPIPE, SIGALRM, SIGTERM, SIGSTKFLT, SIGXCPU,
+                       SIGXFSZ, SIGVTALRM, SIGPROF, SIGIO,   SIGPWR,  SIGSYS};
 
 enum Mode : uint8_t { kPassThrough = 0, kStandIn = 1, kWrapped = 2 };
 
 std::atomic<uint8_t> g_mode[kMaxSignal];
-bool g_ending[kMaxSignal];         // in kEnding (and IOTRACE_SIGNALS on, preloaded)
-char g_reason[kMaxSignal][16];     // "signal:N", written before any handler can run
+bool g_ending[kMaxSignal];      // in kEnding (and IOTRACE_SIGNALS on, preloaded)
+char g_reason[kMaxSignal][16];  // "signal:N", written before any handler can run
 // The program's own action as the kernel would hold it untraced, for a stand-in (SIG_DFL with
 // the flags and mask it was given) or a wrapped signal; two slots, so that a handler running
 // on one thread reads a whole action while another thread installs the next one.
@@ -101,14 +101,18 @@ void trampoline(int sig, siginfo_t* info, void* uc) {
     install_stand_in(sig, dfl);
     errno = saved;
   }
-  if (a.sa_flags & SA_SIGINFO) a.sa_sigaction(sig, info, uc);
-  else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN) a.sa_handler(sig);
+  if (a.sa_flags & SA_SIGINFO)
+    a.sa_sigaction(sig, info, uc);
+  else if (a.sa_handler != SIG_DFL && a.sa_handler != SIG_IGN)
+    a.sa_handler(sig);
   if (sig == SIGABRT) {
     int saved = errno;
     // abort() kills the process now that the handler returned; a SIGABRT raised or sent
     // otherwise may be survived: then only what was recorded is written.
-    if (t_aborting) end_process(g_reason[sig], kSignalWaitMs);
-    else flush_now(kSignalWaitMs);
+    if (t_aborting)
+      end_process(g_reason[sig], kSignalWaitMs);
+    else
+      flush_now(kSignalWaitMs);
     errno = saved;
   }
 }
@@ -131,8 +135,10 @@ int apply(int sig, const struct sigaction& act) {
     struct sigaction was = g_prog[sig][g_prog_slot[sig].load(std::memory_order_relaxed)];
     set_view(sig, act);
     int r = real_sigaction()(sig, &k, nullptr);
-    if (r == 0) g_mode[sig].store(kWrapped, std::memory_order_release);
-    else set_view(sig, was);
+    if (r == 0)
+      g_mode[sig].store(kWrapped, std::memory_order_release);
+    else
+      set_view(sig, was);
     return r;
   }
   int r = real_sigaction()(sig, &act, nullptr);
@@ -177,8 +183,10 @@ void signals_install() {
   for (int sig = 1; sig < kMaxSignal; sig++) {
     char* r = g_reason[sig];
     memcpy(r, "signal:", 7);
-    if (sig < 10) r[7] = char('0' + sig), r[8] = 0;
-    else r[7] = char('0' + sig / 10), r[8] = char('0' + sig % 10), r[9] = 0;
+    if (sig < 10)
+      r[7] = char('0' + sig), r[8] = 0;
+    else
+      r[7] = char('0' + sig / 10), r[8] = char('0' + sig % 10), r[9] = 0;
   }
   for (int sig : kEnding) {
     struct sigaction old;
@@ -210,7 +218,9 @@ IOT_EXPORT sighandler_t sysv_signal(int sig, sighandler_t handler) {
   }
   return set_handler(sig, handler, SA_RESETHAND | SA_NODEFER, false);
 }
-IOT_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) { return sysv_signal(sig, handler); }
+IOT_EXPORT sighandler_t __sysv_signal(int sig, sighandler_t handler) {
+  return sysv_signal(sig, handler);
+}
 
 // abort() through the PLT: marks the thread, so that a SIGABRT handler that returns is known
 // to be followed by the process's death (glibc's internal aborts, assert's and malloc's, come

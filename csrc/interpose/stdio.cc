@@ -86,8 +86,10 @@ FILE* do_fopen(CallId id, const char* path, const char* mode, Call&& call) {
     if (!passes(p)) return false;
     r.set_file(p);
     r.set_ret(fp != nullptr);
-    if (fp) r.set_fd(fd_of(fp));
-    else r.set_errno(err);
+    if (fp)
+      r.set_fd(fd_of(fp));
+    else
+      r.set_errno(err);
     return true;
   });
 }
@@ -95,10 +97,12 @@ FILE* do_fopen(CallId id, const char* path, const char* mode, Call&& call) {
 // The stream position after a seek: computed where the arguments tell it, asked otherwise.
 void after_seek(OpenFile* f, FILE* fp, int64_t off, int whence, int ret) {
   if (ret != 0 || !f) return;
-  if (whence == SEEK_SET) fd_seek(f, off);
+  if (whence == SEEK_SET)
+    fd_seek(f, off);
   else if (whence == SEEK_CUR && f->offset.load(std::memory_order_relaxed) >= 0)
     fd_seek(f, f->offset.load(std::memory_order_relaxed) + off);
-  else fd_seek(f, int64_t(real_ftello()(fp)));
+  else
+    fd_seek(f, int64_t(real_ftello()(fp)));
 }
 }  // namespace
 
@@ -109,32 +113,34 @@ IOT_EXPORT FILE* fopen64(const char* path, const char* mode) {
   return do_fopen(C_fopen64, path, mode, [&] { return real_fopen64()(path, mode); });
 }
 IOT_EXPORT FILE* fdopen(int fd, const char* mode) {
-  return traced<FILE*>(stdio_on(), C_fdopen, [&] { return real_fdopen()(fd, mode); },
-                       [&](IoRec& r, FILE* fp, int err) {
-                         Str* p = fd_path(fd);
-                         if (!passes(p)) return false;
-                         r.set_file(p);
-                         r.set_fd(fd);
-                         r.set_ret(fp != nullptr);
-                         if (!fp) r.set_errno(err);
-                         return true;
-                       });
+  return traced<FILE*>(
+      stdio_on(), C_fdopen, [&] { return real_fdopen()(fd, mode); },
+      [&](IoRec& r, FILE* fp, int err) {
+        Str* p = fd_path(fd);
+        if (!passes(p)) return false;
+        r.set_file(p);
+        r.set_fd(fd);
+        r.set_ret(fp != nullptr);
+        if (!fp) r.set_errno(err);
+        return true;
+      });
 }
-#define FREOPEN(fn, id)                                                                         \
-  IOT_EXPORT FILE* fn(const char* path, const char* mode, FILE* old) {                          \
-    int oldfd = fd_of(old);                                                                     \
-    OpenFile* seen = fd_peek(oldfd);                                                            \
-    return traced<FILE*>(stdio_on(), id, [&] { return real_##fn()(path, mode, old); },          \
-                         [&](IoRec& r, FILE* fp, int err) {                                     \
-                           Str* p = path ? intern_path(path) : fd_path(oldfd);                  \
-                           if (path) fd_closed(oldfd, seen);                                    \
-                           if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0); \
-                           if (!passes(p)) return false;                                        \
-                           r.set_file(p);                                                       \
-                           r.set_ret(fp != nullptr);                                            \
-                           if (!fp) r.set_errno(err);                                           \
-                           return true;                                                         \
-                         });                                                                    \
+#define FREOPEN(fn, id)                                                    \
+  IOT_EXPORT FILE* fn(const char* path, const char* mode, FILE* old) {     \
+    int oldfd = fd_of(old);                                                \
+    OpenFile* seen = fd_peek(oldfd);                                       \
+    return traced<FILE*>(                                                  \
+        stdio_on(), id, [&] { return real_##fn()(path, mode, old); },      \
+        [&](IoRec& r, FILE* fp, int err) {                                 \
+          Str* p = path ? intern_path(path) : fd_path(oldfd);              \
+          if (path) fd_closed(oldfd, seen);                                \
+          if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0); \
+          if (!passes(p)) return false;                                    \
+          r.set_file(p);                                                   \
+          r.set_ret(fp != nullptr);                                        \
+          if (!fp) r.set_errno(err);                                       \
+          return true;                                                     \
+        });                                                                \
   }
 FREOPEN(freopen, C_freopen)
 FREOPEN(freopen64, C_freopen64)
@@ -143,15 +149,16 @@ IOT_EXPORT int fclose(FILE* fp) {
   int fd = fd_of(fp);
   OpenFile* seen = fd_before_close(fd, stdio_on() && !t_guard);  // named while still open
   Str* p = fd_path_of(seen);
-  return traced<int>(stdio_on(), C_fclose, [&] { return real_fclose()(fp); },
-                     [&](IoRec& r, int ret, int err) {
-                       fd_closed(fd, seen);  // the stream is gone whatever fclose returned
-                       if (!passes(p)) return false;
-                       r.set_file(p);
-                       r.set_fd(fd);
-                       set_result(r, ret, err);
-                       return true;
-                     });
+  return traced<int>(
+      stdio_on(), C_fclose, [&] { return real_fclose()(fp); },
+      [&](IoRec& r, int ret, int err) {
+        fd_closed(fd, seen);  // the stream is gone whatever fclose returned
+        if (!passes(p)) return false;
+        r.set_file(p);
+        r.set_fd(fd);
+        set_result(r, ret, err);
+        return true;
+      });
 }
 
 // fread/fwrite move whole items: `bytes` is what moved; a short count is an error only when the
@@ -191,76 +198,91 @@ static auto line_xfer(FILE* fp, int n) {
 }
 
 IOT_EXPORT size_t fread(void* buf, size_t size, size_t n, FILE* fp) {
-  return on_stream<size_t>(C_fread, fp, [&] { return real_fread()(buf, size, n, fp); },
-                           items_xfer(fp, size, n));
+  return on_stream<size_t>(
+      C_fread, fp, [&] { return real_fread()(buf, size, n, fp); }, items_xfer(fp, size, n));
 }
 IOT_EXPORT size_t fwrite(const void* buf, size_t size, size_t n, FILE* fp) {
-  return on_stream<size_t>(C_fwrite, fp, [&] { return real_fwrite()(buf, size, n, fp); },
-                           items_xfer(fp, size, n));
+  return on_stream<size_t>(
+      C_fwrite, fp, [&] { return real_fwrite()(buf, size, n, fp); }, items_xfer(fp, size, n));
 }
 IOT_EXPORT char* fgets(char* s, int n, FILE* fp) {
-  return on_stream<char*>(C_fgets, fp, [&] { return real_fgets()(s, n, fp); }, line_xfer(fp, n));
+  return on_stream<char*>(
+      C_fgets, fp, [&] { return real_fgets()(s, n, fp); }, line_xfer(fp, n));
 }
 IOT_EXPORT int fputs(const char* s, FILE* fp) {
-  return on_stream<int>(C_fputs, fp, [&] { return real_fputs()(s, fp); },
-                        string_xfer(int64_t(strlen(s))));
+  return on_stream<int>(
+      C_fputs, fp, [&] { return real_fputs()(s, fp); }, string_xfer(int64_t(strlen(s))));
 }
-#define FSEEK(fn, id, offT)                                                                     \
-  IOT_EXPORT int fn(FILE* fp, offT off, int whence) {                                           \
-    return on_stream<int>(id, fp, [&] { return real_##fn()(fp, off, whence); },                 \
-                          [&](IoRec& r, OpenFile* f, int ret, int err) {                        \
-                            r.set_offset(int64_t(off));                                         \
-                            r.set_flags(whence);                                                \
-                            set_result(r, ret, err);                                            \
-                            after_seek(f, fp, int64_t(off), whence, ret);                       \
-                          });                                                                   \
+#define FSEEK(fn, id, offT)                                   \
+  IOT_EXPORT int fn(FILE* fp, offT off, int whence) {         \
+    return on_stream<int>(                                    \
+        id, fp, [&] { return real_##fn()(fp, off, whence); }, \
+        [&](IoRec& r, OpenFile* f, int ret, int err) {        \
+          r.set_offset(int64_t(off));                         \
+          r.set_flags(whence);                                \
+          set_result(r, ret, err);                            \
+          after_seek(f, fp, int64_t(off), whence, ret);       \
+        });                                                   \
   }
 FSEEK(fseek, C_fseek, long)
 FSEEK(fseeko, C_fseeko, off_t)
 FSEEK(fseeko64, C_fseeko64, off64_t)
-#define FTELL(fn, id, offT)                                                                     \
-  IOT_EXPORT offT fn(FILE* fp) {                                                                \
-    return on_stream<offT>(id, fp, [&] { return real_##fn()(fp); },                             \
-                           [&](IoRec& r, OpenFile* f, offT ret, int err) {                      \
-                             set_result(r, ret, err);                                           \
-                             if (ret >= 0) fd_seek(f, int64_t(ret));                            \
-                           });                                                                  \
+#define FTELL(fn, id, offT)                             \
+  IOT_EXPORT offT fn(FILE* fp) {                        \
+    return on_stream<offT>(                             \
+        id, fp, [&] { return real_##fn()(fp); },        \
+        [&](IoRec& r, OpenFile* f, offT ret, int err) { \
+          set_result(r, ret, err);                      \
+          if (ret >= 0) fd_seek(f, int64_t(ret));       \
+        });                                             \
   }
 FTELL(ftell, C_ftell, long)
 FTELL(ftello, C_ftello, off_t)
 FTELL(ftello64, C_ftello64, off64_t)
 
 IOT_EXPORT void rewind(FILE* fp) {
-  on_stream<int>(C_rewind, fp, [&] { real_rewind()(fp); return 0; },
-                 [&](IoRec& r, OpenFile* f, int, int) { fd_seek(f, 0); r.set_offset(0); });
+  on_stream<int>(
+      C_rewind, fp,
+      [&] {
+        real_rewind()(fp);
+        return 0;
+      },
+      [&](IoRec& r, OpenFile* f, int, int) {
+        fd_seek(f, 0);
+        r.set_offset(0);
+      });
 }
 IOT_EXPORT int fflush(FILE* fp) {
   if (!fp) {  // flush of every stream: no one file
-    return traced<int>(stdio_on(), C_fflush, [&] { return real_fflush()(fp); },
-                       [&](IoRec& r, int ret, int err) {
-                         if (!passes(nullptr)) return false;
-                         set_result(r, ret, err);
-                         return true;
-                       });
+    return traced<int>(
+        stdio_on(), C_fflush, [&] { return real_fflush()(fp); },
+        [&](IoRec& r, int ret, int err) {
+          if (!passes(nullptr)) return false;
+          set_result(r, ret, err);
+          return true;
+        });
   }
-  return on_stream<int>(C_fflush, fp, [&] { return real_fflush()(fp); },
-                        [&](IoRec& r, OpenFile*, int ret, int err) { set_result(r, ret, err); });
+  return on_stream<int>(
+      C_fflush, fp, [&] { return real_fflush()(fp); },
+      [&](IoRec& r, OpenFile*, int ret, int err) { set_result(r, ret, err); });
 }
 IOT_EXPORT ssize_t getline(char** line, size_t* n, FILE* fp) {
-  return on_stream<ssize_t>(C_getline, fp, [&] { return real_getline()(line, n, fp); },
-                            [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
-                              r.set_pos(fd_advance(f, ret));
-                              r.set_ret(ret);
-                              if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
-                            });
+  return on_stream<ssize_t>(
+      C_getline, fp, [&] { return real_getline()(line, n, fp); },
+      [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
+        r.set_pos(fd_advance(f, ret));
+        r.set_ret(ret);
+        if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
+      });
 }
 IOT_EXPORT ssize_t getdelim(char** line, size_t* n, int delim, FILE* fp) {
-  return on_stream<ssize_t>(C_getdelim, fp, [&] { return real_getdelim()(line, n, delim, fp); },
-                            [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
-                              r.set_pos(fd_advance(f, ret));
-                              r.set_ret(ret);
-                              if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
-                            });
+  return on_stream<ssize_t>(
+      C_getdelim, fp, [&] { return real_getdelim()(line, n, delim, fp); },
+      [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
+        r.set_pos(fd_advance(f, ret));
+        r.set_ret(ret);
+        if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
+      });
 }
 
 // --- formatted and character I/O --------------------------------------------------------------
@@ -293,7 +315,8 @@ auto one_char(FILE* fp) {
 // and more, is undercounted on pipes).
 struct ReadMark {
   char *ptr, *end, *base;
-  explicit ReadMark(FILE* fp) : ptr(fp->_IO_read_ptr), end(fp->_IO_read_end), base(fp->_IO_read_base) {}
+  explicit ReadMark(FILE* fp)
+      : ptr(fp->_IO_read_ptr), end(fp->_IO_read_end), base(fp->_IO_read_base) {}
 };
 int64_t consumed(FILE* fp, const ReadMark& m, OpenFile* f) {
   if (fp->_IO_read_base == m.base && fp->_IO_read_end == m.end && fp->_IO_read_ptr >= m.ptr)
@@ -311,76 +334,84 @@ template <class Call>
 int scanned(CallId id, FILE* fp, Call&& call) {
   ReadMark mark(fp);
   OpenFile* seen = nullptr;
-  return on_stream<int>(id, fp, [&] { return call(); }, [&](IoRec& r, OpenFile* f, int ret, int err) {
-    seen = f;
-    int64_t bytes = consumed(fp, mark, seen);
-    r.set_pos(fd_advance(f, bytes));
-    r.set_ret(ret);
-    r.set_bytes(bytes);
-    if (ret == EOF && ferror_unlocked(fp)) r.set_errno(err);
-  });
+  return on_stream<int>(
+      id, fp, [&] { return call(); },
+      [&](IoRec& r, OpenFile* f, int ret, int err) {
+        seen = f;
+        int64_t bytes = consumed(fp, mark, seen);
+        r.set_pos(fd_advance(f, bytes));
+        r.set_ret(ret);
+        r.set_bytes(bytes);
+        if (ret == EOF && ferror_unlocked(fp)) r.set_errno(err);
+      });
 }
 }  // namespace
 
-#define PRINTF(fn, vfn, id)                                                                    \
-  IOT_EXPORT int fn(FILE* fp, const char* fmt, ...) {                                          \
-    va_list ap;                                                                                \
-    va_start(ap, fmt);                                                                         \
-    int r = on_stream<int>(id, fp, [&] { return real_##vfn()(fp, fmt, ap); }, printed);        \
-    va_end(ap);                                                                                \
-    return r;                                                                                  \
+#define PRINTF(fn, vfn, id)                                          \
+  IOT_EXPORT int fn(FILE* fp, const char* fmt, ...) {                \
+    va_list ap;                                                      \
+    va_start(ap, fmt);                                               \
+    int r = on_stream<int>(                                          \
+        id, fp, [&] { return real_##vfn()(fp, fmt, ap); }, printed); \
+    va_end(ap);                                                      \
+    return r;                                                        \
   }
 PRINTF(fprintf, vfprintf, C_fprintf)
 IOT_EXPORT int vfprintf(FILE* fp, const char* fmt, va_list ap) {
-  return on_stream<int>(C_vfprintf, fp, [&] { return real_vfprintf()(fp, fmt, ap); }, printed);
+  return on_stream<int>(
+      C_vfprintf, fp, [&] { return real_vfprintf()(fp, fmt, ap); }, printed);
 }
 IOT_EXPORT int printf(const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int r = on_stream<int>(C_printf, stdout, [&] { return real_vprintf()(fmt, ap); }, printed);
+  int r = on_stream<int>(
+      C_printf, stdout, [&] { return real_vprintf()(fmt, ap); }, printed);
   va_end(ap);
   return r;
 }
 IOT_EXPORT int vprintf(const char* fmt, va_list ap) {
-  return on_stream<int>(C_vprintf, stdout, [&] { return real_vprintf()(fmt, ap); }, printed);
+  return on_stream<int>(
+      C_vprintf, stdout, [&] { return real_vprintf()(fmt, ap); }, printed);
 }
 // _FORTIFY_SOURCE's names (what -O2 -D_FORTIFY_SOURCE builds call).
 IOT_EXPORT int __fprintf_chk(FILE* fp, int flag, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int r = on_stream<int>(C___fprintf_chk, fp, [&] { return real___vfprintf_chk()(fp, flag, fmt, ap); },
-                         printed);
+  int r = on_stream<int>(
+      C___fprintf_chk, fp, [&] { return real___vfprintf_chk()(fp, flag, fmt, ap); }, printed);
   va_end(ap);
   return r;
 }
 IOT_EXPORT int __vfprintf_chk(FILE* fp, int flag, const char* fmt, va_list ap) {
-  return on_stream<int>(C___vfprintf_chk, fp, [&] { return real___vfprintf_chk()(fp, flag, fmt, ap); },
-                        printed);
+  return on_stream<int>(
+      C___vfprintf_chk, fp, [&] { return real___vfprintf_chk()(fp, flag, fmt, ap); }, printed);
 }
 IOT_EXPORT int __printf_chk(int flag, const char* fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  int r = on_stream<int>(C___printf_chk, stdout, [&] { return real___vprintf_chk()(flag, fmt, ap); },
-                         printed);
+  int r = on_stream<int>(
+      C___printf_chk, stdout, [&] { return real___vprintf_chk()(flag, fmt, ap); }, printed);
   va_end(ap);
   return r;
 }
 IOT_EXPORT int __vprintf_chk(int flag, const char* fmt, va_list ap) {
-  return on_stream<int>(C___vprintf_chk, stdout, [&] { return real___vprintf_chk()(flag, fmt, ap); },
-                        printed);
+  return on_stream<int>(
+      C___vprintf_chk, stdout, [&] { return real___vprintf_chk()(flag, fmt, ap); }, printed);
 }
 // dprintf writes to an fd, past any stream: its position is the fd's.
 static int do_dprintf(CallId id, int fd, const char* fmt, va_list ap) {
   const bool on = stdio_on() && !t_guard;
   OpenFile* f = on ? fd_get(fd) : nullptr;
-  return traced<int>(on, id, [&] { return real_vdprintf()(fd, fmt, ap); }, [&](IoRec& r, int ret, int err) {
-    Str* p = fd_path_of(f);
-    if (!passes(p)) return false;
-    r.set_file(p);
-    r.set_fd(fd);
-    printed(r, f, ret, err);
-    return true;
-  });
+  return traced<int>(
+      on, id, [&] { return real_vdprintf()(fd, fmt, ap); },
+      [&](IoRec& r, int ret, int err) {
+        Str* p = fd_path_of(f);
+        if (!passes(p)) return false;
+        r.set_file(p);
+        r.set_fd(fd);
+        printed(r, f, ret, err);
+        return true;
+      });
 }
 IOT_EXPORT int dprintf(int fd, const char* fmt, ...) {
   va_list ap;
@@ -389,99 +420,110 @@ IOT_EXPORT int dprintf(int fd, const char* fmt, ...) {
   va_end(ap);
   return r;
 }
-IOT_EXPORT int vdprintf(int fd, const char* fmt, va_list ap) { return do_dprintf(C_vdprintf, fd, fmt, ap); }
+IOT_EXPORT int vdprintf(int fd, const char* fmt, va_list ap) {
+  return do_dprintf(C_vdprintf, fd, fmt, ap);
+}
 
-#define PUTC(fn, id)                                                                           \
-  IOT_EXPORT int fn(int c, FILE* fp) {                                                         \
-    return on_stream<int>(id, fp, [&] { return real_##fn()(c, fp); }, one_char(fp));           \
+#define PUTC(fn, id)                                               \
+  IOT_EXPORT int fn(int c, FILE* fp) {                             \
+    return on_stream<int>(                                         \
+        id, fp, [&] { return real_##fn()(c, fp); }, one_char(fp)); \
   }
 PUTC(fputc, C_fputc)
 PUTC(putc, C_putc)
 PUTC(fputc_unlocked, C_fputc_unlocked)
 PUTC(putc_unlocked, C_putc_unlocked)
 IOT_EXPORT int putchar(int c) {
-  return on_stream<int>(C_putchar, stdout, [&] { return real_putchar()(c); }, one_char(stdout));
+  return on_stream<int>(
+      C_putchar, stdout, [&] { return real_putchar()(c); }, one_char(stdout));
 }
 IOT_EXPORT int putchar_unlocked(int c) {
-  return on_stream<int>(C_putchar_unlocked, stdout, [&] { return real_putchar_unlocked()(c); },
-                        one_char(stdout));
+  return on_stream<int>(
+      C_putchar_unlocked, stdout, [&] { return real_putchar_unlocked()(c); }, one_char(stdout));
 }
 IOT_EXPORT int puts(const char* s) {
-  return on_stream<int>(C_puts, stdout, [&] { return real_puts()(s); },
-                        string_xfer(int64_t(strlen(s)) + 1));  // and the newline
+  return on_stream<int>(
+      C_puts, stdout, [&] { return real_puts()(s); },
+      string_xfer(int64_t(strlen(s)) + 1));  // and the newline
 }
 IOT_EXPORT int fputs_unlocked(const char* s, FILE* fp) {
-  return on_stream<int>(C_fputs_unlocked, fp, [&] { return real_fputs_unlocked()(s, fp); },
-                        string_xfer(int64_t(strlen(s))));
+  return on_stream<int>(
+      C_fputs_unlocked, fp, [&] { return real_fputs_unlocked()(s, fp); },
+      string_xfer(int64_t(strlen(s))));
 }
 IOT_EXPORT size_t fwrite_unlocked(const void* buf, size_t size, size_t n, FILE* fp) {
-  return on_stream<size_t>(C_fwrite_unlocked, fp, [&] { return real_fwrite_unlocked()(buf, size, n, fp); },
-                           items_xfer(fp, size, n));
+  return on_stream<size_t>(
+      C_fwrite_unlocked, fp, [&] { return real_fwrite_unlocked()(buf, size, n, fp); },
+      items_xfer(fp, size, n));
 }
 
-#define GETC(fn, id)                                                                           \
-  IOT_EXPORT int fn(FILE* fp) {                                                                \
-    return on_stream<int>(id, fp, [&] { return real_##fn()(fp); }, one_char(fp));              \
+#define GETC(fn, id)                                            \
+  IOT_EXPORT int fn(FILE* fp) {                                 \
+    return on_stream<int>(                                      \
+        id, fp, [&] { return real_##fn()(fp); }, one_char(fp)); \
   }
 GETC(fgetc, C_fgetc)
 GETC(getc, C_getc)
 GETC(fgetc_unlocked, C_fgetc_unlocked)
 GETC(getc_unlocked, C_getc_unlocked)
 IOT_EXPORT int getchar(void) {
-  return on_stream<int>(C_getchar, stdin, [&] { return real_getchar()(); }, one_char(stdin));
+  return on_stream<int>(
+      C_getchar, stdin, [&] { return real_getchar()(); }, one_char(stdin));
 }
 IOT_EXPORT int getchar_unlocked(void) {
-  return on_stream<int>(C_getchar_unlocked, stdin, [&] { return real_getchar_unlocked()(); },
-                        one_char(stdin));
+  return on_stream<int>(
+      C_getchar_unlocked, stdin, [&] { return real_getchar_unlocked()(); }, one_char(stdin));
 }
 // ungetc pushes a character back: the stream's position goes back by one.
 IOT_EXPORT int ungetc(int c, FILE* fp) {
-  return on_stream<int>(C_ungetc, fp, [&] { return real_ungetc()(c, fp); },
-                        [&](IoRec& r, OpenFile* f, int ret, int) {
-                          r.set_ret(ret);
-                          int64_t pos = f ? f->offset.load(std::memory_order_relaxed) : -1;
-                          if (ret != EOF && pos > 0) fd_seek(f, pos - 1);
-                          r.set_pos(ret != EOF && pos > 0 ? pos - 1 : pos);
-                        });
+  return on_stream<int>(
+      C_ungetc, fp, [&] { return real_ungetc()(c, fp); },
+      [&](IoRec& r, OpenFile* f, int ret, int) {
+        r.set_ret(ret);
+        int64_t pos = f ? f->offset.load(std::memory_order_relaxed) : -1;
+        if (ret != EOF && pos > 0) fd_seek(f, pos - 1);
+        r.set_pos(ret != EOF && pos > 0 ? pos - 1 : pos);
+      });
 }
 IOT_EXPORT char* fgets_unlocked(char* s, int n, FILE* fp) {
-  return on_stream<char*>(C_fgets_unlocked, fp, [&] { return real_fgets_unlocked()(s, n, fp); },
-                          line_xfer(fp, n));
+  return on_stream<char*>(
+      C_fgets_unlocked, fp, [&] { return real_fgets_unlocked()(s, n, fp); }, line_xfer(fp, n));
 }
 IOT_EXPORT size_t fread_unlocked(void* buf, size_t size, size_t n, FILE* fp) {
-  return on_stream<size_t>(C_fread_unlocked, fp, [&] { return real_fread_unlocked()(buf, size, n, fp); },
-                           items_xfer(fp, size, n));
+  return on_stream<size_t>(
+      C_fread_unlocked, fp, [&] { return real_fread_unlocked()(buf, size, n, fp); },
+      items_xfer(fp, size, n));
 }
 
 // In C++ <stdio.h> renames fscanf & co. to their __isoc99_ forms: each wrapper is defined
 // under a name of ours and given the exported one with an asm label.
-#define SCANF(fn, vfn, id)                                                                     \
-  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, ...) __asm__(#fn);                        \
-  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, ...) {                                    \
-    va_list ap;                                                                                \
-    va_start(ap, fmt);                                                                         \
-    int r = scanned(id, fp, [&] { return real_##vfn()(fp, fmt, ap); });                        \
-    va_end(ap);                                                                                \
-    return r;                                                                                  \
+#define SCANF(fn, vfn, id)                                              \
+  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, ...) __asm__(#fn); \
+  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, ...) {             \
+    va_list ap;                                                         \
+    va_start(ap, fmt);                                                  \
+    int r = scanned(id, fp, [&] { return real_##vfn()(fp, fmt, ap); }); \
+    va_end(ap);                                                         \
+    return r;                                                           \
   }
-#define VSCANF(fn, id)                                                                         \
-  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, va_list ap) __asm__(#fn);                 \
-  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, va_list ap) {                             \
-    return scanned(id, fp, [&] { return real_##fn()(fp, fmt, ap); });                          \
+#define VSCANF(fn, id)                                                         \
+  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, va_list ap) __asm__(#fn); \
+  IOT_EXPORT int iot_##fn(FILE* fp, const char* fmt, va_list ap) {             \
+    return scanned(id, fp, [&] { return real_##fn()(fp, fmt, ap); });          \
   }
-#define SCANF_STDIN(fn, vfn, id)                                                               \
-  IOT_EXPORT int iot_##fn(const char* fmt, ...) __asm__(#fn);                                  \
-  IOT_EXPORT int iot_##fn(const char* fmt, ...) {                                              \
-    va_list ap;                                                                                \
-    va_start(ap, fmt);                                                                         \
-    int r = scanned(id, stdin, [&] { return real_##vfn()(fmt, ap); });                         \
-    va_end(ap);                                                                                \
-    return r;                                                                                  \
+#define SCANF_STDIN(fn, vfn, id)                                       \
+  IOT_EXPORT int iot_##fn(const char* fmt, ...) __asm__(#fn);          \
+  IOT_EXPORT int iot_##fn(const char* fmt, ...) {                      \
+    va_list ap;                                                        \
+    va_start(ap, fmt);                                                 \
+    int r = scanned(id, stdin, [&] { return real_##vfn()(fmt, ap); }); \
+    va_end(ap);                                                        \
+    return r;                                                          \
   }
-#define VSCANF_STDIN(fn, id)                                                                   \
-  IOT_EXPORT int iot_##fn(const char* fmt, va_list ap) __asm__(#fn);                           \
-  IOT_EXPORT int iot_##fn(const char* fmt, va_list ap) {                                       \
-    return scanned(id, stdin, [&] { return real_##fn()(fmt, ap); });                           \
+#define VSCANF_STDIN(fn, id)                                         \
+  IOT_EXPORT int iot_##fn(const char* fmt, va_list ap) __asm__(#fn); \
+  IOT_EXPORT int iot_##fn(const char* fmt, va_list ap) {             \
+    return scanned(id, stdin, [&] { return real_##fn()(fmt, ap); }); \
   }
 SCANF(fscanf, vfscanf, C_fscanf)
 VSCANF(vfscanf, C_vfscanf)

@@ -44,16 +44,20 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
                 int level, bool compact) {
   comp_ = c;
   level_ = level;
-  const char* ext = compact ? ".iotc.zst"
+  const char* ext = compact                  ? ".iotc.zst"
                     : c == Compression::zstd ? ".pfw.zst"
-                    : c == Compression::gzip ? ".pfw.gz" : ".pfw";
+                    : c == Compression::gzip ? ".pfw.gz"
+                                             : ".pfw";
   mkdirs(dir);
   long fd = -1;
   for (int n = 0; n < 1000; n++) {
-    if (n == 0) snprintf(path_, sizeof path_, "%s/%s-%s-%d%s", dir, name, host, pid, ext);
-    else snprintf(path_, sizeof path_, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, ext);
+    if (n == 0)
+      snprintf(path_, sizeof path_, "%s/%s-%s-%d%s", dir, name, host, pid, ext);
+    else
+      snprintf(path_, sizeof path_, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, ext);
     // O_EXCL never follows a symlink and never opens a file someone else made.
-    fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
+    fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
+                 0644);
     if (fd >= 0 || errno != EEXIST) break;
   }
   if (fd < 0) {
@@ -68,8 +72,10 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
   err_ = 0;
   open_ = true;
   reserve_tail(int(fd));
-  if (t_writer) fd_ = int(fd);  // in the writer's own table: kept, never reopened by path
-  else syscall(SYS_close, fd);
+  if (t_writer)
+    fd_ = int(fd);  // in the writer's own table: kept, never reopened by path
+  else
+    syscall(SYS_close, fd);
   if (c == Compression::gzip) {
     memset(&zs_, 0, sizeof zs_);
     zs_.zalloc = z_alloc;
@@ -152,8 +158,10 @@ bool Sink::write(const char* text, size_t n) {
       if (b) cbuf_ = b, ccap_ = need;
     }
     size_t r = zc_ && need <= ccap_ ? ZSTD_compress2(zc_, cbuf_, ccap_, text, n) : size_t(-1);
-    if (!ZSTD_isError(r)) ok = write_raw(cbuf_, r);
-    else err_ = ENOMEM;
+    if (!ZSTD_isError(r))
+      ok = write_raw(cbuf_, r);
+    else
+      err_ = ENOMEM;
   } else if (zs_live_) {
     size_t need = deflateBound(&zs_, uLong(n)) + 64;
     if (need > ccap_) {

@@ -40,18 +40,18 @@ class Sink {
   void abandon();
   const char* path() const { return path_; }
   uint64_t size() const { return size_; }  // bytes of whole frames in the file
-  int error() const { return err_; }        // errno of the last failed write; ESTALE: replaced
+  int error() const { return err_; }       // errno of the last failed write; ESTALE: replaced
 
   // The calling thread is the writer (its fd, in its own table, may be kept open).
   static void set_writer_thread();
 
  private:
   bool write_raw(const char* p, size_t n);
-  int file_fd();            // the kept fd, or one opened by path and checked (-1: none)
-  void done_with(int fd);   // close it unless it is the kept one
+  int file_fd();           // the kept fd, or one opened by path and checked (-1: none)
+  void done_with(int fd);  // close it unless it is the kept one
   void reserve_tail(int fd);
   bool open_ = false;
-  int fd_ = -1;             // kept open in the writer's table (-1: not the writer's file)
+  int fd_ = -1;  // kept open in the writer's table (-1: not the writer's file)
   uint64_t dev_ = 0, ino_ = 0;
   uint64_t size_ = 0;
   int err_ = 0;

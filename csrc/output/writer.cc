@@ -49,33 +49,33 @@ std::atomic<ThreadState*> g_threads{nullptr};
 ThreadState* g_free_states = nullptr;  // ended threads' states, for reuse (reg_mu)
 Buffer* g_pool = nullptr;
 Buffer* g_give_later = nullptr;  // writer-only: buffers to return when the pool lock is free
-size_t g_in_flight = 0;  // bytes of buffers allocated (pool_mu)
+size_t g_in_flight = 0;          // bytes of buffers allocated (pool_mu)
 pthread_key_t g_key;
 std::atomic<bool> g_writer_running{false};
 
 // Waking the writer and waiting for it, with futex words: atomics and two system calls, so
 // any thread can do both, a signal handler included, and every wait has a deadline.
-std::atomic<uint32_t> g_wake{0};    // bumped to wake the writer
-std::atomic<uint32_t> g_asked{0};   // drains asked for by other threads
-std::atomic<uint32_t> g_served{0};  // the last of them the writer has done
+std::atomic<uint32_t> g_wake{0};                 // bumped to wake the writer
+std::atomic<uint32_t> g_asked{0};                // drains asked for by other threads
+std::atomic<uint32_t> g_served{0};               // the last of them the writer has done
 std::atomic<const char*> g_end_reason{nullptr};  // the asked drain also ends the file
 std::atomic<bool> g_end_final{false};            // ... and no file is opened after it
 std::atomic<int> g_end_tid{0};                   // the thread that ended it
 
 Sink g_sink;
-Out g_text;                    // the frame being built (JSON form), or the compact frame's bytes
-CompactBuilder g_compact;      // the frame being built (compact form)
-uint32_t g_gen = 1;            // file generation: FH metadata is rewritten for each file
+Out g_text;                // the frame being built (JSON form), or the compact frame's bytes
+CompactBuilder g_compact;  // the frame being built (compact form)
+uint32_t g_gen = 1;        // file generation: FH metadata is rewritten for each file
 bool g_file_failed = false;
-bool g_exec_closed = false;    // the file was ended for an exec: no new one until it fails
+bool g_exec_closed = false;  // the file was ended for an exec: no new one until it fails
 std::atomic<uint64_t> g_written{0}, g_dropped{0}, g_recorded_dead{0};
-uint64_t g_file_events = 0;    // event lines written to the current file
-uint64_t g_frame_events = 0;   // event lines in the frame being built
-bool g_frame_has_loss = false; // the frame holds an iotrace_lost record
-uint64_t g_lost = 0;           // event lines of this file lost to failed writes
-uint64_t g_lost_unsaid = 0;    // of them (and drops), not yet told by an iotrace_lost record
-uint64_t g_drops_said = 0;     // g_dropped already counted into g_lost_unsaid
-int g_lost_errno = 0;          // why they were lost (0: no buffer could be had)
+uint64_t g_file_events = 0;     // event lines written to the current file
+uint64_t g_frame_events = 0;    // event lines in the frame being built
+bool g_frame_has_loss = false;  // the frame holds an iotrace_lost record
+uint64_t g_lost = 0;            // event lines of this file lost to failed writes
+uint64_t g_lost_unsaid = 0;     // of them (and drops), not yet told by an iotrace_lost record
+uint64_t g_drops_said = 0;      // g_dropped already counted into g_lost_unsaid
+int g_lost_errno = 0;           // why they were lost (0: no buffer could be had)
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const struct timespec* rel) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, rel, nullptr, 0);
@@ -182,8 +182,10 @@ void thread_exit(void* p) {
 
 // Text into the frame being built; emit() then cuts the frame when it is full.
 void append_text(const char* s, size_t n) {
-  if (g_config.compact) g_compact.text(s, n);
-  else g_text.put(s, n);
+  if (g_config.compact)
+    g_compact.text(s, n);
+  else
+    g_text.put(s, n);
 }
 void emit(const char* s, size_t n);
 
@@ -275,7 +277,8 @@ void emit(const char* s, size_t n) {
 }
 
 int frame_record(const RecHeader* r, int tid, const EncodeCtx& ctx) {
-  int events = g_config.compact ? g_compact.record(r, tid, ctx) : encode_record(g_text, r, tid, ctx);
+  int events =
+      g_config.compact ? g_compact.record(r, tid, ctx) : encode_record(g_text, r, tid, ctx);
   g_frame_events += uint64_t(events);
   frame_cut_if_full();
   return events;
@@ -286,7 +289,8 @@ bool ensure_file() {
   if (g_file_failed || g_exec_closed) return false;
   const char *dir, *name, *host;
   trace_file_parts(&dir, &name, &host);
-  if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level, g_config.compact)) {
+  if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level,
+                   g_config.compact)) {
     g_file_failed = true;
     const char* why = strerrordesc_np(errno);
     say_once(kMsgNoFile, "cannot create a trace file in ", dir, ": ", why ? why : "error",
@@ -326,7 +330,8 @@ void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
     name[n > 0 ? n : 0] = 0;
     if (n > 0 && name[n - 1] == '\n') name[n - 1] = 0;
   }
-  if (!name[0] || ts->dead.load(std::memory_order_acquire)) snprintf(name, sizeof name, "%s", ts->name);
+  if (!name[0] || ts->dead.load(std::memory_order_acquire))
+    snprintf(name, sizeof name, "%s", ts->name);
   if (!name[0]) return;
   char buf[512];
   Out o(buf, sizeof buf);
@@ -349,8 +354,10 @@ void drain_thread(ThreadState* ts, const EncodeCtx& ctx, bool sealed_only = fals
     uint64_t events = 0;
     for (uint32_t at = b->consumed; at < end;) {
       auto* r = reinterpret_cast<const RecHeader*>(b->data + at);
-      if (discard) events++;
-      else events += uint64_t(frame_record(r, ts->tid, ctx));
+      if (discard)
+        events++;
+      else
+        events += uint64_t(frame_record(r, ts->tid, ctx));
       at += r->size;
     }
     (discard ? g_dropped : g_written).fetch_add(events, std::memory_order_relaxed);
@@ -370,8 +377,10 @@ void unlink_ended_threads() {
   for (ThreadState* t = g_threads.load(std::memory_order_relaxed); t;) {
     ThreadState* next = t->next;
     if (t->dead.load(std::memory_order_acquire) && !t->read) {
-      if (prev) prev->next = next;
-      else g_threads.store(next, std::memory_order_release);
+      if (prev)
+        prev->next = next;
+      else
+        g_threads.store(next, std::memory_order_release);
       t->~ThreadState();
       t->next = g_free_states;
       g_free_states = t;
@@ -387,7 +396,8 @@ void drain_all(bool sealed_only = false) {
   if (!ensure_file()) {
     // No file: consume and count as dropped so memory does not grow.
     for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
-      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap(), g_config.res_ns}, false, /*discard=*/true);
+      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap(), g_config.res_ns}, false,
+                   /*discard=*/true);
     unlink_ended_threads();
     return;
   }
@@ -422,8 +432,10 @@ void end_file(const char* reason, int tid) {
 // After the end of a file: `final`, no file is opened again (exit); an exec's, none until the
 // exec fails (else the writer's next periodic drain would start one in the exec's window).
 void close_for(const char* reason, bool final) {
-  if (final) g_file_failed = true;
-  else if (strcmp(reason, "exec") == 0) g_exec_closed = true;
+  if (final)
+    g_file_failed = true;
+  else if (strcmp(reason, "exec") == 0)
+    g_exec_closed = true;
 }
 
 // A drain asked for by another thread: everything, then the end of the file if asked.
@@ -472,7 +484,8 @@ void* writer_main(void*) {
   int64_t last_full = now_ns();
   for (;;) {
     uint32_t seen = g_wake.load(std::memory_order_acquire);
-    bool asked = g_asked.load(std::memory_order_acquire) != g_served.load(std::memory_order_relaxed);
+    bool asked =
+        g_asked.load(std::memory_order_acquire) != g_served.load(std::memory_order_relaxed);
     bool woken = true;  // by a full buffer or a request (else: the time bound)
     if (!asked) {
       struct timespec rel = ms_span(g_config.flush_ms);
@@ -484,8 +497,10 @@ void* writer_main(void*) {
     const bool due = t - last_full >= int64_t(g_config.flush_ms) * 1000000;
     if (!woken || due || asked) last_full = t;
     pthread_mutex_lock(&g_drain_mu);
-    if (asked) serve_request();
-    else if (g_recording.load(std::memory_order_relaxed)) drain_all(/*sealed_only=*/woken && !due);
+    if (asked)
+      serve_request();
+    else if (g_recording.load(std::memory_order_relaxed))
+      drain_all(/*sealed_only=*/woken && !due);
     pthread_mutex_unlock(&g_drain_mu);
     if (asked) {
       g_served.store(asked_seq, std::memory_order_release);
@@ -533,8 +548,10 @@ void drain_here(const char* end_reason, bool final, int64_t ms) {
 void sync_drain(const char* end_reason, bool final, int64_t ms) {
   int saved = errno;
   Guard g;
-  if (g_writer_running.load(std::memory_order_acquire)) ask_writer(end_reason, final, ms);
-  else drain_here(end_reason, final, ms);
+  if (g_writer_running.load(std::memory_order_acquire))
+    ask_writer(end_reason, final, ms);
+  else
+    drain_here(end_reason, final, ms);
   errno = saved;
 }
 }  // namespace

@@ -57,7 +57,8 @@ struct ArgBuf {
   }
   void str(const char* s, Py_ssize_t k) {
     if (k < 0 || n + 8 >= sizeof p) return;
-    if (!room(iot::json_quoted_max(size_t(k)))) k = Py_ssize_t((sizeof p - n - 8) / 6);  // cut to fit
+    if (!room(iot::json_quoted_max(size_t(k))))
+      k = Py_ssize_t((sizeof p - n - 8) / 6);  // cut to fit
     n += uint32_t(iot::json_quote(p + n, s, size_t(k)));
   }
   void key(const char* k, Py_ssize_t len) {
@@ -92,8 +93,10 @@ struct ArgBuf {
     }
     Py_ssize_t len;
     const char* s = PyUnicode_AsUTF8AndSize(r, &len);
-    if (s) str(s, len < 200 ? len : 200);
-    else PyErr_Clear();
+    if (s)
+      str(s, len < 200 ? len : 200);
+    else
+      PyErr_Clear();
     Py_DECREF(r);
   }
   void kv(PyObject* k, PyObject* v) {
@@ -145,8 +148,7 @@ inline int32_t current_tid() {
 // --- TracedFunction ---------------------------------------------------------------------------
 
 struct TracedFunction {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   PyObject* func;
   PyObject* argspec;  // tuple of (position, name) or NULL: which arguments to record
   PyObject* dict;
@@ -270,8 +272,7 @@ PyTypeObject TracedFunctionType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // --- TracedIter: one event per item (the time waiting for it) ----------------------------------
 
 struct TracedIter {
-  PyObject_HEAD
-  PyObject* it;
+  PyObject_HEAD PyObject* it;
   PyObject* fixed;  // bytes: JSON body of the arguments every item event carries, or NULL
   iotrace_str_t name;
   Category* cat;
@@ -393,8 +394,7 @@ PyTypeObject TracedIterType = {PyVarObject_HEAD_INIT(nullptr, 0)};
 // (iotrace.auto): no name lookup, no argument parsing, no dict.
 
 struct Event {
-  PyObject_HEAD
-  vectorcallfunc vectorcall;
+  PyObject_HEAD vectorcallfunc vectorcall;
   iotrace_str_t name;
   Category* cat;
 };
@@ -491,7 +491,8 @@ std::string args_json(py::handle d) {
 
 std::string library_path() {
   Dl_info info;
-  if (dladdr(reinterpret_cast<void*>(&iotrace_init), &info) && info.dli_fname) return info.dli_fname;
+  if (dladdr(reinterpret_cast<void*>(&iotrace_init), &info) && info.dli_fname)
+    return info.dli_fname;
   return "";
 }
 }  // namespace
@@ -500,28 +501,37 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "iotrace in-process core";
   ready_types(m);
   m.attr("FORMAT_VERSION") = IOTRACE_FORMAT_VERSION;
-  m.def("init", [](const std::string& dir, const std::string& name) {
-        return iotrace_init(dir.empty() ? nullptr : dir.c_str(), name.empty() ? nullptr : name.c_str()) == 0;
-      }, py::arg("dir") = "", py::arg("name") = "");
+  m.def(
+      "init",
+      [](const std::string& dir, const std::string& name) {
+        return iotrace_init(dir.empty() ? nullptr : dir.c_str(),
+                            name.empty() ? nullptr : name.c_str()) == 0;
+      },
+      py::arg("dir") = "", py::arg("name") = "");
   m.def("active", [] { return iotrace_active() != 0; });
   m.def("interposing", [] { return iotrace_interposing() != 0; });
   m.def("pause", [](bool paused) { iotrace_pause(paused ? 1 : 0); });
   // fn(*args) with this thread's intercepted calls unrecorded (the tracer's own stat or tell).
   m.def("untraced", [](py::function fn, py::args args) {
     iotrace_untraced_begin();
-    struct End { ~End() { iotrace_untraced_end(); } } end;
+    struct End {
+      ~End() { iotrace_untraced_end(); }
+    } end;
     return fn(*args);
   });
   if (PyModule_AddFunctions(m.ptr(), g_fast_defs) < 0) throw py::error_already_set();  // now()
-  m.def("now_ns", &iotrace_now_ns);    // CLOCK_MONOTONIC ns, the clock of the trace files
+  m.def("now_ns", &iotrace_now_ns);  // CLOCK_MONOTONIC ns, the clock of the trace files
   m.def("flush", [] {
     py::gil_scoped_release nogil;
     iotrace_flush();
   });
-  m.def("finalize", [](const std::string& reason) {
-    py::gil_scoped_release nogil;
-    iotrace_finalize_as(reason.c_str());
-  }, py::arg("reason") = "finalize");
+  m.def(
+      "finalize",
+      [](const std::string& reason) {
+        py::gil_scoped_release nogil;
+        iotrace_finalize_as(reason.c_str());
+      },
+      py::arg("reason") = "finalize");
   m.def("trace_path", [] { return std::string(iotrace_trace_path()); });
   m.def("library_path", &library_path);
   m.def("stats", [] {
@@ -533,12 +543,18 @@ PYBIND11_MODULE(_core, m) {
     s["dropped"] = d;
     return s;
   });
-  m.def("set_process_info", [](const std::string& role, int64_t parent_pid, int64_t worker_id) {
-    iotrace_set_process_info(role.empty() ? nullptr : role.c_str(), parent_pid, worker_id);
-  }, py::arg("role"), py::arg("parent_pid") = 0, py::arg("worker_id") = -1);
-  m.def("thread_name", [](const std::string& name, int32_t tid) {
-    iotrace_thread_name_of(tid, name.data(), uint32_t(name.size()));
-  }, py::arg("name"), py::arg("tid") = 0);
+  m.def(
+      "set_process_info",
+      [](const std::string& role, int64_t parent_pid, int64_t worker_id) {
+        iotrace_set_process_info(role.empty() ? nullptr : role.c_str(), parent_pid, worker_id);
+      },
+      py::arg("role"), py::arg("parent_pid") = 0, py::arg("worker_id") = -1);
+  m.def(
+      "thread_name",
+      [](const std::string& name, int32_t tid) {
+        iotrace_thread_name_of(tid, name.data(), uint32_t(name.size()));
+      },
+      py::arg("name"), py::arg("tid") = 0);
   m.def("category_enabled", [](const std::string& c) { return category(c)->on; });
   m.def("set_category", [](const std::string& c, bool on) { category(c)->on = on; });
   m.def("set_default_category_state", [](bool on) {
@@ -552,22 +568,26 @@ PYBIND11_MODULE(_core, m) {
     g_task_var = var.inc_ref().ptr();
   });
   // A complete event with args given as a dict (regions, manual spans). tid 0: this thread.
-  m.def("complete", [](const std::string& name, const std::string& cat, int64_t start_ns, int64_t dur_ns,
-                       py::handle args, int32_t tid) {
-    Category* c = category(cat);
-    if (!c->on || !iotrace_active()) return;
-    ArgBuf b;
-    if (!args.is_none()) b.dict(args.ptr());
-    iotrace_complete_on(tid, iotrace_intern(name.data(), uint32_t(name.size())), c->name, start_ns, dur_ns,
-                        b.p, b.n);
-  }, py::arg("name"), py::arg("cat"), py::arg("start_ns"), py::arg("dur_ns"), py::arg("args") = py::none(),
-     py::arg("tid") = 0);
+  m.def(
+      "complete",
+      [](const std::string& name, const std::string& cat, int64_t start_ns, int64_t dur_ns,
+         py::handle args, int32_t tid) {
+        Category* c = category(cat);
+        if (!c->on || !iotrace_active()) return;
+        ArgBuf b;
+        if (!args.is_none()) b.dict(args.ptr());
+        iotrace_complete_on(tid, iotrace_intern(name.data(), uint32_t(name.size())), c->name,
+                            start_ns, dur_ns, b.p, b.n);
+      },
+      py::arg("name"), py::arg("cat"), py::arg("start_ns"), py::arg("dur_ns"),
+      py::arg("args") = py::none(), py::arg("tid") = 0);
   m.def("instant", [](const std::string& name, const std::string& cat, py::handle args) {
     Category* c = category(cat);
     if (!c->on || !iotrace_active()) return;
     ArgBuf b;
     if (!args.is_none()) b.dict(args.ptr());
-    iotrace_instant(iotrace_intern(name.data(), uint32_t(name.size())), c->name, iotrace_now(), b.p, b.n);
+    iotrace_instant(iotrace_intern(name.data(), uint32_t(name.size())), c->name, iotrace_now(), b.p,
+                    b.n);
   });
   m.def("counter", [](const std::string& name, py::handle values) {
     if (!iotrace_active()) return;

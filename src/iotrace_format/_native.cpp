@@ -49,28 +49,33 @@ py::buffer_info bytes_of(const py::buffer& data) { return data.request(); }
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
-  m.doc() = "iotrace's trace format, read side: compact blocks rendered or decoded to columns, "
-            "JSON event lines scanned to columns";
-  py::class_<Batch>(m, "Batch", "The events of one block as columns (Arrow: pyarrow.record_batch(b)), "
-                                "and what is not an event")
+  m.doc() =
+      "iotrace's trace format, read side: compact blocks rendered or decoded to columns, "
+      "JSON event lines scanned to columns";
+  py::class_<Batch>(m, "Batch",
+                    "The events of one block as columns (Arrow: pyarrow.record_batch(b)), "
+                    "and what is not an event")
       .def_property_readonly("rows", [](const Batch& b) { return b.cols.rows; })
-      .def_property_readonly("meta", [](const Batch& b) {
-        // the metadata lines (ph M), as text: few per block
-        py::list out;
-        const std::string& t = b.cols.meta;
-        for (size_t s = 0; s < t.size();) {
-          size_t e = t.find('\n', s);
-          out.append(py::bytes(t.data() + s, e - s));
-          s = e + 1;
-        }
-        return out;
-      })
+      .def_property_readonly("meta",
+                             [](const Batch& b) {
+                               // the metadata lines (ph M), as text: few per block
+                               py::list out;
+                               const std::string& t = b.cols.meta;
+                               for (size_t s = 0; s < t.size();) {
+                                 size_t e = t.find('\n', s);
+                                 out.append(py::bytes(t.data() + s, e - s));
+                                 s = e + 1;
+                               }
+                               return out;
+                             })
       .def_property_readonly("bad_lines", [](const Batch& b) { return b.cols.bad_lines; })
-      .def_property_readonly("bad_examples", [](const Batch& b) {
-        py::list out;
-        for (const std::string& e : b.cols.bad_examples) out.append(py::bytes(e));
-        return out;
-      })
+      .def_property_readonly("bad_examples",
+                             [](const Batch& b) {
+                               py::list out;
+                               for (const std::string& e : b.cols.bad_examples)
+                                 out.append(py::bytes(e));
+                               return out;
+                             })
       .def_property_readonly("damaged", [](const Batch& b) { return b.cols.damaged; })
       .def("__arrow_c_array__", &arrow_c_array, py::arg("requested_schema") = py::none());
 
@@ -79,45 +84,61 @@ PYBIND11_MODULE(_native, m) {
     for (const char* c : iot::kEventColumns) names.append(c);
     return py::tuple(names);
   }();
-  m.def("calls", [] {
-    py::list out;
-    for (int n = 0; n < iot::C_COUNT; n++)
-      if (iot::kCalls.name[n])
-        out.append(py::make_tuple(n, iot::kCalls.name[n], iot::kCalls.cat[n], iot::kCalls.family[n]));
-    return out;
-  }, "(number, name, category, family) of every call the tracer records (csrc/format/calls.def)");
-  m.def("compact_to_json", [](py::buffer data) -> py::object {
-    py::buffer_info info = bytes_of(data);
-    const char* p = static_cast<const char*>(info.ptr);
-    size_t n = size_t(info.size * info.itemsize);
-    if (!iot::compact_is(p, n)) return py::none();
-    iot::Out out;
-    bool ok;
-    {
-      py::gil_scoped_release nogil;
-      out.reserve(n * 8);
-      ok = iot::compact_render(p, n, out);
-    }
-    py::bytes text(out.p ? out.p : "", out.n);
-    out.release();
-    return py::make_tuple(text, !ok);
-  }, "One compact frame's content -> (its JSON lines, damaged); None when it is not a compact frame");
-  m.def("decode_compact", [](py::buffer data) {
-    py::buffer_info info = bytes_of(data);
-    auto b = std::make_unique<Batch>();
-    {
-      py::gil_scoped_release nogil;
-      iot::decode_compact(static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize), b->cols);
-    }
-    return b;
-  }, "One compact frame's content -> Batch (damaged: read up to the damage)");
-  m.def("scan_json", [](py::buffer data) {
-    py::buffer_info info = bytes_of(data);
-    auto b = std::make_unique<Batch>();
-    {
-      py::gil_scoped_release nogil;
-      iot::scan_lines(static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize), b->cols);
-    }
-    return b;
-  }, "JSON event lines (whole lines) -> Batch");
+  m.def(
+      "calls",
+      [] {
+        py::list out;
+        for (int n = 0; n < iot::C_COUNT; n++)
+          if (iot::kCalls.name[n])
+            out.append(
+                py::make_tuple(n, iot::kCalls.name[n], iot::kCalls.cat[n], iot::kCalls.family[n]));
+        return out;
+      },
+      "(number, name, category, family) of every call the tracer records (csrc/format/calls.def)");
+  m.def(
+      "compact_to_json",
+      [](py::buffer data) -> py::object {
+        py::buffer_info info = bytes_of(data);
+        const char* p = static_cast<const char*>(info.ptr);
+        size_t n = size_t(info.size * info.itemsize);
+        if (!iot::compact_is(p, n)) return py::none();
+        iot::Out out;
+        bool ok;
+        {
+          py::gil_scoped_release nogil;
+          out.reserve(n * 8);
+          ok = iot::compact_render(p, n, out);
+        }
+        py::bytes text(out.p ? out.p : "", out.n);
+        out.release();
+        return py::make_tuple(text, !ok);
+      },
+      "One compact frame's content -> (its JSON lines, damaged); None when it is not a compact "
+      "frame");
+  m.def(
+      "decode_compact",
+      [](py::buffer data) {
+        py::buffer_info info = bytes_of(data);
+        auto b = std::make_unique<Batch>();
+        {
+          py::gil_scoped_release nogil;
+          iot::decode_compact(static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize),
+                              b->cols);
+        }
+        return b;
+      },
+      "One compact frame's content -> Batch (damaged: read up to the damage)");
+  m.def(
+      "scan_json",
+      [](py::buffer data) {
+        py::buffer_info info = bytes_of(data);
+        auto b = std::make_unique<Batch>();
+        {
+          py::gil_scoped_release nogil;
+          iot::scan_lines(static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize),
+                          b->cols);
+        }
+        return b;
+      },
+      "JSON event lines (whole lines) -> Batch");
 }

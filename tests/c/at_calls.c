@@ -26,14 +26,14 @@ int main(int argc, char** argv) {
   CALL("statx", statx(dfd, "rel.txt", 0, STATX_BASIC_STATS, &stx));
   CALL("fstatat", fstatat(fd, "", &st, AT_EMPTY_PATH));
   CALL("faccessat", faccessat(dfd, "rel.txt", R_OK, 0));
-  CALL("openat", openat(dfd, "nope/x", O_RDONLY));           /* ENOENT */
+  CALL("openat", openat(dfd, "nope/x", O_RDONLY)); /* ENOENT */
 
   int d2 = CALL("dup", dup(fd));
-  CALL("write", write(d2, "abc", 3));                         /* shares fd's offset: 12 */
+  CALL("write", write(d2, "abc", 3)); /* shares fd's offset: 12 */
   CALL("dup2", dup2(fd, 50));
   CALL("pread", pread(50, buf, 5, 6));
   int d3 = CALL("fcntl", fcntl(fd, F_DUPFD, 60));
-  CALL("read", read(d3, buf, 4));                             /* offset 15: at the end */
+  CALL("read", read(d3, buf, 4)); /* offset 15: at the end */
   CALL("close", close(d2));
   CALL("close", close(50));
   CALL("close", close(d3));
@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   say(1, "mmap %d %d\n", m != MAP_FAILED, m == MAP_FAILED ? errno : 777);
   void* anon = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   CALL("munmap", munmap(m, 4096));
-  munmap(anon, 8192);                                          /* anonymous: not I/O */
+  munmap(anon, 8192); /* anonymous: not I/O */
   errno = 0;
   void* bad = mmap(NULL, 4096, PROT_READ, MAP_SHARED, fd, 3); /* EINVAL: unaligned offset */
   say(1, "mmap %d %d\n", bad != MAP_FAILED, errno);

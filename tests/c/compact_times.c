@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   for (long k = 0; k < threads; k++) pthread_create(&th[k], NULL, run, (void*)k);
   for (int k = 0; k < threads; k++) pthread_join(th[k], NULL);
   for (int k = 0; k < threads; k++)
-    for (int i = 0; i < g_n; i++) printf("%d %lld %lld\n", g_tid[k], g_t[k][2 * i], g_t[k][2 * i + 1]);
+    for (int i = 0; i < g_n; i++)
+      printf("%d %lld %lld\n", g_tid[k], g_t[k][2 * i], g_t[k][2 * i + 1]);
   return 0;
 }

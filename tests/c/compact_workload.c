@@ -31,20 +31,20 @@ int main(int argc, char** argv) {
   for (int i = 0; i < 12; i++) CALL("pread", pread(fd, buf, 512, (i * 2039L) % (total + 600)));
   for (int i = 0; i < 8; i++) CALL("pwrite", pwrite(fd, buf, 64 + i, total + 4096L * i));
   CALL("fstat", fstat(fd, &st));
-  CALL("writev", writev(fd, iov, 3));        /* at the position the last read left */
+  CALL("writev", writev(fd, iov, 3)); /* at the position the last read left */
   CALL("lseek", lseek(fd, -500, SEEK_END));
-  CALL("readv", readv(fd, iov, 3));          /* 500 of 3210 */
-  CALL("read", read(fd, buf, 100));          /* at the end: 0 */
+  CALL("readv", readv(fd, iov, 3)); /* 500 of 3210 */
+  CALL("read", read(fd, buf, 100)); /* at the end: 0 */
   int fd2 = CALL("dup", dup(fd));
   CALL("lseek", lseek(fd2, 123, SEEK_SET));
   CALL("read", read(fd2, buf, 77));
-  CALL("read", read(fd, buf, 77));           /* the shared position: 200 */
+  CALL("read", read(fd, buf, 77)); /* the shared position: 200 */
   CALL("close", close(fd2));
   CALL("close", close(fd));
 
   CALL("stat", stat(P("a.bin"), &st));
-  CALL("stat", stat(P("missing"), &st));                          /* ENOENT */
-  CALL("open", open(P("nodir/x"), O_RDONLY));                     /* ENOENT */
+  CALL("stat", stat(P("missing"), &st));                             /* ENOENT */
+  CALL("open", open(P("nodir/x"), O_RDONLY));                        /* ENOENT */
   CALL("open", open(P("a.bin"), O_WRONLY | O_CREAT | O_EXCL, 0600)); /* EEXIST */
   CALL("rename", rename(P("a.bin"), P("b.bin")));
 
@@ -56,10 +56,10 @@ int main(int argc, char** argv) {
   f = CALLP("fopen", fopen(P("b.bin"), "r"));
   for (int i = 0; i < 4; i++) CALL("fread", fread(buf, 1000, 1 + i, f));
   CALL("fclose", fclose(f));
-  CALLP("fopen", fopen(P("missing"), "r"));                       /* ENOENT */
+  CALLP("fopen", fopen(P("missing"), "r")); /* ENOENT */
 
   CALL("unlink", unlink(P("b.bin")));
   CALL("unlink", unlink(P("s.txt")));
-  CALL("unlink", unlink(P("b.bin")));                             /* ENOENT */
+  CALL("unlink", unlink(P("b.bin"))); /* ENOENT */
   return 0;
 }

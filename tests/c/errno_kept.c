@@ -12,15 +12,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define SHOW(call, expr)                     \
-  do {                                       \
-    errno = 0;                               \
-    long r_ = (long)(expr);                  \
-    printf("%s %ld %d\n", call, r_, errno);  \
+#define SHOW(call, expr)                    \
+  do {                                      \
+    errno = 0;                              \
+    long r_ = (long)(expr);                 \
+    printf("%s %ld %d\n", call, r_, errno); \
   } while (0)
 
 int main(int argc, char** argv) {
-  printf("main %d\n", errno);  /* 0 at program start, whatever the constructor did */
+  printf("main %d\n", errno); /* 0 at program start, whatever the constructor did */
   if (argc < 2) return 2;
   char buf[64], path[4096];
   SHOW("fgets", fgets(buf, sizeof buf, stdin) != NULL);

@@ -37,18 +37,18 @@ int main(int argc, char** argv) {
   CALL("lseek", lseek(fd, 9038, SEEK_SET));
   CALL("read", read(fd, buf, 100));
   CALL("fstat", fstat(fd, &st));
-  CALL("write", write(fd, buf, 1));          /* EBADF: read-only */
-  CALL("lseek", lseek(fd, 5, 12345));        /* EINVAL: bad whence */
+  CALL("write", write(fd, buf, 1));   /* EBADF: read-only */
+  CALL("lseek", lseek(fd, 5, 12345)); /* EINVAL: bad whence */
   CALL("close", close(fd));
 
   CALL("open", open(P("missing"), O_RDONLY)); /* ENOENT */
   fd = CALL("open", open(P("data.bin"), O_WRONLY | O_APPEND));
-  CALL("read", read(fd, buf, 10));           /* EBADF: write-only */
-  CALL("write", write(fd, buf, 2));          /* append: offset unknown */
+  CALL("read", read(fd, buf, 10));  /* EBADF: write-only */
+  CALL("write", write(fd, buf, 2)); /* append: offset unknown */
   CALL("close", close(fd));
 
   CALL("stat", stat(P("data.bin"), &st));
-  CALL("stat", stat(P("missing"), &st));     /* ENOENT */
+  CALL("stat", stat(P("missing"), &st)); /* ENOENT */
   CALL("lstat", lstat(P("data.bin"), &st));
   CALL("fstatat", fstatat(AT_FDCWD, P("data.bin"), &st, 0));
   CALL("statx", statx(AT_FDCWD, P("data.bin"), 0, STATX_BASIC_STATS, &stx));
@@ -56,12 +56,12 @@ int main(int argc, char** argv) {
   CALL("access", access(P("data.bin"), R_OK));
   CALL("access", access(P("missing"), F_OK)); /* ENOENT */
   CALL("mkdir", mkdir(P("sub"), 0755));
-  CALL("mkdir", mkdir(P("sub"), 0755));      /* EEXIST */
+  CALL("mkdir", mkdir(P("sub"), 0755)); /* EEXIST */
   CALL("rename", rename(P("data.bin"), P("sub/moved.bin")));
   CALL("truncate", truncate(P("sub/moved.bin"), 10));
   CALL("unlink", unlink(P("sub/moved.bin")));
   CALL("unlink", unlink(P("sub/moved.bin"))); /* ENOENT */
   CALL("rmdir", rmdir(P("sub")));
-  CALL("rmdir", rmdir(P("sub")));            /* ENOENT */
+  CALL("rmdir", rmdir(P("sub"))); /* ENOENT */
   return 0;
 }

@@ -30,9 +30,19 @@ static void put(const char* name) {
   }
 }
 
-static void on_reraise(int sig) { put("h"); raise(sig); }
-static void on_dfl_reraise(int sig) { put("h"); signal(sig, SIG_DFL); raise(sig); }
-static void on_return(int sig) { (void)sig; put("h"); }
+static void on_reraise(int sig) {
+  put("h");
+  raise(sig);
+}
+static void on_dfl_reraise(int sig) {
+  put("h");
+  signal(sig, SIG_DFL);
+  raise(sig);
+}
+static void on_return(int sig) {
+  (void)sig;
+  put("h");
+}
 static void on_nothing(int sig) { (void)sig; }
 
 static char disp(int sig) {
@@ -45,10 +55,12 @@ static void describe(const char* label, int sig) {
   struct sigaction a;
   sigaction(sig, NULL, &a);
   printf("%s %s flags=%s%s%s\n", label,
-         a.sa_handler == SIG_DFL ? "DFL" : a.sa_handler == SIG_IGN ? "IGN"
-         : a.sa_handler == on_nothing ? "on_nothing" : "other",
-         (a.sa_flags & SA_RESETHAND) ? "RESETHAND," : "", (a.sa_flags & SA_NODEFER) ? "NODEFER," : "",
-         (a.sa_flags & SA_SIGINFO) ? "SIGINFO," : "");
+         a.sa_handler == SIG_DFL      ? "DFL"
+         : a.sa_handler == SIG_IGN    ? "IGN"
+         : a.sa_handler == on_nothing ? "on_nothing"
+                                      : "other",
+         (a.sa_flags & SA_RESETHAND) ? "RESETHAND," : "",
+         (a.sa_flags & SA_NODEFER) ? "NODEFER," : "", (a.sa_flags & SA_SIGINFO) ? "SIGINFO," : "");
 }
 
 int main(int argc, char** argv) {

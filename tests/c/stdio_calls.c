@@ -23,22 +23,22 @@ int main(int argc, char** argv) {
   CALLP("fgets", fgets(line, 100, f));
   CALL("fread", fread(buf, 1, 30, f));
   CALL("getline", getline(&lp, &n, f));
-  CALL("getline", getline(&lp, &n, f));        /* EOF: -1, no error */
+  CALL("getline", getline(&lp, &n, f)); /* EOF: -1, no error */
   CALL("fseek", fseek(f, 4, SEEK_SET));
   CALL("fread", fread(buf, 4, 2, f));
   CALL("ftell", ftell(f));
   rewind(f);
   CALLP("fgets", fgets(line, 5, f));
   CALL("fseek", fseek(f, 0, SEEK_END));
-  CALLP("fgets", fgets(line, 5, f));           /* EOF: NULL, no error */
-  CALL("fread", fread(buf, 1, 10, f));         /* EOF: 0 items */
-  CALL("fputs", fputs("x", f));                /* EBADF: read-only stream */
-  CALL("fwrite", fwrite(buf, 1, 5, f));        /* EBADF */
+  CALLP("fgets", fgets(line, 5, f));    /* EOF: NULL, no error */
+  CALL("fread", fread(buf, 1, 10, f));  /* EOF: 0 items */
+  CALL("fputs", fputs("x", f));         /* EBADF: read-only stream */
+  CALL("fwrite", fwrite(buf, 1, 5, f)); /* EBADF */
   CALL("fclose", fclose(f));
 
-  CALLP("fopen", fopen(P("missing"), "r"));    /* ENOENT */
+  CALLP("fopen", fopen(P("missing"), "r")); /* ENOENT */
   f = CALLP("fopen", fopen(P("s.txt"), "a"));
-  CALL("fputs", fputs("tail\n", f));           /* append: offset unknown */
+  CALL("fputs", fputs("tail\n", f)); /* append: offset unknown */
   CALL("fclose", fclose(f));
 
   int fd = CALL("open", open(P("s.txt"), O_RDONLY));

@@ -21,7 +21,7 @@ int main(int argc, char** argv) {
   put(argv[1], "a");
   char mine[64];
   snprintf(mine, sizeof mine, "-%d.", (int)getpid());
-  for (int tries = 0; tries < 500; tries++) {  /* 5 s at most */
+  for (int tries = 0; tries < 500; tries++) { /* 5 s at most */
     DIR* d = opendir(argv[2]);
     struct dirent* e;
     while (d && (e = readdir(d)))

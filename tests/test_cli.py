@@ -239,3 +239,21 @@ def test_builtin_commands_do_not_scan_plugins():
 def test_unknown_command():
     out = _py(["-m", "iotrace", "nosuch"])
     assert out.returncode == 2 and "invalid choice: 'nosuch'" in out.stderr
+
+
+def test_analyze_command_in_a_process_of_its_own(tmp_path):
+    """`iotrace-analyze` as users run it (python -m, the console script's run()): the report,
+    summary.json and Parquet; pyarrow's look for pandas (a 0.4-0.9 s import) is answered
+    "not installed" in that process, and the analysis does not need it."""
+    import json
+
+    trace = os.path.join(os.path.dirname(os.path.abspath(__file__)), "golden", "v4")
+    out = _py(["-X", "importtime", "-m", "iotrace_analyzer", trace, "-o", str(tmp_path / "a")])
+    assert out.returncode == 0, out.stderr[-3000:]
+    loaded = {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
+    assert "pyarrow.parquet" in loaded
+    assert not [m for m in loaded if m.startswith("pandas.")]  # (tries of "pandas" are listed)
+    S = json.loads((tmp_path / "a" / "summary.json").read_text())
+    assert S["job"]["processes"] > 0 and S["job"]["events"] > 0
+    assert list((tmp_path / "a" / "events").glob("part-*.parquet"))
+    assert "I/O" in out.stdout

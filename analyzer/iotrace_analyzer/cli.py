@@ -51,12 +51,22 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+class _NoPandas:
+    """A meta-path finder that answers "not installed" for pandas."""
+
+    @staticmethod
+    def find_spec(name, path=None, target=None):
+        if name == "pandas" or name.startswith("pandas."):
+            raise ImportError(f"{name} is not loaded by iotrace-analyze", name=name)
+        return None
+
+
 def _without_pandas() -> None:
     """pyarrow imports pandas (0.4-0.9 s, in every worker that gets there first) the first
     time pa.array() sees a Python object, only to ask whether it is a pandas one; the analyzer
     makes no pandas objects. In the command's own process, that import fails at once."""
     if "pandas" not in sys.modules:
-        sys.modules["pandas"] = None  # type: ignore[assignment]
+        sys.meta_path.insert(0, _NoPandas())
 
 
 def run() -> int:

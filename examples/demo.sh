@@ -26,7 +26,7 @@ echo "== 2. analyze: iotrace-analyze"
 iotrace-analyze "$out/traces" -o "$out/analysis"
 if [ -d "$out/torch-traces" ]; then
   echo "-- the PyTorch script's training loop, found without annotations:"
-  iotrace-analyze "$out/torch-traces" -o "$out/torch-analysis" | sed -n '/^Training loop/,/^Access pattern/p'
+  iotrace-analyze "$out/torch-traces" -o "$out/torch-analysis" | sed -n '/^Training loop/,/^Access pattern/p' | sed '$d'
 fi
 
 echo "== 3. export for Perfetto: iotrace export"

@@ -1,5 +1,7 @@
 #include "batch_view.h"
 
+#include "json_text.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,42 +227,8 @@ struct Cur {
   }
 };
 
-int hexval(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-void put_utf8(std::string& out, uint32_t cp) {
-  if (cp < 0x80) {
-    out.push_back(char(cp));
-  } else if (cp < 0x800) {
-    out.push_back(char(0xC0 | (cp >> 6)));
-    out.push_back(char(0x80 | (cp & 0x3F)));
-  } else if (cp < 0x10000) {
-    out.push_back(char(0xE0 | (cp >> 12)));
-    out.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (cp & 0x3F)));
-  } else {
-    out.push_back(char(0xF0 | (cp >> 18)));
-    out.push_back(char(0x80 | ((cp >> 12) & 0x3F)));
-    out.push_back(char(0x80 | ((cp >> 6) & 0x3F)));
-    out.push_back(char(0x80 | (cp & 0x3F)));
-  }
-}
-
-bool hex4(const char* p, const char* end, uint32_t* v) {
-  if (end - p < 4) return false;
-  uint32_t x = 0;
-  for (int i = 0; i < 4; i++) {
-    int h = hexval(p[i]);
-    if (h < 0) return false;
-    x = x << 4 | uint32_t(h);
-  }
-  *v = x;
-  return true;
-}
+using iot::hex4;
+using iot::put_utf8;
 
 // A string at c.p (a quote): its value, a view of the text without escapes, else unescaped
 // into buf.

@@ -37,52 +37,116 @@ py::array_t<T> to_array(const std::vector<T>& v) {
   return a;
 }
 
+// A big vector handed to numpy without a copy: the array owns it.
+template <class T>
+py::array_t<T> give_array(std::vector<T>&& v) {
+  auto* owned = new std::vector<T>(std::move(v));
+  py::capsule free_it(owned, [](void* o) { delete static_cast<std::vector<T>*>(o); });
+  return py::array_t<T>({owned->size()}, {sizeof(T)}, owned->data(), free_it);
+}
+
 // Disjoint runs of intervals per group, groups in order: (bounds[n + 1], starts, ends).
 struct Runs {
   std::vector<int64_t> bounds, starts, ends;
 };
 
-// (group, start, end) of some rows → the maximal runs of overlapping intervals per group.
-Runs runs_of(std::vector<int64_t>& grp, std::vector<int64_t>& s, std::vector<int64_t>& e,
-             int64_t n) {
-  Runs r;
-  r.bounds.assign(size_t(n) + 1, 0);
-  const size_t m = s.size();
-  std::vector<uint32_t> order(m);
-  std::iota(order.begin(), order.end(), 0u);
-  bool sorted = true;
-  for (size_t i = 1; i < m && sorted; i++)
-    sorted = grp[i - 1] < grp[i] || (grp[i - 1] == grp[i] && s[i - 1] <= s[i]);
-  if (!sorted)
-    std::stable_sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) {
-      return grp[a] != grp[b] ? grp[a] < grp[b] : s[a] < s[b];
-    });
-  int64_t cur_g = -1, rs = 0, reach = 0;
-  for (size_t k = 0; k < m; k++) {
-    const uint32_t i = order[k];
-    if (grp[i] != cur_g || s[i] > reach) {
-      if (cur_g >= 0) r.starts.push_back(rs), r.ends.push_back(reach);
-      if (grp[i] != cur_g) {
-        for (int64_t g = cur_g + 1; g <= grp[i]; g++)
-          r.bounds[size_t(g)] = int64_t(r.starts.size());
-        cur_g = grp[i];
-      }
-      rs = s[i];
-      reach = e[i];
-    } else if (e[i] > reach) {
-      reach = e[i];
+// The union of one group's intervals as they come, merged on the fly: rows in start order
+// (a thread's calls) extend or close the current run, so only runs are stored, never rows.
+// Rows out of order still give the exact union: their runs are sorted and merged at the end.
+struct RunBuilder {
+  std::vector<int64_t> s, e;
+  int64_t rs = 0, reach = 0;
+  bool open = false, sorted = true;
+
+  void add(int64_t st, int64_t en) {
+    if (open && st <= reach && en >= rs) {
+      if (st < rs) sorted = false, rs = st;
+      if (en > reach) reach = en;
+      return;
     }
+    if (open) {
+      s.push_back(rs), e.push_back(reach);
+      if (st < rs) sorted = false;
+    }
+    open = true, rs = st, reach = en;
   }
-  if (cur_g >= 0) r.starts.push_back(rs), r.ends.push_back(reach);
-  for (int64_t g = cur_g + 1; g <= n; g++) r.bounds[size_t(g)] = int64_t(r.starts.size());
+
+  // Close the current run; sorted and disjoint runs from then on.
+  void finish() {
+    if (open) s.push_back(rs), e.push_back(reach), open = false;
+    if (sorted) return;
+    std::vector<uint32_t> order(s.size());
+    std::iota(order.begin(), order.end(), 0u);
+    std::sort(order.begin(), order.end(), [&](uint32_t a, uint32_t b) { return s[a] < s[b]; });
+    std::vector<int64_t> ms, me;
+    for (uint32_t i : order) {
+      if (!ms.empty() && s[i] <= me.back()) {
+        me.back() = std::max(me.back(), e[i]);
+      } else {
+        ms.push_back(s[i]), me.push_back(e[i]);
+      }
+    }
+    s.swap(ms), e.swap(me);
+    sorted = true;
+  }
+};
+
+// The runs of every group, one after the other.
+Runs join_runs(std::vector<RunBuilder>& groups) {
+  Runs r;
+  for (auto& g : groups) g.finish();
+  if (groups.size() == 1) {  // one process: its runs as they are
+    r.bounds = {0, int64_t(groups[0].s.size())};
+    r.starts.swap(groups[0].s), r.ends.swap(groups[0].e);
+    return r;
+  }
+  size_t total = 0;
+  for (auto& g : groups) total += g.s.size();
+  r.bounds.reserve(groups.size() + 1);
+  r.starts.reserve(total), r.ends.reserve(total);
+  for (auto& g : groups) {
+    r.bounds.push_back(int64_t(r.starts.size()));
+    r.starts.insert(r.starts.end(), g.s.begin(), g.s.end());
+    r.ends.insert(r.ends.end(), g.e.begin(), g.e.end());
+  }
+  r.bounds.push_back(int64_t(r.starts.size()));
   return r;
 }
 
-py::dict runs_dict(const Runs& r) {
+// The union of two sets of runs, group by group (both sorted and disjoint per group).
+Runs union_runs(const Runs& a, const Runs& b) {
+  if (b.starts.empty()) return a;
+  if (a.starts.empty()) return b;
+  Runs r;
+  const size_t groups = a.bounds.size() - 1;
+  r.bounds.reserve(groups + 1);
+  r.starts.reserve(a.starts.size() + b.starts.size());
+  r.ends.reserve(a.starts.size() + b.starts.size());
+  for (size_t g = 0; g < groups; g++) {
+    r.bounds.push_back(int64_t(r.starts.size()));
+    const size_t g0 = r.starts.size();
+    int64_t i = a.bounds[g], j = b.bounds[g];
+    const int64_t ia = a.bounds[g + 1], jb = b.bounds[g + 1];
+    while (i < ia || j < jb) {
+      const bool from_a = j >= jb || (i < ia && a.starts[size_t(i)] <= b.starts[size_t(j)]);
+      const int64_t st = from_a ? a.starts[size_t(i)] : b.starts[size_t(j)];
+      const int64_t en = from_a ? a.ends[size_t(i++)] : b.ends[size_t(j++)];
+      if (r.starts.size() > g0 && st <= r.ends.back()) {
+        r.ends.back() = std::max(r.ends.back(), en);
+      } else {
+        r.starts.push_back(st), r.ends.push_back(en);
+      }
+    }
+  }
+  r.bounds.push_back(int64_t(r.starts.size()));
+  return r;
+}
+
+py::dict runs_dict(Runs&& r) {
   py::dict d;
-  d["bounds"] = to_array(r.bounds);
-  d["starts"] = to_array(r.starts);
-  d["ends"] = to_array(r.ends);
+  d["bounds"] = give_array(std::move(r.bounds));
+  d["starts"] = give_array(std::move(r.starts));
+  d["ends"] = give_array(std::move(r.ends));
   return d;
 }
 
@@ -126,15 +190,13 @@ struct PairSums {
 
 // Everything figures() finds, in C++ containers: filled without the GIL, then turned into
 // numpy arrays with it.
-struct Acc {
-  std::vector<int64_t> stream, ts, off, end;
-};
 struct Found {
   int64_t x_events = 0, start_j = INT64_MAX, end_j = INT64_MIN;
   std::vector<int64_t> cnt, io_cnt, rd, wr, io_dur, first, last;
   std::vector<int64_t> call_cnt, call_dur, call_bytes, call_err;
   std::vector<int64_t> hist[2];
-  Runs unions[4];
+  Runs unions[4];                 // io, comp, both, all
+  int same_as[4] = {0, 1, 2, 3};  // unions[k] is unions[same_as[k]]
   Runs cat_runs;
   PairSums<2> sizes_;     // (name, size) -> count
   PairSums<4> files;      // (fhash, process) -> count, dur, read, written
@@ -180,7 +242,11 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   out["procs"] = procs;
   const char* kinds[4] = {"io", "comp", "both", "all"};
   py::dict unions;
-  for (int j = 0; j < 4; j++) unions[kinds[j]] = runs_dict(F.unions[j]);
+  py::dict made[4];
+  for (int j = 0; j < 4; j++) {
+    if (F.same_as[j] == j) made[j] = runs_dict(std::move(F.unions[j]));
+    unions[kinds[j]] = made[F.same_as[j]];
+  }
   out["unions"] = unions;
   py::dict calls;
   calls["count"] = to_array(F.call_cnt);
@@ -192,7 +258,7 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   out["files"] = F.files.out("fhash", "proc", {"count", "dur", "read", "written"});
   out["threads"] = F.threads.out("proc", "tid", {"count"});
   py::dict c = F.cats.out("proc", "cat", {"count", "dur"});
-  c["runs"] = runs_dict(F.cat_runs);
+  c["runs"] = runs_dict(std::move(F.cat_runs));
   out["cats"] = c;
   out["cat_names"] = F.cat_names.out("cat", "name", {"count", "dur"});
   out["timeline"] = F.tl.out("bin", "unused", {"read", "written", "ops"});
@@ -245,9 +311,11 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   call_err.assign(n_names, 0);
   std::vector<int64_t>* hist = F.hist;
   hist[0].assign(kSizeBins, 0), hist[1].assign(kSizeBins, 0);
-  // the rows of each union (group = process), of the @trace categories (group = (process, cat))
-  std::vector<int64_t> ug[4], us[4], ue[4];
-  std::vector<int64_t> og, os, oe;
+  // the unions per process of I/O, compute and other complete events (both and all are
+  // made of them at the end), and per @trace category (cats' slots)
+  std::vector<RunBuilder> unions[3];
+  for (auto& u : unions) u.resize(size_t(n));
+  std::vector<RunBuilder> cat_runs;
   auto& sizes_ = F.sizes_;
   auto& files = F.files;
   auto& cat_names = F.cat_names;
@@ -255,47 +323,81 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   auto& threads = F.threads;
   auto& tl = F.tl;
   int64_t &x_events = F.x_events, &start_j = F.start_j, &end_j = F.end_j;
-  // access: per direction, the rows in order, with their stream (fhash, process)
-  Acc acc[2];
+  // access pattern: per direction and stream (fhash, process), the offset where the stream's
+  // previous call ended, followed row by row while each stream's calls come in start order
   std::unordered_map<int64_t, int64_t> stream_of;  // fh * n + p -> stream id
+  int64_t last_key = -1, last_stream = -1;
   std::vector<int64_t>&stream_fh = F.stream_fh, &stream_proc = F.stream_proc;
+  struct Cursor {
+    int64_t ts = INT64_MIN, end = 0;
+    bool seen = false;
+  };
+  std::vector<Cursor> cursor[2];
+  bool in_order[2] = {true, true};
+
+  // What one row is: complete event, its category's and call's kinds, bytes moved.
+  struct Row {
+    bool x, io, comp, rd, wr;
+    uint8_t ck;
+    int64_t d, moved;
+  };
+  auto row = [&](int64_t i) {
+    Row r;
+    r.x = ph_[i] >= 0 && ph_x_[ph_[i]];
+    r.ck = cat_[i] >= 0 ? cat_kind_[cat_[i]] : 0;
+    r.io = r.x && (r.ck & kCatIo);
+    r.comp = r.x && (r.ck & kCatCompute);
+    const uint8_t nk = name_[i] >= 0 ? name_kind_[name_[i]] : 0;
+    r.rd = r.io && (nk & kRead), r.wr = r.io && (nk & kWrite);
+    r.d = r.x && dur_[i] > 0 ? dur_[i] : 0;
+    r.moved = 0;
+    if (r.rd || r.wr) r.moved = bv[i] ? bytes_[i] : std::max<int64_t>(ret_[i], 0);
+    return r;
+  };
+  auto stream = [&](int64_t i, int64_t p) {
+    const int64_t key = int64_t(fh_[i]) * n + p;
+    if (key == last_key) return last_stream;
+    auto it = stream_of.find(key);
+    if (it == stream_of.end()) {
+      it = stream_of.emplace(key, int64_t(stream_fh.size())).first;
+      stream_fh.push_back(fh_[i]);
+      stream_proc.push_back(p);
+      cursor[0].emplace_back(), cursor[1].emplace_back();
+    }
+    last_key = key;
+    return last_stream = it->second;
+  };
 
   for (int64_t i = 0; i < rows; i++) {
     const int64_t p = proc_ ? proc_[i] : 0;
-    const bool x = ph_[i] >= 0 && ph_x_[ph_[i]];
-    const uint8_t ck = cat_[i] >= 0 ? cat_kind_[cat_[i]] : 0;
-    const bool io = x && (ck & kCatIo);
-    const bool comp = x && (ck & kCatCompute);
-    const uint8_t nk = name_[i] >= 0 ? name_kind_[name_[i]] : 0;
-    const bool is_read = io && (nk & kRead), is_write = io && (nk & kWrite);
-    const int64_t d = x && dur_[i] > 0 ? dur_[i] : 0;
+    const Row r = row(i);
+    const int64_t d = r.d, moved = r.moved;
     const int64_t t = ts_[i], end = t + d;
-    x_events += x;
+    x_events += r.x;
     cnt[p]++;
     first[p] = std::min(first[p], t);
     last[p] = std::max(last[p], end);
     start_j = std::min(start_j, t + shift_[p]);
     end_j = std::max(end_j, end + shift_[p]);
     threads.sums[0][threads.slot(p, tid_[i])]++;
-    int64_t moved = 0;
-    if (is_read || is_write) moved = bv[i] ? bytes_[i] : std::max<int64_t>(ret_[i], 0);
-    const bool k[4] = {io, comp, io || comp, x};
-    for (int j = 0; j < 4; j++)
-      if (k[j]) ug[j].push_back(p), us[j].push_back(t), ue[j].push_back(end);
-    if (x && !(ck & kCatIo) && !(ck & kCatProcess)) {  // an @trace category's event
+    if (r.io) unions[0][p].add(t, end);
+    if (r.comp) unions[1][p].add(t, end);
+    if (r.x && !r.io && !r.comp) unions[2][p].add(t, end);
+    if (r.x && !(r.ck & kCatIo) && !(r.ck & kCatProcess)) {  // an @trace category's event
       const size_t g = cats.slot(p, cat_[i]);
       cats.sums[0][g]++;
       cats.sums[1][g] += d;
-      og.push_back(int64_t(g)), os.push_back(t), oe.push_back(end);
+      if (g >= cat_runs.size()) cat_runs.resize(g + 1);
+      cat_runs[g].add(t, end);
       const size_t c = cat_names.slot(cat_[i], name_[i]);
       cat_names.sums[0][c]++;
       cat_names.sums[1][c] += d;
     }
-    if (!io) continue;
+    if (!r.io) continue;
     io_cnt[p]++;
     io_dur[p] += d;
-    rd[p] += is_read ? moved : 0;
-    wr[p] += is_write ? moved : 0;
+    rd[p] += r.rd ? moved : 0;
+    wr[p] += r.wr ? moved : 0;
     const int32_t nc = name_[i];
     if (nc >= 0) {
       call_cnt[nc]++;
@@ -308,65 +410,93 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       const size_t f = files.slot(fh_[i], p);
       files.sums[0][f]++;
       files.sums[1][f] += d;
-      files.sums[2][f] += is_read ? moved : 0;
-      files.sums[3][f] += is_write ? moved : 0;
+      files.sums[2][f] += r.rd ? moved : 0;
+      files.sums[3][f] += r.wr ? moved : 0;
     }
     const size_t b = tl.slot((t + shift_[p]) >> tl_exp, 0);
-    tl.sums[0][b] += is_read ? moved : 0;
-    tl.sums[1][b] += is_write ? moved : 0;
+    tl.sums[0][b] += r.rd ? moved : 0;
+    tl.sums[1][b] += r.wr ? moved : 0;
     tl.sums[2][b]++;
-    if (!(is_read || is_write)) continue;
-    const int dir = is_read ? 0 : 1;
+    if (!(r.rd || r.wr)) continue;
+    const int dir = r.rd ? 0 : 1;
     const int64_t sz = sv[i] ? size_[i] : moved;
     int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) -
                   std::begin(kSizeEdges)) -
               1;
     hist[dir][bin < 0 ? 0 : bin]++;
-    if (!ov[i]) continue;
-    const int64_t key = int64_t(fh_[i]) * n + p;
-    auto it = stream_of.find(key);
-    if (it == stream_of.end()) {
-      it = stream_of.emplace(key, int64_t(stream_fh.size())).first;
-      stream_fh.push_back(fh_[i]);
-      stream_proc.push_back(p);
+    if (!ov[i] || !in_order[dir]) continue;
+    // The first call of a stream in this block is its head (Python decides with what the
+    // stream carried from the block before); each later one is compared with the previous.
+    const int64_t sid = stream(i, p);
+    Cursor& c = cursor[dir][size_t(sid)];
+    Found::Dir& o = F.dirs[dir];
+    if (!c.seen) {
+      c.seen = true;
+      o.head_stream.push_back(sid), o.head_off.push_back(off_[i]);
+    } else if (t < c.ts) {
+      in_order[dir] = false;  // a stream's calls out of start order: sorted below
+      continue;
+    } else {
+      o.consecutive += off_[i] == c.end;
+      if (off_[i] >= c.end)
+        o.sequential++;
+      else
+        o.random++;
     }
-    Acc& a = acc[dir];
-    a.stream.push_back(it->second);
-    a.ts.push_back(t);
-    a.off.push_back(off_[i]);
-    a.end.push_back(off_[i] + moved);
+    c.ts = t, c.end = off_[i] + moved;
   }
 
-  for (int j = 0; j < 4; j++) F.unions[j] = runs_of(ug[j], us[j], ue[j], n);
-  F.cat_runs = runs_of(og, os, oe, int64_t(cats.keys.size()));
-  // Access pattern per direction: each stream's events in time order; the first of a
-  // stream in this block is its head (Python decides with what the stream carried from
-  // the block before), the others count here.
+  // both = io | comp, all = both | other; the same runs are not built twice (a POSIX trace's
+  // three are one)
+  for (int j = 0; j < 2; j++) F.unions[j] = join_runs(unions[j]);
+  if (F.unions[1].starts.empty())
+    F.same_as[2] = 0;
+  else
+    F.unions[2] = union_runs(F.unions[0], F.unions[1]);
+  Runs other = join_runs(unions[2]);
+  if (other.starts.empty())
+    F.same_as[3] = F.same_as[2];
+  else
+    F.unions[3] = union_runs(F.unions[F.same_as[2]], other);
+  cat_runs.resize(cats.keys.size());
+  F.cat_runs = join_runs(cat_runs);
   for (int dir = 0; dir < 2; dir++) {
-    Acc& a = acc[dir];
-    Found::Dir& r = F.dirs[dir];
-    const size_t m = a.stream.size();
+    Found::Dir& o = F.dirs[dir];
+    if (in_order[dir]) {
+      for (int64_t sid : o.head_stream) o.tail_end.push_back(cursor[dir][size_t(sid)].end);
+      continue;
+    }
+    // Out of order (threads sharing a stream): the direction's calls sorted by (stream, ts).
+    o = Found::Dir();
+    std::vector<int64_t> st, ts, off, en;
+    for (int64_t i = 0; i < rows; i++) {
+      const Row r = row(i);
+      if (!(dir == 0 ? r.rd : r.wr) || !ov[i]) continue;
+      st.push_back(stream(i, proc_ ? proc_[i] : 0)), ts.push_back(ts_[i]);
+      off.push_back(off_[i]), en.push_back(off_[i] + r.moved);
+    }
+    const size_t m = st.size();
     std::vector<uint32_t> order(m);
     std::iota(order.begin(), order.end(), 0u);
     std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-      return a.stream[x] != a.stream[y] ? a.stream[x] < a.stream[y] : a.ts[x] < a.ts[y];
+      return st[x] != st[y] ? st[x] < st[y] : ts[x] < ts[y];
     });
     for (size_t k = 0; k < m; k++) {
       const uint32_t i = order[k];
-      if (k == 0 || a.stream[order[k - 1]] != a.stream[i]) {
-        if (k) r.tail_end.push_back(a.end[order[k - 1]]);
-        r.head_stream.push_back(a.stream[i]);
-        r.head_off.push_back(a.off[i]);
+      if (k == 0 || st[order[k - 1]] != st[i]) {
+        if (k) o.tail_end.push_back(en[order[k - 1]]);
+        o.head_stream.push_back(st[i]);
+        o.head_off.push_back(off[i]);
         continue;
       }
-      const int64_t pe = a.end[order[k - 1]];
-      r.consecutive += a.off[i] == pe;
-      if (a.off[i] >= pe)
-        r.sequential++;
+      const int64_t pe = en[order[k - 1]];
+      o.consecutive += off[i] == pe;
+      if (off[i] >= pe)
+        o.sequential++;
       else
-        r.random++;
+        o.random++;
     }
-    if (m) r.tail_end.push_back(a.end[order[m - 1]]);
+    if (m) o.tail_end.push_back(en[order[m - 1]]);
   }
 }
 

@@ -1,0 +1,98 @@
+"""_kernels.figures against a plain Python reference, on random blocks: interval unions per
+process and per @trace category (rows overlapping, nested, touching, out of start order) and
+access patterns per stream (threads sharing a stream, calls completing out of start order).
+The kernel follows rows in order and falls back to sorting when they are not; both paths
+must give the reference's figures exactly."""
+
+import numpy as np
+import pytest
+from iotrace_analyzer import _kernels
+
+CATS = ["posix", "compute", "fetch", "process"]  # kinds: io, compute, other, process
+CAT_KIND = np.array([1, 2, 0, 4], np.uint8)
+NAMES = ["read", "write", "open", "step"]
+NAME_KIND = np.array([1, 2, 0, 0], np.uint8)
+
+
+def block(rng, rows, procs, files, in_order):
+    """Random rows: I/O calls on a few files, compute and other spans, a few instants."""
+    ts = np.cumsum(rng.integers(0, 40, rows)) if in_order else rng.integers(0, 40 * rows, rows)
+    ts = ts.astype(np.int64)
+    dur = rng.integers(0, 60, rows).astype(np.int64)
+    cat = rng.choice(4, rows, p=[0.6, 0.15, 0.15, 0.1]).astype(np.int32)
+    name = np.where(cat == 0, rng.integers(0, 3, rows), 3).astype(np.int32)
+    ph = np.where(rng.random(rows) < 0.05, 1, 0).astype(np.int32)  # X or i
+    size = rng.choice([100, 4096, 1 << 20], rows).astype(np.int64)
+    offset = rng.choice([0, 4096, 8192, 1 << 20], rows).astype(np.int64)
+    ret = np.where(rng.random(rows) < 0.1, -1, size).astype(np.int64)
+    fh = np.where(cat == 0, rng.integers(0, files, rows), -1).astype(np.int32)
+    proc = np.sort(rng.integers(0, procs, rows)) if rng.random() < 0.5 else rng.integers(0, procs, rows)
+    return dict(ph=ph, ph_x=np.array([1, 0], np.uint8), cat=cat, cat_kind=CAT_KIND, name=name,
+                name_kind=NAME_KIND, ts=ts, dur=dur, ret=ret, bytes=np.zeros(rows, np.int64),
+                bytes_valid=np.zeros(rows, np.uint8), size=size,
+                size_valid=(rng.random(rows) < 0.8).astype(np.uint8), offset=offset,
+                offset_valid=(rng.random(rows) < 0.9).astype(np.uint8),
+                errno_valid=(ret < 0).astype(np.uint8), fh=fh, n_fh=files,
+                tid=rng.integers(1, 3, rows).astype(np.int64), proc=proc.astype(np.int64),
+                n_procs=procs, shifts=np.zeros(procs, np.int64), tl_exp=10)
+
+
+def union(intervals):
+    runs = []
+    for s, e in sorted(intervals):
+        if runs and s <= runs[-1][1]:
+            runs[-1][1] = max(runs[-1][1], e)
+        else:
+            runs.append([s, e])
+    return [tuple(r) for r in runs]
+
+
+def runs_of(r, group):
+    a, b = r["bounds"][group], r["bounds"][group + 1]
+    return list(zip(r["starts"][a:b].tolist(), r["ends"][a:b].tolist()))
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_figures_match_reference(seed):
+    rng = np.random.default_rng(seed)
+    b = block(rng, int(rng.integers(1, 400)), int(rng.integers(1, 4)), int(rng.integers(1, 4)),
+              in_order=seed % 2 == 0)
+    f = _kernels.figures(**b)
+    x = b["ph"] == 0
+    kind = CAT_KIND[b["cat"]]
+    io, comp = x & (kind & 1 > 0), x & (kind & 2 > 0)
+    end = b["ts"] + np.where(x, np.maximum(b["dur"], 0), 0)
+    for p in range(b["n_procs"]):
+        mine = b["proc"] == p
+        for k, rows in (("io", io), ("comp", comp), ("both", io | comp), ("all", x)):
+            want = union(zip(b["ts"][mine & rows].tolist(), end[mine & rows].tolist()))
+            assert runs_of(f["unions"][k], p) == want, (k, p)
+    # @trace categories: X events neither I/O nor process, per (process, cat)
+    other = x & (kind & 1 == 0) & (kind & 4 == 0)
+    cats = f["cats"]
+    for j, (p, c) in enumerate(zip(cats["proc"], cats["cat"])):
+        rows = other & (b["proc"] == p) & (b["cat"] == c)
+        assert cats["count"][j] == rows.sum()
+        assert runs_of(cats["runs"], j) == union(zip(b["ts"][rows].tolist(), end[rows].tolist()))
+    assert sum(cats["count"]) == other.sum()
+    # access per direction: each stream's calls by start time (stable), compared in turn
+    moved = np.where(b["bytes_valid"] > 0, b["bytes"], np.maximum(b["ret"], 0))
+    streams = list(zip(f["stream_fh"].tolist(), f["stream_proc"].tolist()))
+    for direction, flag in (("read", 1), ("write", 2)):
+        rows = np.flatnonzero(io & (NAME_KIND[b["name"]] & flag > 0) & (b["offset_valid"] > 0))
+        by_stream: dict = {}
+        for i in sorted(rows, key=lambda i: b["ts"][i]):
+            by_stream.setdefault((int(b["fh"][i]), int(b["proc"][i])), []).append(i)
+        want = dict(consecutive=0, sequential=0, random=0)
+        heads = {}
+        for key, rs in by_stream.items():
+            heads[key] = (int(b["offset"][rs[0]]), int(b["offset"][rs[-1]] + moved[rs[-1]]))
+            for prev, i in zip(rs, rs[1:]):
+                pe = b["offset"][prev] + moved[prev]
+                want["consecutive"] += int(b["offset"][i] == pe)
+                want["sequential" if b["offset"][i] >= pe else "random"] += 1
+        got = f[direction]
+        assert {k: int(got[k]) for k in want} == want, direction
+        assert {streams[s]: (int(o), int(t)) for s, o, t in
+                zip(got["head_stream"], got["head_off"], got["tail_end"])} == heads, direction
+    assert f["x_events"] == x.sum()

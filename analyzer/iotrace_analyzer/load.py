@@ -215,7 +215,8 @@ class ParquetOut:
     def __init__(self, out_dir: str | None, index: int):
         self.out_dir, self.index = out_dir, index
         self.writer = None
-        self.path = None
+        self.schema = None
+        self.paths: list = []
         self.q: queue.Queue = queue.Queue(maxsize=1)
         self.error: BaseException | None = None
         self.thread = None
@@ -232,15 +233,30 @@ class ParquetOut:
                 batches, host, names = item
                 # Each block in the published schema as it is; the chunks (with their own
                 # dictionaries) go to Parquet as one row group, nothing concatenated.
-                tab = pa.concat_tables([parquet.to_events(pa.Table.from_batches([b]), host, names)
-                                        for b in batches])
-                if self.writer is None:
-                    self.writer, self.path = parquet.open_part(self.out_dir, self.index)
+                tabs = [parquet.to_events(pa.Table.from_batches([b]), host, names) for b in batches]
+                loose = any(t.schema != parquet.EVENTS_SCHEMA_PRESENT for t in tabs)
+                if loose:
+                    tabs = [t.cast(parquet.EVENTS_SCHEMA) for t in tabs]
+                if self.writer is None or (loose and self.schema != parquet.EVENTS_SCHEMA):
+                    self._open(parquet.EVENTS_SCHEMA if loose else parquet.EVENTS_SCHEMA_PRESENT)
+                tab = pa.concat_tables(tabs)
+                if self.schema != tab.schema:
+                    tab = tab.cast(self.schema)
                 self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
         except BaseException as e:  # noqa: BLE001 (reported by close)
             self.error = e
             while self.q.get() is not None:  # let the producer finish
                 pass
+
+    def _open(self, schema: pa.Schema) -> None:
+        """The task's part; the events after one that lacks a required value (then rare
+        damaged lines) go on in a second part whose columns may all be null."""
+        if self.writer is not None:
+            self.writer.close()
+        name = f"part-{self.index:05d}" + (f"-{len(self.paths)}" if self.paths else "")
+        self.writer, path = parquet.open_part(self.out_dir, name, schema)
+        self.schema = schema
+        self.paths.append(path)
 
     def put(self, batch, host: str, names: dict) -> None:
         """Events of one file (a batch or a table); row groups hold one host's events."""
@@ -260,9 +276,9 @@ class ParquetOut:
             self.q.put((self.pending, self.host, dict(self.names)))
             self.pending, self.rows = [], 0
 
-    def close(self) -> str | None:
+    def close(self) -> list:
         if self.thread is None:
-            return None
+            return []
         self.flush()
         self.q.put(None)
         self.thread.join()
@@ -270,7 +286,7 @@ class ParquetOut:
             self.writer.close()
         if self.error is not None:
             raise self.error
-        return self.path
+        return self.paths
 
 
 def process_files(paths: list[str], index: int, out_dir: str | None,
@@ -336,14 +352,14 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
                     flush_group()
         flush_group()
     finally:
-        part = out.close()
+        parts = out.close()
     files = []
     for fr in readers:
         r = fr.finish()
         P.meta_events += fr.meta_events
         P.fh.update(fr.names)
         files.append(r)
-    return TaskResult(P.finalize(), files, [part] if part else [])
+    return TaskResult(P.finalize(), files, parts)
 
 
 # --------------------------------------------------------------------------- runners

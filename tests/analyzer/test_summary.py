@@ -14,10 +14,13 @@ Process B (pid 200, threads 200 and 201):
 """
 
 import json
+import os
 
+import pyarrow as pa
 import pyarrow.dataset as ds
+import pyarrow.parquet as pq
 import pytest
-from conftest import end, fh, io, meta, process, span, write_trace
+from conftest import end, fh, fhex, io, meta, process, span, write_trace
 from iotrace_analyzer.cli import main
 from iotrace_analyzer.load import Options, analyze
 
@@ -162,15 +165,17 @@ def test_outputs_written(job):
     t = ds.dataset(str(out / "events"), format="parquet").to_table()
     assert t.num_rows == 16
     schema = {f.name: str(f.type) for f in t.schema}
-    assert schema["ts"] == "double" and schema["dur"] == "double" and schema["pid"] == "int64"
+    assert schema["ts_ns"] == schema["dur_ns"] == schema["pid"] == "int64"
+    part = pq.read_schema(out / "events" / "part-00000.parquet")
+    assert [f.name for f in part if not f.nullable] == ["name", "cat", "ph", "pid", "tid", "host", "ts_ns"]
     for k in ("size", "offset", "ret", "bytes", "errno", "fd", "flags"):
         assert schema[k] == "int64"
     for k in ("name", "cat", "host", "fname", "fhash"):
         assert "string" in schema[k]
     rows = t.to_pylist()
     r = next(r for r in rows if r["name"] == "pwrite64")
-    assert (r["fname"], r["host"], r["ts"], r["dur"], r["size"], r["offset"], r["ret"], r["tid"]) == \
-        ("/data/b", "node1", 2200.0, 10.0, 10, 5000, 10, 200)
+    assert (r["fname"], r["host"], r["ts_ns"], r["dur_ns"], r["size"], r["offset"], r["ret"], r["tid"]) == \
+        ("/data/b", "node1", 2200 * US, 10 * US, 10, 5000, 10, 200)
     step = next(r for r in rows if r["name"] == "train.step")
     assert json.loads(step["args"]) == {"epoch": 1} and step["fname"] is None
     procs = ds.dataset(str(out / "processes.parquet")).to_table().to_pylist()
@@ -241,3 +246,35 @@ def test_existing_dask_cluster(tmp_path):
     assert S["input"]["engine"] == "dask"
     assert S["time"]["io_us"] == 23 and S["time"]["io_not_overlapped_us"] == 1
     assert (tmp_path / "out" / "events" / "part-00000.parquet").exists()
+
+
+def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monkeypatch):
+    """A line without `cat` (hand-made or damaged JSON) cannot go into a part whose `cat` is
+    required: that part is closed and the events from there on go into part-N-1, with nulls
+    where values are missing. Nothing is lost or invented."""
+    from iotrace_analyzer import load
+    from iotrace_format.reader import iter_batches
+
+    p = 300
+    no_cat = f'{{"ph":"X","name":"mystery","pid":{p},"tid":{p},"ts":1500.000,"dur":2.000}}'
+    good = [process(p), fh("/data/c", p),
+            io("read", p, 1000 * US, 5 * US, path="/data/c", fd=3, size=10, offset=0, ret=10)]
+    write_trace(tmp_path / "a.pfw.zst", good)
+    write_trace(tmp_path / "b.pfw.zst", [process(p), no_cat,
+                                         io("read", p, 1600 * US, 5 * US, path="/data/c", fd=3,
+                                            size=10, offset=10, ret=10)])
+    monkeypatch.setattr(load, "PARQUET_ROWS", 1)  # a row group per put
+    out = load.ParquetOut(str(tmp_path / "out"), 0)
+    for f in ("a.pfw.zst", "b.pfw.zst", "a.pfw.zst"):
+        for b in iter_batches(str(tmp_path / f)):
+            out.put(pa.record_batch(b), "node1", {fhex("/data/c"): "/data/c"})
+    parts = out.close()
+    assert [os.path.basename(x) for x in parts] == ["part-00000.parquet", "part-00000-1.parquet"]
+    assert not pq.read_schema(parts[0]).field("cat").nullable
+    assert pq.read_schema(parts[1]).field("cat").nullable
+    rows = [pq.read_table(x).to_pylist() for x in parts]
+    assert [(r["ts_ns"], r["name"], r["cat"], r["offset"], r["fname"]) for r in rows[0]] == \
+        [(1000 * US, "read", "posix", 0, "/data/c")]
+    assert [(r["ts_ns"], r["name"], r["cat"], r["offset"], r["fname"]) for r in rows[1]] == \
+        [(1500 * US, "mystery", None, None, None), (1600 * US, "read", "posix", 10, "/data/c"),
+         (1000 * US, "read", "posix", 0, "/data/c")]

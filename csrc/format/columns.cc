@@ -2,6 +2,7 @@
 
 #include <string.h>
 
+#include <algorithm>
 #include <initializer_list>
 #include <memory>
 
@@ -48,8 +49,17 @@ int32_t DictColumn::code(std::string_view s) {
   return last = c;
 }
 
+void Validity::grow(size_t row) {
+  size_t want = std::max({(row >> 6) + 1, (rows_hint + 63) / 64, 2 * words.size()});
+  words.resize(want, ~uint64_t(0));
+}
+
 void EventColumns::reserve(size_t n) {
   n += rows;
+  for (Validity* v : {&ph.valid, &name.valid, &cat.valid, &fhash.valid, &fhash2.valid, &hhash.valid,
+                      &pid.valid, &tid.valid, &ts_ns.valid, &dur_ns.valid, &args.valid})
+    v->rows_hint = n;
+  for (I64Column& c : ints) c.valid.rows_hint = n;
   for (DictColumn* d : {&ph, &name, &cat, &fhash, &fhash2, &hhash}) d->codes.reserve(n);
   for (I64Column* c : {&pid, &tid, &ts_ns, &dur_ns}) c->v.reserve(n);
   for (I64Column& c : ints) c.v.reserve(n);
@@ -67,7 +77,6 @@ namespace {
 // Everything one exported batch owns; freed by the root array's release.
 struct Holder {
   EventColumns cols;
-  std::vector<std::vector<uint8_t>> bitmaps;  // validity bitmaps padded to the row count
   ArrowArray child_arrays[20];
   ArrowArray* child_ptrs[20];
   ArrowArray dict_arrays[6];
@@ -98,14 +107,10 @@ void release_schema(ArrowSchema* s) {
   s->release = nullptr;
 }
 
-const void* bitmap(Holder& h, const Validity& v, size_t rows) {
+const void* bitmap(Validity& v, size_t rows) {
   if (!v.nulls) return nullptr;
-  h.bitmaps.emplace_back((rows + 7) / 8, 0);
-  std::vector<uint8_t>& b = h.bitmaps.back();
-  const size_t known = v.bytes.size() < rows ? v.bytes.size() : rows;
-  for (size_t i = 0; i < known; i++) b[i >> 3] |= uint8_t(v.bytes[i] << (i & 7));
-  for (size_t i = known; i < rows; i++) b[i >> 3] |= uint8_t(1u << (i & 7));  // valid after
-  return b.data();
+  v.words.resize((rows + 63) / 64, ~uint64_t(0));  // the rows after the last null: valid
+  return v.words.data();                           // little-endian words: Arrow's bit order
 }
 }  // namespace
 
@@ -143,7 +148,7 @@ void export_columns(EventColumns&& in, ArrowSchema* schema, ArrowArray* array) {
       s.dictionary = &ds;
       a.n_buffers = 2;
       a.null_count = col.valid.nulls;
-      buf[0] = bitmap(*h, col.valid, rows);
+      buf[0] = bitmap(col.valid, rows);
       buf[1] = col.codes.data();
       ArrowArray& da = h->dict_arrays[d];
       memset(&da, 0, sizeof da);
@@ -161,13 +166,13 @@ void export_columns(EventColumns&& in, ArrowSchema* schema, ArrowArray* array) {
       s.format = "l";
       a.n_buffers = 2;
       a.null_count = col.valid.nulls;
-      buf[0] = bitmap(*h, col.valid, rows);
+      buf[0] = bitmap(col.valid, rows);
       buf[1] = col.v.data();
     } else {  // args
       s.format = "u";
       a.n_buffers = 3;
       a.null_count = c.args.valid.nulls;
-      buf[0] = bitmap(*h, c.args.valid, rows);
+      buf[0] = bitmap(c.args.valid, rows);
       buf[1] = c.args.offs.data();
       buf[2] = c.args.data.data();
     }

@@ -27,19 +27,19 @@ constexpr const char* kEventColumns[] = {
     "ph",  "name", "cat",    "pid", "tid",   "ts_ns", "dur_ns", "fhash", "fhash2", "fd",
     "fd2", "size", "offset", "ret", "bytes", "errno", "flags",  "mode",  "hhash",  "args"};
 
-// Validity, all valid until the first null; then a byte per row (packed into Arrow's
-// bitmap once, at export: cheaper than shifting bits row by row).
+// Validity as Arrow's bitmap (bit set: valid), grown only by nulls: the words past the last
+// null are all valid and never stored, so a valid value costs nothing here.
 struct Validity {
-  std::vector<uint8_t> bytes;  // empty: every row so far is valid; else one per row
+  std::vector<uint64_t> words;  // bits of rows [0, 64 * words.size()); set unless null
   int64_t nulls = 0;
-  void null_at(size_t row) {  // rows come in order: bytes.size() is `row` once it is in use
-    if (bytes.size() < row) bytes.resize(row, 1);  // the rows before: valid
-    bytes.push_back(0);
+  size_t rows_hint = 0;  // the rows the block is expected to have: words made at once
+  void null_at(size_t row) {
+    if ((row >> 6) >= words.size()) grow(row);
+    words[row >> 6] &= ~(uint64_t(1) << (row & 63));
     nulls++;
   }
-  void valid_at(size_t) {
-    if (!bytes.empty()) bytes.push_back(1);
-  }
+  void valid_at(size_t) {}
+  void grow(size_t row);
 };
 
 struct I64Column {

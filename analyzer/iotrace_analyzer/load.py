@@ -9,7 +9,8 @@ dropped. Memory therefore stays bounded whatever the size of one file (one proce
 training job can hold billions of events), and a process's figures are exact because all its
 events pass through one task. Small files (short processes: an MD workflow runs thousands)
 are read together by one task, as one segment: the cost per file is a few calls, not a
-pipeline. Parquet is written by a thread of the task's own while the next segment decodes.
+pipeline. Parquet is written by a thread of the task's own while the next segment decodes
+when there are cores to spare (fewer tasks than workers), else by the task between blocks.
 """
 
 from __future__ import annotations
@@ -209,11 +210,15 @@ def _table(batches: list[pa.RecordBatch]) -> pa.Table:
 
 
 class ParquetOut:
-    """The task's Parquet part, written by a thread of its own (Parquet encoding releases
-    the GIL: it runs while the next blocks decode), in row groups of about 500,000 events."""
+    """The task's Parquet part, in row groups of about 500,000 events. Written by a thread of
+    its own (Parquet encoding releases the GIL: it runs while the next blocks decode) when
+    cores would otherwise be idle; else in the task's thread, when each row group is full:
+    with every core busy, a second thread per task only adds switches and cache misses (15%
+    more CPU per event)."""
 
-    def __init__(self, out_dir: str | None, index: int):
+    def __init__(self, out_dir: str | None, index: int, threaded: bool = True):
         self.out_dir, self.index = out_dir, index
+        self.threaded = threaded
         self.writer = None
         self.schema = None
         self.paths: list = []
@@ -223,30 +228,32 @@ class ParquetOut:
         self.pending: list = []  # batches of the row group being gathered
         self.rows = 0
         self.host, self.names = "", {}
-        if out_dir is not None:
+        if out_dir is not None and threaded:
             self.thread = threading.Thread(target=self._run, daemon=True)
             self.thread.start()
 
     def _run(self) -> None:
         try:
             while (item := self.q.get()) is not None:
-                batches, host, names = item
-                # Each block in the published schema as it is; the chunks (with their own
-                # dictionaries) go to Parquet as one row group, nothing concatenated.
-                tabs = [parquet.to_events(pa.Table.from_batches([b]), host, names) for b in batches]
-                loose = any(t.schema != parquet.EVENTS_SCHEMA_PRESENT for t in tabs)
-                if loose:
-                    tabs = [t.cast(parquet.EVENTS_SCHEMA) for t in tabs]
-                if self.writer is None or (loose and self.schema != parquet.EVENTS_SCHEMA):
-                    self._open(parquet.EVENTS_SCHEMA if loose else parquet.EVENTS_SCHEMA_PRESENT)
-                tab = pa.concat_tables(tabs)
-                if self.schema != tab.schema:
-                    tab = tab.cast(self.schema)
-                self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
+                self._write(*item)
         except BaseException as e:  # noqa: BLE001 (reported by close)
             self.error = e
             while self.q.get() is not None:  # let the producer finish
                 pass
+
+    def _write(self, batches: list, host: str, names: dict) -> None:
+        # Each block in the published schema as it is; the chunks (with their own
+        # dictionaries) go to Parquet as one row group, nothing concatenated.
+        tabs = [parquet.to_events(pa.Table.from_batches([b]), host, names) for b in batches]
+        loose = any(t.schema != parquet.EVENTS_SCHEMA_PRESENT for t in tabs)
+        if loose:
+            tabs = [t.cast(parquet.EVENTS_SCHEMA) for t in tabs]
+        if self.writer is None or (loose and self.schema != parquet.EVENTS_SCHEMA):
+            self._open(parquet.EVENTS_SCHEMA if loose else parquet.EVENTS_SCHEMA_PRESENT)
+        tab = pa.concat_tables(tabs)
+        if self.schema != tab.schema:
+            tab = tab.cast(self.schema)
+        self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
 
     def _open(self, schema: pa.Schema) -> None:
         """The task's part; the events after one that lacks a required value (then rare
@@ -260,7 +267,7 @@ class ParquetOut:
 
     def put(self, batch, host: str, names: dict) -> None:
         """Events of one file (a batch or a table); row groups hold one host's events."""
-        if self.thread is None or not batch.num_rows:
+        if self.out_dir is None or not batch.num_rows:
             return
         if self.pending and host != self.host:
             self.flush()
@@ -273,15 +280,21 @@ class ParquetOut:
 
     def flush(self) -> None:
         if self.pending:
-            self.q.put((self.pending, self.host, dict(self.names)))
+            if self.thread is not None:
+                self.q.put((self.pending, self.host, dict(self.names)))
+            else:
+                self._write(self.pending, self.host, self.names)
             self.pending, self.rows = [], 0
 
     def close(self) -> list:
-        if self.thread is None:
+        if self.out_dir is None:
             return []
-        self.flush()
-        self.q.put(None)
-        self.thread.join()
+        try:
+            self.flush()
+        finally:
+            if self.thread is not None:
+                self.q.put(None)
+                self.thread.join()
         if self.writer is not None:
             self.writer.close()
         if self.error is not None:
@@ -290,13 +303,13 @@ class ParquetOut:
 
 
 def process_files(paths: list[str], index: int, out_dir: str | None,
-                  compute_cats: tuple[str, ...]) -> TaskResult:
+                  compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
     """Read, summarize and write one or more whole files. A big file is summarized block by
     block as it streams (the working set stays a block's); small files are gathered and
     summarized together, as one table of several processes."""
     tune_process()
     P = summary.Partial()
-    out = ParquetOut(out_dir, index)
+    out = ParquetOut(out_dir, index, threaded=parquet_thread)
     readers = []
     group: list = []  # (reader, table) of small files
     group_rows = 0
@@ -492,10 +505,13 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         pending = order[::-1]
         in_flight: set = set()
         window = 2 * runner.workers
+        # A Parquet thread per task while there are fewer tasks than workers (cores to spare)
+        spare_cores = len(tasks) < runner.workers
 
         def submit_next():
             i = pending.pop()
-            in_flight.add(runner.submit(process_files, tasks[i], i, opts.out_dir, opts.compute_cats))
+            in_flight.add(runner.submit(process_files, tasks[i], i, opts.out_dir, opts.compute_cats,
+                                        spare_cores))
 
         while pending and len(in_flight) < window:
             submit_next()

@@ -248,7 +248,8 @@ def test_existing_dask_cluster(tmp_path):
     assert (tmp_path / "out" / "events" / "part-00000.parquet").exists()
 
 
-def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monkeypatch):
+@pytest.mark.parametrize("threaded", [True, False])
+def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monkeypatch, threaded):
     """A line without `cat` (hand-made or damaged JSON) cannot go into a part whose `cat` is
     required: that part is closed and the events from there on go into part-N-1, with nulls
     where values are missing. Nothing is lost or invented."""
@@ -264,7 +265,7 @@ def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monke
                                          io("read", p, 1600 * US, 5 * US, path="/data/c", fd=3,
                                             size=10, offset=10, ret=10)])
     monkeypatch.setattr(load, "PARQUET_ROWS", 1)  # a row group per put
-    out = load.ParquetOut(str(tmp_path / "out"), 0)
+    out = load.ParquetOut(str(tmp_path / "out"), 0, threaded=threaded)
     for f in ("a.pfw.zst", "b.pfw.zst", "a.pfw.zst"):
         for b in iter_batches(str(tmp_path / f)):
             out.put(pa.record_batch(b), "node1", {fhex("/data/c"): "/data/c"})

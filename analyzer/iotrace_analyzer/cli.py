@@ -4,6 +4,7 @@ timeline page, and (with -o) the events as a Parquet dataset."""
 from __future__ import annotations
 
 import argparse
+import gc
 import os
 import sys
 import time
@@ -72,6 +73,9 @@ def _without_pandas() -> None:
 def run() -> int:
     """The console script (and `python -m iotrace_analyzer`): main() in a process of its own."""
     _without_pandas()
+    # The imports' objects (pyarrow, numpy) out of the cyclic collector's sight: its full
+    # collections walked them all, and forked workers share them untouched.
+    gc.freeze()
     return main()
 
 

@@ -163,18 +163,23 @@ class FileReader:
         r.bad_examples.extend(b.bad_examples[: 3 - len(r.bad_examples)])
         return pa.record_batch(b)
 
-    def seen(self, ev: pa.Table) -> None:
+    def seen(self, ev: pa.Table | pa.RecordBatch) -> None:
         """Keep what finish() needs of a segment's events (distinct hashes and pids)."""
         self.result.events += ev.num_rows
         if ev.num_rows:
             d = ev.column("fhash")
             d = d.combine_chunks() if isinstance(d, pa.ChunkedArray) else d
-            if pa.types.is_dictionary(d.type):
-                used = pc.unique(d.indices.drop_null())
-                self.hashes_seen |= {h for h in d.dictionary.take(used).to_pylist() if h is not None}
+            if pa.types.is_dictionary(d.type):  # the decoder's: a value only when a row has it
+                self.hashes_seen.update(d.dictionary.to_pylist())
             else:
                 self.hashes_seen |= {h for h in pc.unique(d).to_pylist() if h is not None}
-            self.pids |= set(pc.unique(ev.column("pid")).to_pylist())
+            pid = ev.column("pid")
+            pid = pid.combine_chunks() if isinstance(pid, pa.ChunkedArray) else pid
+            first, last = pid[0].as_py(), pid[-1].as_py()
+            if first == last and pid.null_count == 0 and pc.all(pc.equal(pid, first)).as_py():
+                self.pids.add(first)
+            else:
+                self.pids |= set(pc.unique(pid).to_pylist())
 
     def finish(self) -> FileResult:
         r = self.result
@@ -242,15 +247,16 @@ class ParquetOut:
                 pass
 
     def _write(self, batches: list, host: str, names: dict) -> None:
-        # Each block in the published schema as it is; the chunks (with their own
-        # dictionaries) go to Parquet as one row group, nothing concatenated.
+        # Each block in the published schema as it is; the chunks go to Parquet as one row
+        # group, nothing concatenated, with one dictionary per column (a dictionary that
+        # changes from chunk to chunk sends the writer to materialize and hash the strings).
         tabs = [parquet.to_events(pa.Table.from_batches([b]), host, names) for b in batches]
         loose = any(t.schema != parquet.EVENTS_SCHEMA_PRESENT for t in tabs)
         if loose:
             tabs = [t.cast(parquet.EVENTS_SCHEMA) for t in tabs]
         if self.writer is None or (loose and self.schema != parquet.EVENTS_SCHEMA):
             self._open(parquet.EVENTS_SCHEMA if loose else parquet.EVENTS_SCHEMA_PRESENT)
-        tab = pa.concat_tables(tabs)
+        tab = pa.concat_tables(tabs).unify_dictionaries()
         if self.schema != tab.schema:
             tab = tab.cast(self.schema)
         self.writer.write_table(tab, row_group_size=PARQUET_ROWS)

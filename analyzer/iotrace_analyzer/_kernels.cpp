@@ -3,9 +3,10 @@
 // made dozens of passes and temporaries per block; here each figure is a counter bumped once
 // per row. Rows are grouped by process (`proc`, an index into the block's processes).
 //
-// In: the block's columns as int64 arrays (0 under nulls) and uint8 validity, dictionary codes
-// (-1: null) with per-value flags computed in Python (ph is "X"; category is I/O, compute,
-// process; call reads or writes). Out: a dict of numpy arrays, documented in figures() below.
+// In: the block's int64 columns as Arrow holds them (values, validity bitmap, bit offset: no
+// copy, nulls read as 0), dictionary codes (-1: null) with per-value flags computed in Python
+// (ph is "X"; category is I/O, compute, process; call reads or writes). Out: a dict of numpy
+// arrays, documented in figures() below.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
@@ -13,6 +14,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <numeric>
+#include <stdexcept>
 #include <unordered_map>
 #include <vector>
 
@@ -23,6 +25,24 @@ namespace {
 using I64 = py::array_t<int64_t, py::array::c_style | py::array::forcecast>;
 using I32 = py::array_t<int32_t, py::array::c_style | py::array::forcecast>;
 using U8 = py::array_t<uint8_t, py::array::c_style | py::array::forcecast>;
+
+// An Arrow int64 column: (values, validity bitmap or an empty array, offset of row 0 in the
+// bitmap). A null reads as 0.
+struct Col {
+  I64 values;
+  U8 bitmap;
+  int64_t off = 0;
+  const int64_t* v = nullptr;
+  const uint8_t* bm = nullptr;
+  explicit Col(const py::tuple& t)
+      : values(t[0].cast<I64>()), bitmap(t[1].cast<U8>()), off(t[2].cast<int64_t>()) {
+    v = values.data();
+    bm = bitmap.shape(0) ? bitmap.data() : nullptr;
+  }
+  int64_t rows() const { return values.shape(0); }
+  bool ok(int64_t i) const { return !bm || ((bm[(i + off) >> 3] >> ((i + off) & 7)) & 1); }
+  int64_t at(int64_t i) const { return ok(i) ? v[i] : 0; }
+};
 
 constexpr uint8_t kCatIo = 1, kCatCompute = 2, kCatProcess = 4;
 constexpr uint8_t kRead = 1, kWrite = 2;
@@ -211,22 +231,30 @@ struct Found {
   } dirs[2];
 };
 
-void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind, I64& ts,
-             I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
-             I64& offset, U8& offset_valid, U8& errno_valid, I32& fh, I64& tid, I64& proc,
-             int64_t n_procs, I64& shifts, int64_t tl_exp);
+void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
+             const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
+             const Col& offset, const Col& err, I32& fh, const Col& tid, I64& proc, int64_t n_procs,
+             I64& shifts, int64_t tl_exp);
 
-py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, I64 ts, I64 dur,
-                 I64 ret, I64 nbytes, U8 bytes_valid, I64 size, U8 size_valid, I64 offset,
-                 U8 offset_valid, U8 errno_valid, I32 fh, int64_t n_fh, I64 tid, I64 proc,
-                 int64_t n_procs, I64 shifts, int64_t tl_exp) {
+py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, py::tuple ts,
+                 py::tuple dur, py::tuple ret, py::tuple nbytes, py::tuple size, py::tuple offset,
+                 py::tuple err, I32 fh, py::tuple tid, I64 proc, int64_t n_procs, I64 shifts,
+                 int64_t tl_exp) {
   Found F;
+  const Col ts_c(ts), dur_c(dur), ret_c(ret), bytes_c(nbytes), size_c(size), off_c(offset),
+      err_c(err), tid_c(tid);
+  const int64_t rows = ts_c.rows();
+  for (const Col* c : {&dur_c, &ret_c, &bytes_c, &size_c, &off_c, &err_c, &tid_c})
+    if (c->rows() != rows || (c->bm && c->bitmap.shape(0) * 8 < rows + c->off))
+      throw std::invalid_argument("figures: columns of different lengths");
+  if (ph.shape(0) != rows || cat.shape(0) != rows || name.shape(0) != rows || fh.shape(0) != rows ||
+      (proc.shape(0) && proc.shape(0) != rows))
+    throw std::invalid_argument("figures: columns of different lengths");
   {
     py::gil_scoped_release nogil;
-    compute(F, ph, ph_x, cat, cat_kind, name, name_kind, ts, dur, ret, nbytes, bytes_valid, size,
-            size_valid, offset, offset_valid, errno_valid, fh, tid, proc, n_procs, shifts, tl_exp);
+    compute(F, ph, ph_x, cat, cat_kind, name, name_kind, ts_c, dur_c, ret_c, bytes_c, size_c, off_c,
+            err_c, fh, tid_c, proc, n_procs, shifts, tl_exp);
   }
-  (void)n_fh;
   py::dict out;
   out["x_events"] = F.x_events;
   out["start_j"] = F.start_j;
@@ -280,21 +308,17 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   return out;
 }
 
-void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind, I64& ts,
-             I64& dur, I64& ret, I64& nbytes, U8& bytes_valid, I64& size, U8& size_valid,
-             I64& offset, U8& offset_valid, U8& errno_valid, I32& fh, I64& tid, I64& proc,
-             int64_t n_procs, I64& shifts, int64_t tl_exp) {
-  const int64_t rows = ts.shape(0);
+void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
+             const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
+             const Col& offset, const Col& err, I32& fh, const Col& tid, I64& proc, int64_t n_procs,
+             I64& shifts, int64_t tl_exp) {
+  const int64_t rows = ts.rows();
   const int32_t* ph_ = ph.data();
   const uint8_t* ph_x_ = ph_x.data();
   const int32_t* cat_ = cat.data();
   const uint8_t* cat_kind_ = cat_kind.data();
   const int32_t* name_ = name.data();
   const uint8_t* name_kind_ = name_kind.data();
-  const int64_t *ts_ = ts.data(), *dur_ = dur.data(), *ret_ = ret.data(), *bytes_ = nbytes.data();
-  const int64_t *size_ = size.data(), *off_ = offset.data(), *tid_ = tid.data();
-  const uint8_t *bv = bytes_valid.data(), *sv = size_valid.data(), *ov = offset_valid.data(),
-                *ev = errno_valid.data();
   const int32_t* fh_ = fh.data();
   const int64_t* proc_ = proc.shape(0) ? proc.data() : nullptr;
   const int64_t* shift_ = shifts.data();
@@ -349,9 +373,10 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     r.comp = r.x && (r.ck & kCatCompute);
     const uint8_t nk = name_[i] >= 0 ? name_kind_[name_[i]] : 0;
     r.rd = r.io && (nk & kRead), r.wr = r.io && (nk & kWrite);
-    r.d = r.x && dur_[i] > 0 ? dur_[i] : 0;
+    const int64_t d = dur.at(i);
+    r.d = r.x && d > 0 ? d : 0;
     r.moved = 0;
-    if (r.rd || r.wr) r.moved = bv[i] ? bytes_[i] : std::max<int64_t>(ret_[i], 0);
+    if (r.rd || r.wr) r.moved = nbytes.ok(i) ? nbytes.v[i] : std::max<int64_t>(ret.at(i), 0);
     return r;
   };
   auto stream = [&](int64_t i, int64_t p) {
@@ -372,14 +397,14 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     const int64_t p = proc_ ? proc_[i] : 0;
     const Row r = row(i);
     const int64_t d = r.d, moved = r.moved;
-    const int64_t t = ts_[i], end = t + d;
+    const int64_t t = ts.at(i), end = t + d;
     x_events += r.x;
     cnt[p]++;
     first[p] = std::min(first[p], t);
     last[p] = std::max(last[p], end);
     start_j = std::min(start_j, t + shift_[p]);
     end_j = std::max(end_j, end + shift_[p]);
-    threads.sums[0][threads.slot(p, tid_[i])]++;
+    threads.sums[0][threads.slot(p, tid.at(i))]++;
     if (r.io) unions[0][p].add(t, end);
     if (r.comp) unions[1][p].add(t, end);
     if (r.x && !r.io && !r.comp) unions[2][p].add(t, end);
@@ -403,8 +428,8 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       call_cnt[nc]++;
       call_dur[nc] += d;
       call_bytes[nc] += moved;
-      call_err[nc] += ev[i] != 0;
-      if (sv[i]) sizes_.sums[0][sizes_.slot(nc, size_[i])]++;
+      call_err[nc] += err.ok(i);
+      if (size.ok(i)) sizes_.sums[0][sizes_.slot(nc, size.v[i])]++;
     }
     if (fh_[i] >= 0) {
       const size_t f = files.slot(fh_[i], p);
@@ -419,12 +444,12 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     tl.sums[2][b]++;
     if (!(r.rd || r.wr)) continue;
     const int dir = r.rd ? 0 : 1;
-    const int64_t sz = sv[i] ? size_[i] : moved;
+    const int64_t sz = size.ok(i) ? size.v[i] : moved;
     int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) -
                   std::begin(kSizeEdges)) -
               1;
     hist[dir][bin < 0 ? 0 : bin]++;
-    if (!ov[i] || !in_order[dir]) continue;
+    if (!offset.ok(i) || !in_order[dir]) continue;
     // The first call of a stream in this block is its head (Python decides with what the
     // stream carried from the block before); each later one is compared with the previous.
     const int64_t sid = stream(i, p);
@@ -432,18 +457,18 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     Found::Dir& o = F.dirs[dir];
     if (!c.seen) {
       c.seen = true;
-      o.head_stream.push_back(sid), o.head_off.push_back(off_[i]);
+      o.head_stream.push_back(sid), o.head_off.push_back(offset.v[i]);
     } else if (t < c.ts) {
       in_order[dir] = false;  // a stream's calls out of start order: sorted below
       continue;
     } else {
-      o.consecutive += off_[i] == c.end;
-      if (off_[i] >= c.end)
+      o.consecutive += offset.v[i] == c.end;
+      if (offset.v[i] >= c.end)
         o.sequential++;
       else
         o.random++;
     }
-    c.ts = t, c.end = off_[i] + moved;
+    c.ts = t, c.end = offset.v[i] + moved;
   }
 
   // both = io | comp, all = both | other; the same runs are not built twice (a POSIX trace's
@@ -468,18 +493,18 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     }
     // Out of order (threads sharing a stream): the direction's calls sorted by (stream, ts).
     o = Found::Dir();
-    std::vector<int64_t> st, ts, off, en;
+    std::vector<int64_t> st, tss, off, en;
     for (int64_t i = 0; i < rows; i++) {
       const Row r = row(i);
-      if (!(dir == 0 ? r.rd : r.wr) || !ov[i]) continue;
-      st.push_back(stream(i, proc_ ? proc_[i] : 0)), ts.push_back(ts_[i]);
-      off.push_back(off_[i]), en.push_back(off_[i] + r.moved);
+      if (!(dir == 0 ? r.rd : r.wr) || !offset.ok(i)) continue;
+      st.push_back(stream(i, proc_ ? proc_[i] : 0)), tss.push_back(ts.at(i));
+      off.push_back(offset.v[i]), en.push_back(offset.v[i] + r.moved);
     }
     const size_t m = st.size();
     std::vector<uint32_t> order(m);
     std::iota(order.begin(), order.end(), 0u);
     std::stable_sort(order.begin(), order.end(), [&](uint32_t x, uint32_t y) {
-      return st[x] != st[y] ? st[x] < st[y] : ts[x] < ts[y];
+      return st[x] != st[y] ? st[x] < st[y] : tss[x] < tss[y];
     });
     for (size_t k = 0; k < m; k++) {
       const uint32_t i = order[k];
@@ -506,8 +531,6 @@ PYBIND11_MODULE(_kernels, m) {
   m.doc() = "The summary's figures of one block of events, in a few passes (summary.py)";
   m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
         py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
-        py::arg("bytes"), py::arg("bytes_valid"), py::arg("size"), py::arg("size_valid"),
-        py::arg("offset"), py::arg("offset_valid"), py::arg("errno_valid"), py::arg("fh"),
-        py::arg("n_fh"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"),
-        py::arg("tl_exp"));
+        py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),
+        py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"), py::arg("tl_exp"));
 }

@@ -215,12 +215,10 @@ class Partial:
         f = _kernels.figures(
             ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
-            ts=_np(ev.column("ts_ns")), dur=_np(ev.column("dur_ns")), ret=_np(ev.column("ret")),
-            bytes=_np(ev.column("bytes")), bytes_valid=_valid8(ev.column("bytes")),
-            size=_np(ev.column("size")), size_valid=_valid8(ev.column("size")),
-            offset=_np(ev.column("offset")), offset_valid=_valid8(ev.column("offset")),
-            errno_valid=_valid8(ev.column("errno")), fh=fh_codes, n_fh=len(fh_vals),
-            tid=_np(ev.column("tid")),
+            ts=_col(ev.column("ts_ns")), dur=_col(ev.column("dur_ns")), ret=_col(ev.column("ret")),
+            bytes=_col(ev.column("bytes")), size=_col(ev.column("size")),
+            offset=_col(ev.column("offset")), errno=_col(ev.column("errno")), fh=fh_codes,
+            tid=_col(ev.column("tid")),
             proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
             n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
         self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
@@ -342,20 +340,6 @@ def _codes32(col) -> tuple[np.ndarray, list]:
     return codes, col.dictionary.to_pylist()
 
 
-def _valid8(col) -> np.ndarray:
-    """Where a column has a value, as uint8 per row."""
-    return _valid(col).view(np.uint8)
-
-
-def _valid(col) -> np.ndarray:
-    """Where a column has a value (bool per row)."""
-    if col.null_count == 0:
-        return np.ones(len(col), bool)
-    if col.null_count == len(col):
-        return np.zeros(len(col), bool)
-    return pc.is_valid(col).to_numpy(zero_copy_only=False)
-
-
 def _length(u) -> int:
     return u.length() if isinstance(u, Union) else int(u)
 
@@ -378,26 +362,32 @@ def _binned(idx: np.ndarray, rd: np.ndarray, wr: np.ndarray, ops: np.ndarray) ->
             np.bincount(inv, weights=ops, minlength=len(u)))
 
 
-def _np(col, dtype=np.int64):
-    """An Arrow integer column as numpy, nulls as 0. The format's decoder writes 0 under every
-    null, so its arrays are read in place; others get their nulls filled."""
+_NO_BITMAP = np.zeros(0, np.uint8)
+
+
+def _col(col) -> tuple:
+    """An Arrow integer column for the kernel as Arrow holds it: (int64 values, validity
+    bitmap or an empty array, bit offset of row 0). No copy of int64 columns."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if col.type == pa.int64() and col.offset == 0 and (col.null_count == 0 or _decoded(col)):
+    if col.type != pa.int64():
+        col = pc.cast(col, pa.int64())
+    if col.null_count == len(col):  # an all-null array may have no value buffer
+        return np.zeros(len(col), np.int64), np.zeros((len(col) + 7) // 8, np.uint8), 0
+    bitmap, values = col.buffers()[:2]
+    v = np.frombuffer(values, np.int64, len(col) + col.offset)[col.offset:]
+    if not col.null_count or bitmap is None:
+        return v, _NO_BITMAP, 0
+    return v, np.frombuffer(bitmap, np.uint8), col.offset
+
+
+def _np(col, dtype=np.int64):
+    """An Arrow integer column as numpy, nulls as 0."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.type == pa.int64() and col.offset == 0 and col.null_count == 0:
         return np.frombuffer(col.buffers()[1], np.int64, len(col))
     return pc.fill_null(col, 0).to_numpy(zero_copy_only=False).astype(dtype, copy=False)
-
-
-def _decoded(col) -> bool:
-    """Does the array hold 0 under its nulls? (checked on its first null: arrays here come
-    from the format's decoder, which writes 0 there, or from concatenations of them)"""
-    v = pc.is_null(col)
-    i = pc.index(v, True).as_py()
-    return i < 0 or np.frombuffer(col.buffers()[1], np.int64, len(col))[i] == 0
-
-
-
-
 
 
 # --------------------------------------------------------------------------- merge

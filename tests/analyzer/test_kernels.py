@@ -27,14 +27,30 @@ def block(rng, rows, procs, files, in_order):
     ret = np.where(rng.random(rows) < 0.1, -1, size).astype(np.int64)
     fh = np.where(cat == 0, rng.integers(0, files, rows), -1).astype(np.int32)
     proc = np.sort(rng.integers(0, procs, rows)) if rng.random() < 0.5 else rng.integers(0, procs, rows)
+    valid = {k: rng.random(rows) < p for k, p in (("size", 0.8), ("offset", 0.9), ("bytes", 0.0))}
+    valid["errno"] = ret < 0
     return dict(ph=ph, ph_x=np.array([1, 0], np.uint8), cat=cat, cat_kind=CAT_KIND, name=name,
                 name_kind=NAME_KIND, ts=ts, dur=dur, ret=ret, bytes=np.zeros(rows, np.int64),
-                bytes_valid=np.zeros(rows, np.uint8), size=size,
-                size_valid=(rng.random(rows) < 0.8).astype(np.uint8), offset=offset,
-                offset_valid=(rng.random(rows) < 0.9).astype(np.uint8),
-                errno_valid=(ret < 0).astype(np.uint8), fh=fh, n_fh=files,
+                size=size, offset=offset, errno=np.where(ret < 0, 22, 0), valid=valid, fh=fh,
                 tid=rng.integers(1, 3, rows).astype(np.int64), proc=proc.astype(np.int64),
                 n_procs=procs, shifts=np.zeros(procs, np.int64), tl_exp=10)
+
+
+def figures(rng, b):
+    """The kernel on block `b`, its columns passed as Arrow holds them: values, validity
+    bitmap (bits from a random offset, garbage values under nulls) or none."""
+    args = {k: v for k, v in b.items() if k != "valid"}
+    for k in ("ts", "dur", "ret", "bytes", "size", "offset", "errno", "tid"):
+        values = b[k].astype(np.int64)
+        if k not in b["valid"]:
+            args[k] = (values, np.zeros(0, np.uint8), 0)
+            continue
+        valid = b["valid"][k]
+        off = int(rng.integers(0, 8))
+        bits = np.concatenate([rng.random(off) < 0.5, valid])
+        garbage = np.where(valid, values, rng.integers(-9, 9, len(values)))
+        args[k] = (garbage, np.packbits(bits, bitorder="little"), off)
+    return _kernels.figures(**args)
 
 
 def union(intervals):
@@ -57,7 +73,7 @@ def test_figures_match_reference(seed):
     rng = np.random.default_rng(seed)
     b = block(rng, int(rng.integers(1, 400)), int(rng.integers(1, 4)), int(rng.integers(1, 4)),
               in_order=seed % 2 == 0)
-    f = _kernels.figures(**b)
+    f = figures(rng, b)
     x = b["ph"] == 0
     kind = CAT_KIND[b["cat"]]
     io, comp = x & (kind & 1 > 0), x & (kind & 2 > 0)
@@ -76,10 +92,10 @@ def test_figures_match_reference(seed):
         assert runs_of(cats["runs"], j) == union(zip(b["ts"][rows].tolist(), end[rows].tolist()))
     assert sum(cats["count"]) == other.sum()
     # access per direction: each stream's calls by start time (stable), compared in turn
-    moved = np.where(b["bytes_valid"] > 0, b["bytes"], np.maximum(b["ret"], 0))
+    moved = np.where(b["valid"]["bytes"], b["bytes"], np.maximum(b["ret"], 0))
     streams = list(zip(f["stream_fh"].tolist(), f["stream_proc"].tolist()))
     for direction, flag in (("read", 1), ("write", 2)):
-        rows = np.flatnonzero(io & (NAME_KIND[b["name"]] & flag > 0) & (b["offset_valid"] > 0))
+        rows = np.flatnonzero(io & (NAME_KIND[b["name"]] & flag > 0) & b["valid"]["offset"])
         by_stream: dict = {}
         for i in sorted(rows, key=lambda i: b["ts"][i]):
             by_stream.setdefault((int(b["fh"][i]), int(b["proc"][i])), []).append(i)
@@ -96,3 +112,15 @@ def test_figures_match_reference(seed):
         assert {streams[s]: (int(o), int(t)) for s, o, t in
                 zip(got["head_stream"], got["head_off"], got["tail_end"])} == heads, direction
     assert f["x_events"] == x.sum()
+    # per call name: count, bytes moved, errors (rows with errno); (name, size) counts
+    data = io & (NAME_KIND[b["name"]] > 0)
+    for nc in range(len(NAMES)):
+        rows = io & (b["name"] == nc)
+        got = (int(f["calls"]["count"][nc]), int(f["calls"]["bytes"][nc]), int(f["calls"]["errors"][nc]))
+        assert got == (rows.sum(), moved[rows & data].sum(), (rows & b["valid"]["errno"]).sum()), nc
+    sized = io & b["valid"]["size"]
+    want_sizes: dict = {}
+    for nc, sz in zip(b["name"][sized].tolist(), b["size"][sized].tolist()):
+        want_sizes[(nc, sz)] = want_sizes.get((nc, sz), 0) + 1
+    s = f["sizes"]
+    assert dict(zip(zip(s["name"].tolist(), s["size"].tolist()), s["count"].tolist())) == want_sizes

@@ -175,11 +175,12 @@ class FileReader:
                 self.hashes_seen |= {h for h in pc.unique(d).to_pylist() if h is not None}
             pid = ev.column("pid")
             pid = pid.combine_chunks() if isinstance(pid, pa.ChunkedArray) else pid
-            first, last = pid[0].as_py(), pid[-1].as_py()
-            if first == last and pid.null_count == 0 and pc.all(pc.equal(pid, first)).as_py():
-                self.pids.add(first)
-            else:
-                self.pids |= set(pc.unique(pid).to_pylist())
+            if pid.null_count == 0 and pid.type == pa.int64():
+                p = summary.np_ints(pid)
+                if p[0] == p[-1] and (p == p[0]).all():  # one process: no hashing
+                    self.pids.add(int(p[0]))
+                    return
+            self.pids |= set(pc.unique(pid).to_pylist())
 
     def finish(self) -> FileResult:
         r = self.result

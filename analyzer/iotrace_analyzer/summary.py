@@ -194,7 +194,7 @@ class Partial:
         if n_rows == 0:
             return
         self.events += n_rows
-        pid = _np(ev.column("pid"))
+        pid = np_ints(ev.column("pid"))
         if proc_of_row is None and procs[0][2] is None:  # one file: a process per pid
             file_key, host, _, shift = procs[0]
             if pid[0] == pid[-1] and (pid == pid[0]).all():
@@ -381,7 +381,7 @@ def _col(col) -> tuple:
     return v, np.frombuffer(bitmap, np.uint8), col.offset
 
 
-def _np(col, dtype=np.int64):
+def np_ints(col, dtype=np.int64):
     """An Arrow integer column as numpy, nulls as 0."""
     if isinstance(col, pa.ChunkedArray):
         col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)

@@ -10,7 +10,8 @@ training job can hold billions of events), and a process's figures are exact bec
 events pass through one task. Small files (short processes: an MD workflow runs thousands)
 are read together by one task, as one segment: the cost per file is a few calls, not a
 pipeline. Parquet is written by a thread of the task's own while the next segment decodes
-when there are cores to spare (fewer tasks than workers), else by the task between blocks.
+when cores would idle otherwise (one file much bigger than the rest), else by the task between
+blocks.
 """
 
 from __future__ import annotations
@@ -512,13 +513,16 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         pending = order[::-1]
         in_flight: set = set()
         window = 2 * runner.workers
-        # A Parquet thread per task while there are fewer tasks than workers (cores to spare)
-        spare_cores = len(tasks) < runner.workers
+        # A Parquet thread for a task that will be the long pole (more events than all the
+        # others share per remaining worker): the cores the others leave would idle
+        size = [sum(_estimate(f, sizes[f]) for f in t) for t in tasks]
+        spare = runner.workers - 1
+        threaded = [spare > 0 and size[i] * spare > est - size[i] for i in range(len(tasks))]
 
         def submit_next():
             i = pending.pop()
             in_flight.add(runner.submit(process_files, tasks[i], i, opts.out_dir, opts.compute_cats,
-                                        spare_cores))
+                                        threaded[i]))
 
         while pending and len(in_flight) < window:
             submit_next()

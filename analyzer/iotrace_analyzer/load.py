@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format.reader import Damage, find_traces, iter_batches
 
-from . import parquet, summary
+from . import file_class, parquet, summary
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
@@ -540,7 +540,8 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
         runner.close()
     order = {f: i for i, f in enumerate(files)}
     file_results = sorted((f for r in results for f in r.files), key=lambda r: order[r.path])
-    S = summary.merge([r.partial for r in results])
+    prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
+    S = summary.merge([r.partial for r in results], prefixes=prefixes)
     S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est)
     S["damage"] = damage_report(file_results)

@@ -61,9 +61,16 @@ def text_report(S: dict, top: int = 10) -> str:
     m = S["metadata_calls"]
     parts.append(f"Metadata calls: {m['count']} calls, {_time(m['time_us'])} "
                  f"({100 * m['count_share']:.1f}% of I/O calls, {100 * m['time_share']:.1f}% of I/O call time)\n")
-    parts.append(_table("Files (top by I/O time)", ["file", "calls", "time", "read", "written", "procs"], [
-        [f["file"], f["count"], _time(f["time_us"]), _size(f["bytes_read"]), _size(f["bytes_written"]),
-         f["processes"]] for f in S["files"][:top]]))
+    fc = S.get("file_classes", {})
+    if fc:
+        parts.append(_table("Files by class (data: the job's; software: what it loads; system; "
+                            "pipe-socket)", ["class", "files", "calls", "time", "read", "written"], [
+            [k, v["files"], v["count"], _time(v["time_us"]), _size(v["bytes_read"]),
+             _size(v["bytes_written"])] for k, v in fc.items()]))
+    parts.append(_table("Files (top by I/O time, data first)",
+                        ["file", "class", "calls", "time", "read", "written", "procs"], [
+        [f["file"], f.get("class", ""), f["count"], _time(f["time_us"]), _size(f["bytes_read"]),
+         _size(f["bytes_written"]), f["processes"]] for f in S["files"][:top]]))
     parts.append(_table("Processes (top by I/O time)", ["host", "pid", "events", "app", "io",
                                                           "io not overlapped", "compute", "read", "written"], [
         [p["host"], p["pid"], p["events"], _time(p["app_us"]), _time(p["io_us"]),

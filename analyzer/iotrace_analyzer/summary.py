@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import calls_of
 
-from . import _kernels, training
+from . import _kernels, file_class, training
 from .intervals import Union
 from .training import TrainingPart
 
@@ -418,8 +418,9 @@ def _us(ns) -> float:
     return round(int(ns) / 1000.0, 3)
 
 
-def merge(partials: list[Partial], top: int = 20) -> dict:
-    """The summary (a JSON-ready dict) from all files' partials."""
+def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()) -> dict:
+    """The summary (a JSON-ready dict) from all files' partials. `prefixes`: the traced
+    interpreters' installation prefixes (file_class.software_prefixes)."""
     S: dict = {}
     fh: dict = {}
     for p in partials:
@@ -491,11 +492,24 @@ def merge(partials: list[Partial], top: int = 20) -> dict:
             [("dur_count", "sum"),
              ("dur_sum", "sum"), ("read_sum", "sum"), ("written_sum", "sum"), ("pid", "count")])
         for r in f.to_pylist():
-            frows.append(dict(file=fh.get(r["fhash"], f"<unknown {r['fhash']}>"), fhash=r["fhash"],
+            name = fh.get(r["fhash"], f"<unknown {r['fhash']}>")
+            frows.append(dict(file=name, fhash=r["fhash"], **{"class": file_class.classify(name, prefixes)},
                               count=r["dur_count_sum"], time_us=_us(r["dur_sum_sum"]),
                               bytes_read=r["read_sum_sum"], bytes_written=r["written_sum_sum"],
                               processes=r["pid_count"]))
-    S["files"] = sorted(frows, key=lambda r: (-r["time_us"], r["file"]))[:top]
+    # per class: the job's data apart from the software it loads, the system, pipes
+    classes = {}
+    for r in frows:
+        c = classes.setdefault(r["class"], dict(files=0, count=0, time_us=0.0, bytes_read=0,
+                                               bytes_written=0))
+        c["files"] += 1
+        for k in ("count", "time_us", "bytes_read", "bytes_written"):
+            c[k] += r[k]
+    S["file_classes"] = {k: dict(v, time_us=round(v["time_us"], 3))
+                         for k, v in sorted(classes.items(), key=lambda kv: file_class.CLASSES.index(kv[0]))}
+    # the top files: data first (what a person tuning I/O looks at), then the others
+    frows.sort(key=lambda r: (-r["time_us"], r["file"]))
+    S["files"] = [r for r in frows if r["class"] == "data"][:top] + [r for r in frows if r["class"] != "data"][:top]
 
     # --- @trace categories
     cat_rows = [dict(pid=k[1], cat=k[2], count=v[0], dur=v[1], union=_length(v[2]))

@@ -1,0 +1,65 @@
+"""What each file of a job is: the job's data, the software it loads, the system's files, or a
+pipe or socket. A Python job's start-up stats and opens thousands of files of its interpreter
+and packages (13,265 lstat and 7,914 stat before DLIO read its 32 files); counted with the
+data they bury it, and every rule about metadata or small reads would fire on every Python job.
+
+The classes, in the order they are tried (docs/insights.md):
+  pipe-socket  pipe:[N], socket:[N], anon_inode:… (what /proc/self/fd names them)
+  system       /proc, /sys, /dev (but /dev/shm), /etc, /run, and system library folders
+  software     the traced interpreters' prefixes (from their executables), site-packages and
+               dist-packages, __pycache__, and files of code (.py, .pyc, .so, .pth, …)
+  data         everything else: datasets, outputs, checkpoints, scratch
+  unknown      a hash the trace never named
+"""
+
+from __future__ import annotations
+
+import os
+import re
+
+CLASSES = ("data", "software", "system", "pipe-socket", "unknown")
+
+_PIPE = re.compile(r"^(pipe|socket|anon_inode):")
+_SYSTEM_DIRS = ("/proc/", "/sys/", "/etc/", "/run/", "/var/run/", "/usr/lib/", "/usr/lib64/",
+                "/usr/lib32/", "/lib/", "/lib64/", "/lib32/", "/usr/share/", "/usr/libexec/",
+                "/usr/local/lib/", "/var/lib/", "/var/cache/")
+_SOFTWARE_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/", "/.dist-info/",
+                   "/.egg-info/")
+_SOFTWARE_EXT = re.compile(r"\.(py|pyc|pyo|pyi|pyd|pth|so|so\.[0-9.]+)$")
+# the folders themselves (stat'ed on every import) and the standard library's zip
+_SOFTWARE_END = re.compile(r"/(site-packages|dist-packages|__pycache__|python[0-9]+\.zip)$")
+_INTERPRETER = re.compile(r"^(python|pypy|ipython|jupyter)[0-9.]*[a-z]*$")
+
+
+def software_prefixes(executables) -> tuple[str, ...]:
+    """The installation prefixes of the traced interpreters (/opt/conda for
+    /opt/conda/bin/python3.11): their standard library and packages are software."""
+    out = set()
+    for exe in executables:
+        if not exe or not isinstance(exe, str):
+            continue
+        head, name = os.path.split(exe)
+        if _INTERPRETER.match(name) and os.path.basename(head) == "bin":
+            prefix = os.path.dirname(head)
+            if prefix not in ("", "/", "/usr", "/usr/local"):  # too broad: their lib/ only
+                out.add(prefix.rstrip("/") + "/")
+            else:
+                out.add(prefix.rstrip("/") + "/lib/python")
+    return tuple(sorted(out))
+
+
+def classify(path: str | None, prefixes: tuple[str, ...] = ()) -> str:
+    """The class of one file name (see the module's docstring)."""
+    if not path or path.startswith("<unknown"):
+        return "unknown"
+    if _PIPE.match(path):
+        return "pipe-socket"
+    if path.startswith("/dev/") and not path.startswith("/dev/shm/"):
+        return "system"
+    if any(path.startswith(p) or path == p.rstrip("/") for p in prefixes) \
+            or any(s in path for s in _SOFTWARE_PARTS) or _SOFTWARE_EXT.search(path) \
+            or _SOFTWARE_END.search(path):
+        return "software"
+    if path.startswith(_SYSTEM_DIRS):
+        return "system"
+    return "data"

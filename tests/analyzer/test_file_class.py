@@ -1,0 +1,84 @@
+"""Files are classed (data, software, system, pipe-socket, unknown) so that a Python job's own
+start-up (thousands of stats on its interpreter and packages) is not counted as its I/O."""
+
+import pytest
+from conftest import end, fh, io, process, write_trace
+from iotrace_analyzer.file_class import classify, software_prefixes
+from iotrace_analyzer.load import Options, analyze
+
+US = 1000
+
+PREFIXES = software_prefixes(["/opt/conda/bin/python3.11", "/usr/bin/python3", "/usr/bin/tar", None])
+
+
+def test_prefixes_of_the_interpreters():
+    assert PREFIXES == ("/opt/conda/", "/usr/lib/python")
+
+
+@pytest.mark.parametrize("path,cls", [
+    ("/data/imagenet/train/n01440764/img_001.JPEG", "data"),
+    ("/scratch/run7/ckpt/model-000100.pt", "data"),
+    ("/dev/shm/batch-3.npz", "data"),
+    ("/home/me/project/dataset.zip", "data"),
+    ("/opt/conda/lib/python3.11/os.py", "software"),
+    ("/opt/conda/lib/python3.11/site-packages/torch/_C.cpython-311-x86_64-linux-gnu.so", "software"),
+    ("/opt/conda/bin/python3.11", "software"),
+    ("/home/me/.local/lib/python3.11/site-packages/numpy/__init__.py", "software"),
+    ("/usr/lib/python3.11/json/__init__.py", "software"),
+    ("/home/me/project/model.py", "software"),
+    ("/home/me/project/__pycache__/model.cpython-311.pyc", "software"),
+    ("/usr/lib/x86_64-linux-gnu/libzstd.so.1.5.4", "software"),
+    ("/root/.local/lib/python3.11/site-packages", "software"),
+    ("/root/lib/python311.zip", "software"),
+    ("/opt/conda", "software"),
+    ("/etc/ld.so.cache", "system"),
+    ("/proc/self/maps", "system"),
+    ("/sys/devices/system/cpu/online", "system"),
+    ("/dev/null", "system"),
+    ("/usr/share/zoneinfo/UTC", "system"),
+    ("pipe:[81234]", "pipe-socket"),
+    ("socket:[99]", "pipe-socket"),
+    ("anon_inode:[eventfd]", "pipe-socket"),
+    ("<unknown 00ff00ff00ff00ff>", "unknown"),
+    (None, "unknown"),
+])
+def test_classify(path, cls):
+    assert classify(path, PREFIXES) == cls
+
+
+def test_summary_separates_the_data_from_the_start_up(tmp_path):
+    """A Python process stats 300 files of its interpreter, reads /proc and a pipe, then reads
+    2 data files: the classes' totals are exact and the data files lead the file list."""
+    p = 500
+    py = "/opt/py/bin/python3.11"
+    lines = [process(p, exe=py)]
+    t = 1000 * US
+    for k in range(300):
+        path = f"/opt/py/lib/python3.11/site-packages/pkg{k}/__init__.py"
+        lines += [fh(path, p), io("stat", p, t, 2 * US, path=path, ret=0)]
+        t += 3 * US
+    lines += [fh("/proc/self/status", p), io("read", p, t, 5 * US, path="/proc/self/status", fd=3,
+                                              size=4096, ret=1200)]
+    t += 10 * US
+    lines += [fh("pipe:[42]", p), io("write", p, t, 4 * US, path="pipe:[42]", fd=5, size=64, ret=64)]
+    t += 10 * US
+    for k in range(2):
+        path = f"/data/train/shard-{k}.npz"
+        lines += [fh(path, p), io("open", p, t, 10 * US, path=path, ret=3, flags=0)]
+        lines += [io("read", p, t + 20 * US, 100 * US, path=path, fd=3, size=1 << 20, offset=0,
+                     ret=1 << 20)]
+        t += 200 * US
+    lines.append(end(p, 300 + 2 + 4))
+    write_trace(tmp_path / "tr" / "python3.11-node1-500.pfw.zst", lines)
+    S, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    fc = S["file_classes"]
+    assert list(fc) == ["data", "software", "system", "pipe-socket"]
+    assert fc["software"] == dict(files=300, count=300, time_us=600.0, bytes_read=0, bytes_written=0)
+    assert fc["data"] == dict(files=2, count=4, time_us=220.0, bytes_read=2 << 20, bytes_written=0)
+    assert (fc["system"]["files"], fc["system"]["bytes_read"]) == (1, 1200)
+    assert (fc["pipe-socket"]["files"], fc["pipe-socket"]["bytes_written"]) == (1, 64)
+    files = S["files"]
+    assert [f["file"] for f in files[:2]] == ["/data/train/shard-0.npz", "/data/train/shard-1.npz"]
+    assert {f["class"] for f in files[:2]} == {"data"}
+    assert len(files) == 2 + 20  # the top 20 of the others follow the data files
+    assert {f["class"] for f in files[2:]} <= {"software", "system", "pipe-socket"}

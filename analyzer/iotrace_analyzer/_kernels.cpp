@@ -219,7 +219,7 @@ struct Found {
   int same_as[4] = {0, 1, 2, 3};  // unions[k] is unions[same_as[k]]
   Runs cat_runs;
   PairSums<2> sizes_;     // (name, size) -> count
-  PairSums<4> files;      // (fhash, process) -> count, dur, read, written
+  PairSums<6> files;      // (fhash, process) -> count, dur, read, written, metadata count, dur
   PairSums<2> cat_names;  // (cat, name) -> count, dur
   PairSums<2> cats;       // (process, cat) -> count, dur
   PairSums<1> threads;    // (process, tid)
@@ -283,7 +283,8 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   calls["errors"] = to_array(F.call_err);
   out["calls"] = calls;
   out["sizes"] = F.sizes_.out("name", "size", {"count"});
-  out["files"] = F.files.out("fhash", "proc", {"count", "dur", "read", "written"});
+  out["files"] =
+      F.files.out("fhash", "proc", {"count", "dur", "read", "written", "meta_count", "meta_dur"});
   out["threads"] = F.threads.out("proc", "tid", {"count"});
   py::dict c = F.cats.out("proc", "cat", {"count", "dur"});
   c["runs"] = runs_dict(std::move(F.cat_runs));
@@ -437,6 +438,9 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       files.sums[1][f] += d;
       files.sums[2][f] += r.rd ? moved : 0;
       files.sums[3][f] += r.wr ? moved : 0;
+      const bool meta = !(r.rd || r.wr);  // open, stat, close, lseek...: not a data call
+      files.sums[4][f] += meta;
+      files.sums[5][f] += meta ? d : 0;
     }
     const size_t b = tl.slot((t + shift_[p]) >> tl_exp, 0);
     tl.sums[0][b] += r.rd ? moved : 0;

@@ -61,6 +61,10 @@ def text_report(S: dict, top: int = 10) -> str:
     m = S["metadata_calls"]
     parts.append(f"Metadata calls: {m['count']} calls, {_time(m['time_us'])} "
                  f"({100 * m['count_share']:.1f}% of I/O calls, {100 * m['time_share']:.1f}% of I/O call time)\n")
+    if "data_files" in m:
+        md = m["data_files"]
+        parts.append(f"  on data files: {md['count']} calls, {_time(md['time_us'])} "
+                     f"({100 * md['count_share']:.1f}% of their calls, {100 * md['time_share']:.1f}% of their time)\n")
     fc = S.get("file_classes", {})
     if fc:
         parts.append(_table("Files by class (data: the job's; software: what it loads; system; "

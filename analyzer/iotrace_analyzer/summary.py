@@ -30,6 +30,8 @@ SIZE_LABELS = ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-
 TIMELINE_BINS = 256  # at most this many bins in the merged timeline
 FINE_BINS = 4096  # at most this many bins per file partial
 UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete event
+# per (fhash, pid): calls, their time, bytes read and written, metadata calls and their time
+FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum", "meta_count", "meta_dur")
 
 
 @dataclass
@@ -156,9 +158,8 @@ class Partial:
             self.sizes = [t.rename_columns(["name", "size", "size_count"])]
         if len(self.files) > every:
             t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(
-                [("dur_count", "sum"), ("dur_sum", "sum"), ("read_sum", "sum"), ("written_sum", "sum")])
-            self.files = [t.rename_columns(["fhash", "pid", "dur_count", "dur_sum", "read_sum",
-                                            "written_sum"])]
+                [(k, "sum") for k in FILE_SUMS])
+            self.files = [t.rename_columns(["fhash", "pid", *FILE_SUMS])]
         if len(self.cat_names) > every:
             t = pa.concat_tables(self.cat_names).group_by(["cat", "name"]).aggregate(
                 [("dur_count", "sum"), ("dur_sum", "sum")])
@@ -267,7 +268,7 @@ class Partial:
             "fhash": pa.array([str(fh_vals[k]) for k in fl["fhash"]], pa.string()),
             "pid": np.array([procs[p][2] for p in fl["proc"]], np.int64),
             "dur_count": fl["count"], "dur_sum": fl["dur"], "read_sum": fl["read"],
-            "written_sum": fl["written"]}))
+            "written_sum": fl["written"], "meta_count": fl["meta_count"], "meta_dur": fl["meta_dur"]}))
 
         # --- @trace categories (X events that are neither I/O nor process events)
         ca = f["cats"]
@@ -488,25 +489,30 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     # --- files
     frows = []
     if file_tab is not None:
-        f = file_tab.group_by("fhash").aggregate(
-            [("dur_count", "sum"),
-             ("dur_sum", "sum"), ("read_sum", "sum"), ("written_sum", "sum"), ("pid", "count")])
+        f = file_tab.group_by("fhash").aggregate([(k, "sum") for k in FILE_SUMS] + [("pid", "count")])
         for r in f.to_pylist():
             name = fh.get(r["fhash"], f"<unknown {r['fhash']}>")
             frows.append(dict(file=name, fhash=r["fhash"], **{"class": file_class.classify(name, prefixes)},
                               count=r["dur_count_sum"], time_us=_us(r["dur_sum_sum"]),
                               bytes_read=r["read_sum_sum"], bytes_written=r["written_sum_sum"],
-                              processes=r["pid_count"]))
+                              processes=r["pid_count"], metadata_count=r["meta_count_sum"],
+                              metadata_time_us=_us(r["meta_dur_sum"])))
     # per class: the job's data apart from the software it loads, the system, pipes
     classes = {}
+    sums = ("count", "time_us", "bytes_read", "bytes_written", "metadata_count", "metadata_time_us")
     for r in frows:
-        c = classes.setdefault(r["class"], dict(files=0, count=0, time_us=0.0, bytes_read=0,
-                                               bytes_written=0))
+        c = classes.setdefault(r["class"], dict.fromkeys(("files",) + sums, 0))
         c["files"] += 1
-        for k in ("count", "time_us", "bytes_read", "bytes_written"):
+        for k in sums:
             c[k] += r[k]
-    S["file_classes"] = {k: dict(v, time_us=round(v["time_us"], 3))
+    S["file_classes"] = {k: dict(v, time_us=round(v["time_us"], 3), metadata_time_us=round(v["metadata_time_us"], 3))
                          for k, v in sorted(classes.items(), key=lambda kv: file_class.CLASSES.index(kv[0]))}
+    # metadata calls on the job's data files only (a Python start-up's stats are software's)
+    d = S["file_classes"].get("data", dict.fromkeys(sums, 0))
+    S["metadata_calls"]["data_files"] = dict(
+        count=d["metadata_count"], time_us=d["metadata_time_us"],
+        count_share=round(d["metadata_count"] / d["count"], 6) if d["count"] else 0.0,
+        time_share=round(d["metadata_time_us"] / d["time_us"], 6) if d["time_us"] else 0.0)
     # the top files: data first (what a person tuning I/O looks at), then the others
     frows.sort(key=lambda r: (-r["time_us"], r["file"]))
     S["files"] = [r for r in frows if r["class"] == "data"][:top] + [r for r in frows if r["class"] != "data"][:top]

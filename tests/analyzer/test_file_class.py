@@ -73,12 +73,18 @@ def test_summary_separates_the_data_from_the_start_up(tmp_path):
     S, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
     fc = S["file_classes"]
     assert list(fc) == ["data", "software", "system", "pipe-socket"]
-    assert fc["software"] == dict(files=300, count=300, time_us=600.0, bytes_read=0, bytes_written=0)
-    assert fc["data"] == dict(files=2, count=4, time_us=220.0, bytes_read=2 << 20, bytes_written=0)
+    assert fc["software"] == dict(files=300, count=300, time_us=600.0, bytes_read=0, bytes_written=0,
+                                  metadata_count=300, metadata_time_us=600.0)
+    assert fc["data"] == dict(files=2, count=4, time_us=220.0, bytes_read=2 << 20, bytes_written=0,
+                              metadata_count=2, metadata_time_us=20.0)
     assert (fc["system"]["files"], fc["system"]["bytes_read"]) == (1, 1200)
     assert (fc["pipe-socket"]["files"], fc["pipe-socket"]["bytes_written"]) == (1, 64)
     files = S["files"]
     assert [f["file"] for f in files[:2]] == ["/data/train/shard-0.npz", "/data/train/shard-1.npz"]
     assert {f["class"] for f in files[:2]} == {"data"}
     assert len(files) == 2 + 20  # the top 20 of the others follow the data files
+    # 302 of the job's 306 calls are metadata, but on its data files 2 of 4 (the opens)
+    m = S["metadata_calls"]
+    assert (m["count"], m["count_share"]) == (302, round(302 / 306, 6))
+    assert m["data_files"] == dict(count=2, time_us=20.0, count_share=0.5, time_share=round(20 / 220, 6))
     assert {f["class"] for f in files[2:]} <= {"software", "system", "pipe-socket"}

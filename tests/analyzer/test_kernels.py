@@ -124,3 +124,20 @@ def test_figures_match_reference(seed):
         want_sizes[(nc, sz)] = want_sizes.get((nc, sz), 0) + 1
     s = f["sizes"]
     assert dict(zip(zip(s["name"].tolist(), s["size"].tolist()), s["count"].tolist())) == want_sizes
+    # per (file, process): calls, time, bytes read and written, metadata calls and time
+    fl = f["files"]
+    got_files = {(int(a), int(p)): tuple(int(fl[k][j]) for k in ("count", "dur", "read", "written",
+                                                                  "meta_count", "meta_dur"))
+                 for j, (a, p) in enumerate(zip(fl["fhash"], fl["proc"]))}
+    want_files: dict = {}
+    d = np.where(x, np.maximum(b["dur"], 0), 0)
+    for i in np.flatnonzero(io & (b["fh"] >= 0)):
+        k = NAME_KIND[b["name"][i]]
+        w = want_files.setdefault((int(b["fh"][i]), int(b["proc"][i])), [0] * 6)
+        w[0] += 1
+        w[1] += int(d[i])
+        w[2] += int(moved[i]) if k & 1 else 0
+        w[3] += int(moved[i]) if k & 2 else 0
+        w[4] += int(k == 0)
+        w[5] += int(d[i]) if k == 0 else 0
+    assert got_files == {k: tuple(v) for k, v in want_files.items()}

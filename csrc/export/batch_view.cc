@@ -227,67 +227,10 @@ struct Cur {
   }
 };
 
-using iot::hex4;
-using iot::put_utf8;
-
 // A string at c.p (a quote): its value, a view of the text without escapes, else unescaped
 // into buf.
 bool str(Cur& c, std::string_view* out, std::string& buf) {
-  if (c.p >= c.end || *c.p != '"') return false;
-  const char* s = ++c.p;
-  while (c.p < c.end && *c.p != '"' && *c.p != '\\') c.p++;
-  if (c.p < c.end && *c.p == '"') {
-    *out = std::string_view(s, size_t(c.p++ - s));
-    return true;
-  }
-  buf.assign(s, size_t(c.p - s));
-  while (c.p < c.end) {
-    char ch = *c.p++;
-    if (ch == '"') {
-      *out = buf;
-      return true;
-    }
-    if (ch != '\\') {
-      buf.push_back(ch);
-      continue;
-    }
-    if (c.p >= c.end) return false;
-    char e = *c.p++;
-    switch (e) {
-      case 'b':
-        buf.push_back('\b');
-        break;
-      case 'f':
-        buf.push_back('\f');
-        break;
-      case 'n':
-        buf.push_back('\n');
-        break;
-      case 'r':
-        buf.push_back('\r');
-        break;
-      case 't':
-        buf.push_back('\t');
-        break;
-      case 'u': {
-        uint32_t cp;
-        if (!hex4(c.p, c.end, &cp)) return false;
-        c.p += 4;
-        if (cp >= 0xD800 && cp < 0xDC00 && c.end - c.p >= 6 && c.p[0] == '\\' && c.p[1] == 'u') {
-          uint32_t lo;
-          if (hex4(c.p + 2, c.end, &lo) && lo >= 0xDC00 && lo < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            c.p += 6;
-          }
-        }
-        put_utf8(buf, cp);
-        break;
-      }
-      default:
-        buf.push_back(e);
-    }
-  }
-  return false;
+  return iot::read_string(c.p, c.end, out, buf, /*strict=*/false);
 }
 
 bool skip(Cur& c, int depth) {

@@ -31,67 +31,7 @@ struct Cursor {
 // escapes, else unescaped into `scratch`.
 bool string(Cursor& c, std::string_view* out, std::string& scratch) {
   c.ws();
-  if (c.p >= c.end || *c.p != '"') return false;
-  const char* s = ++c.p;
-  while (c.p < c.end && *c.p != '"' && *c.p != '\\') c.p++;
-  if (c.p < c.end && *c.p == '"') {
-    *out = std::string_view(s, size_t(c.p - s));
-    c.p++;
-    return true;
-  }
-  scratch.assign(s, size_t(c.p - s));
-  while (c.p < c.end) {
-    char ch = *c.p++;
-    if (ch == '"') {
-      *out = scratch;
-      return true;
-    }
-    if (ch != '\\') {
-      scratch.push_back(ch);
-      continue;
-    }
-    if (c.p >= c.end) return false;
-    char e = *c.p++;
-    switch (e) {
-      case '"':
-      case '\\':
-      case '/':
-        scratch.push_back(e);
-        break;
-      case 'b':
-        scratch.push_back('\b');
-        break;
-      case 'f':
-        scratch.push_back('\f');
-        break;
-      case 'n':
-        scratch.push_back('\n');
-        break;
-      case 'r':
-        scratch.push_back('\r');
-        break;
-      case 't':
-        scratch.push_back('\t');
-        break;
-      case 'u': {
-        uint32_t cp;
-        if (!hex4(c.p, c.end, &cp)) return false;
-        c.p += 4;
-        if (cp >= 0xD800 && cp < 0xDC00 && c.end - c.p >= 6 && c.p[0] == '\\' && c.p[1] == 'u') {
-          uint32_t lo;
-          if (hex4(c.p + 2, c.end, &lo) && lo >= 0xDC00 && lo < 0xE000) {
-            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            c.p += 6;
-          }
-        }
-        put_utf8(scratch, cp);
-        break;
-      }
-      default:
-        return false;
-    }
-  }
-  return false;
+  return read_string(c.p, c.end, out, scratch, /*strict=*/true);
 }
 
 // A number's text at the cursor, as JSON writes it.

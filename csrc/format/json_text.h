@@ -5,6 +5,7 @@
 #include <stdint.h>
 
 #include <string>
+#include <string_view>
 
 namespace iot {
 
@@ -45,6 +46,74 @@ inline bool hex4(const char* p, const char* end, uint32_t* v) {
   }
   *v = x;
   return true;
+}
+
+// The JSON string whose opening quote is at p: its value, a view of the text when it has no
+// escapes, else unescaped into `buf`; p moves past the closing quote. `strict`: an unknown
+// escape is an error (else it stands for its letter).
+inline bool read_string(const char*& p, const char* end, std::string_view* out, std::string& buf,
+                        bool strict) {
+  if (p >= end || *p != '"') return false;
+  const char* s = ++p;
+  while (p < end && *p != '"' && *p != '\\') p++;
+  if (p < end && *p == '"') {
+    *out = std::string_view(s, size_t(p++ - s));
+    return true;
+  }
+  buf.assign(s, size_t(p - s));
+  while (p < end) {
+    char ch = *p++;
+    if (ch == '"') {
+      *out = buf;
+      return true;
+    }
+    if (ch != '\\') {
+      buf.push_back(ch);
+      continue;
+    }
+    if (p >= end) return false;
+    char e = *p++;
+    switch (e) {
+      case '"':
+      case '\\':
+      case '/':
+        buf.push_back(e);
+        break;
+      case 'b':
+        buf.push_back('\b');
+        break;
+      case 'f':
+        buf.push_back('\f');
+        break;
+      case 'n':
+        buf.push_back('\n');
+        break;
+      case 'r':
+        buf.push_back('\r');
+        break;
+      case 't':
+        buf.push_back('\t');
+        break;
+      case 'u': {
+        uint32_t cp;
+        if (!hex4(p, end, &cp)) return false;
+        p += 4;
+        if (cp >= 0xD800 && cp < 0xDC00 && end - p >= 6 && p[0] == '\\' && p[1] == 'u') {
+          uint32_t lo;
+          if (hex4(p + 2, end, &lo) && lo >= 0xDC00 && lo < 0xE000) {
+            cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            p += 6;
+          }
+        }
+        put_utf8(buf, cp);
+        break;
+      }
+      default:
+        if (strict) return false;
+        buf.push_back(e);
+    }
+  }
+  return false;
 }
 
 }  // namespace iot

@@ -119,3 +119,18 @@ def test_empty_file_is_damage(tmp_path):
     damage = []
     assert list(iter_lines(str(p), damage)) == []
     assert [d.kind for d in damage] == ["empty-file"]
+
+
+def test_scanner_unescapes_strings():
+    """JSON escapes in names and categories: the six one-letter ones, \\uXXXX, a surrogate
+    pair; an unknown escape makes the line bad (counted), not a guess."""
+    import pyarrow as pa
+    from iotrace_format import _native
+
+    name = r'q\"u\\o\/t\b\f\n\r\te \u00e9 \ud83d\ude00'
+    good = f'{{"ph":"X","name":"{name}","cat":"c\\u0041t","pid":1,"tid":1,"ts":1.000,"dur":2.000}}'
+    bad = '{"ph":"X","name":"x\\qy","cat":"c","pid":1,"tid":1,"ts":3.000,"dur":1.000}'
+    b = _native.scan_json((good + "\n" + bad + "\n").encode())
+    rows = pa.record_batch(b).to_pylist()
+    assert [(r["name"], r["cat"]) for r in rows] == [('q"u\\o/t\b\f\n\r\te é 😀', "cAt")]
+    assert b.bad_lines == 1

@@ -144,8 +144,12 @@ def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
                 assert list(rec["args"]) == ["name"]
             elif rec["name"] == "iotrace_end":
                 assert rec is f.records[-1] and f.closed
-                assert list(rec["args"]) == ["events", "reason"]
+                assert list(rec["args"]) == ["mono_ns", "events", "reason"]
                 assert rec["args"]["events"] == len(f.records) - 1
+                # the end on the process's clock: after its start and after every event's end
+                ends = [r["ts"] + r["dur"] for r in f.records if r["ph"] == "X"]
+                assert rec["args"]["mono_ns"] >= first["args"]["mono_ns"]
+                assert rec["args"]["mono_ns"] >= max(ends, default=0) * 1000 - 1
                 assert rec["args"]["reason"] in ("exit", "_exit", "exec", "finalize") or \
                     re.match(r"^signal:\d+$", rec["args"]["reason"])
             else:

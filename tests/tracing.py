@@ -156,10 +156,19 @@ class TraceFile:
 
     @property
     def end(self) -> dict | None:
-        """args of the iotrace_end event, None when the file was not closed cleanly."""
+        """args of the iotrace_end event but its time (see end_ns), None when the file was
+        not closed cleanly."""
         for r in reversed(self.records):
             if r.get("ph") == "M" and r.get("name") == "iotrace_end":
-                return r.get("args", {})
+                return {k: v for k, v in r.get("args", {}).items() if k != "mono_ns"}
+        return None
+
+    @property
+    def end_ns(self) -> int | None:
+        """The iotrace_end event's time (CLOCK_MONOTONIC ns), None when not closed cleanly."""
+        for r in reversed(self.records):
+            if r.get("ph") == "M" and r.get("name") == "iotrace_end":
+                return r["args"]["mono_ns"]
         return None
 
     @property

@@ -137,6 +137,8 @@ class FileReader:
                 self.thread_names[(m.get("pid"), m.get("tid"))] = str(args.get("name"))
             elif name == "iotrace_end":
                 self.proc["end_reason"] = args.get("reason")
+                if isinstance(args.get("mono_ns"), int):  # iotrace 0.3: the end's time
+                    self.proc["end_mono_ns"] = args["mono_ns"]
                 self.proc["events_written"] = args.get("events")
                 self.proc["end_lost"] = int(args.get("lost") or 0) + int(args.get("dropped") or 0)
             elif name == "iotrace_lost":  # events the tracer could not write, and why
@@ -378,6 +380,9 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
     for fr in readers:
         r = fr.finish()
         P.meta_events += fr.meta_events
+        for proc in r.processes:  # start, end (when recorded) and role of the process image
+            P.info[(fr.key, proc["pid"])] = dict({k: proc[k] for k in summary.PROC_INFO if k in proc},
+                                                 shift=fr.shift)
         P.fh.update(fr.names)
         files.append(r)
     return TaskResult(P.finalize(), files, parts)

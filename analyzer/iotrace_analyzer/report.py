@@ -43,16 +43,17 @@ def _table(title: str, header: list[str], rows: list[list]) -> str:
 def text_report(S: dict, top: int = 10) -> str:
     j, t = S["job"], S["time"]
     parts = [_table("Job", ["figure", "value"], [
-        ["duration", _time(j["duration_us"])], ["processes", j["processes"]],
+        ["wall time", _time(j.get("wall_us", j["duration_us"]))],
+        ["events' span", _time(j["duration_us"])], ["processes", j["processes"]],
         ["threads", j["threads"]], ["hosts", j["hosts"]], ["files", j["files"]],
         ["events", j["events"]], ["metadata events", j["metadata_events"]],
     ])]
-    app = t["app_us"] or 1
-    parts.append(_table("Time (summed over processes; unions of intervals per process)",
-                        ["figure", "time", "% of app"], [
-        [k, _time(t[k + "_us"]), f"{100 * t[k + '_us'] / app:.1f}"]
-        for k in ("lifetime", "app", "io", "compute", "io_not_overlapped", "compute_not_overlapped",
-                  "io_call_time")]))
+    wall = t.get("wall_us") or t["app_us"] or 1
+    parts.append(_table("Time (summed over processes; wall: start to end of each process; app: "
+                        "the union of its traced events)", ["figure", "time", "% of wall"], [
+        [k, _time(t[k + "_us"]), f"{100 * t[k + '_us'] / wall:.1f}"]
+        for k in ("wall", "app", "io", "compute", "io_not_overlapped", "compute_not_overlapped",
+                  "io_call_time") if k + "_us" in t]))
     parts.append(_table("I/O calls", ["call", "count", "time", "bytes", "min", "p25", "mean",
                                       "median", "p75", "max", "MB/s"], [
         [c["name"], c["count"], _time(c["time_us"]), _size(c["bytes"]), c["size_min"], c["size_p25"],
@@ -75,9 +76,9 @@ def text_report(S: dict, top: int = 10) -> str:
                         ["file", "class", "calls", "time", "read", "written", "procs"], [
         [f["file"], f.get("class", ""), f["count"], _time(f["time_us"]), _size(f["bytes_read"]),
          _size(f["bytes_written"]), f["processes"]] for f in S["files"][:top]]))
-    parts.append(_table("Processes (top by I/O time)", ["host", "pid", "events", "app", "io",
+    parts.append(_table("Processes (top by I/O time)", ["host", "pid", "role", "events", "wall", "io",
                                                           "io not overlapped", "compute", "read", "written"], [
-        [p["host"], p["pid"], p["events"], _time(p["app_us"]), _time(p["io_us"]),
+        [p["host"], p["pid"], p.get("role"), p["events"], _time(p.get("wall_us", p["app_us"])), _time(p["io_us"]),
          _time(p["io_not_overlapped_us"]), _time(p["compute_us"]), _size(p["bytes_read"]),
          _size(p["bytes_written"])] for p in S["processes"][:top]]))
     if S["categories"]:

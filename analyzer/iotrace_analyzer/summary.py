@@ -30,6 +30,9 @@ SIZE_LABELS = ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-
 TIMELINE_BINS = 256  # at most this many bins in the merged timeline
 FINE_BINS = 4096  # at most this many bins per file partial
 UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete event
+# what the summary keeps of a process's record (iotrace_process, _info, _end)
+PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
+             "exe", "cmdline", "ranks")
 # per (fhash, pid): calls, their time, bytes read and written, metadata calls and their time
 FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum", "meta_count", "meta_dur")
 
@@ -60,10 +63,22 @@ class ProcState:
         for k in UNIONS:
             self.unions[k].merge(o.unions[k])
 
-    def figures(self) -> dict:
+    def figures(self, info: dict | None = None) -> dict:
+        """The process's figures; `info`: its record's PROC_INFO. Wall time runs from the
+        start record to the end record, on the process's clock; a file without them (older,
+        killed, DFTracer) has its first event's start and last event's end instead."""
         u = {k: _length(self.unions[k]) for k in UNIONS}
-        return dict(host=self.host, pid=self.pid, events=self.events, io_events=self.io_events,
-                    lifetime_ns=int(self.last - self.first) if self.events else 0,
+        info = info or {}
+        lifetime = int(self.last - self.first) if self.events else 0
+        start = min(info.get("mono_ns", self.first), self.first)
+        end = max(info.get("end_mono_ns", self.last), self.last)
+        wall = int(end - start) if self.events else 0
+        return dict(host=self.host, pid=self.pid, role=info.get("role"),
+                    parent_pid=info.get("parent_pid"), worker_id=info.get("worker_id"),
+                    cmdline=info.get("cmdline"), end_reason=info.get("end_reason"),
+                    wall_from="records" if "end_mono_ns" in info else "events",
+                    start_j=start + info.get("shift", 0), end_j=end + info.get("shift", 0),  # job clock
+                    events=self.events, io_events=self.io_events, wall_ns=wall, lifetime_ns=lifetime,
                     app_ns=u["all"], io_ns=u["io"], compute_ns=u["comp"],
                     io_not_overlapped_ns=u["both"] - u["comp"],
                     compute_not_overlapped_ns=u["both"] - u["io"], io_call_time_ns=self.io_call_time,
@@ -94,6 +109,7 @@ class Partial:
     tl_exp: int = 10  # timeline: bins of 2**tl_exp ns on the job clock
     tl: tuple = ()  # (bin index, bytes read, bytes written, ops)
     fh: dict = field(default_factory=dict)  # fhash -> path
+    info: dict = field(default_factory=dict)  # (file key, pid) -> its record's PROC_INFO
     training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
 
     # --- combining -------------------------------------------------------------------------
@@ -143,6 +159,7 @@ class Partial:
                                  + np.asarray(h)).tolist()
         self._merge_timeline(o.tl_exp, o.tl)
         self.fh.update(o.fh)
+        self.info.update(o.info)
         self.training.merge(o.training)
         self.compact()
 
@@ -426,14 +443,17 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     fh: dict = {}
     for p in partials:
         fh.update(p.fh)
-    procs = [st.figures() for p in partials for st in p.procs.values()]
+    procs = [st.figures(p.info.get(k)) for p in partials for k, st in p.procs.items() if st.events]
+    bounds = [(d.pop("start_j"), d.pop("end_j")) for d in procs]
     hosts = sorted({d["host"] for d in procs if d["host"]})
     starts = [p.start for p in partials if p.start is not None]
     ends = [p.end for p in partials if p.end is not None]
     job_start, job_end = (min(starts), max(ends)) if starts else (0, 0)
     file_tab = _concat([t for p in partials for t in p.files])
+    wall = (min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else (0, 0)
     S["job"] = dict(
         duration_us=_us(job_end - job_start), start_ns=job_start, end_ns=job_end,
+        wall_us=_us(wall[1] - wall[0]),
         processes=len({(d["host"], d["pid"]) for d in procs}),
         threads=len(set().union(*[p.threads for p in partials])) if partials else 0,
         hosts=len(hosts), host_names=hosts,
@@ -442,11 +462,16 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         metadata_events=sum(p.meta_events for p in partials))
 
     # --- time split: per process and summed over processes
-    keys = ["lifetime_ns", "app_ns", "io_ns", "compute_ns", "io_not_overlapped_ns",
+    # shares are of the processes' wall time (start to end records), what a person means by
+    # "my job spends X% in I/O"; "app" is only the union of the traced events
+    keys = ["wall_ns", "lifetime_ns", "app_ns", "io_ns", "compute_ns", "io_not_overlapped_ns",
             "compute_not_overlapped_ns", "io_call_time_ns"]
     tot = {k: sum(d[k] for d in procs) for k in keys}
     S["time"] = {k.replace("_ns", "_us"): _us(v) for k, v in tot.items()}
     S["time"]["io_share_of_app"] = round(tot["io_ns"] / tot["app_ns"], 6) if tot["app_ns"] else 0.0
+    S["time"]["io_share_of_wall"] = round(tot["io_ns"] / tot["wall_ns"], 6) if tot["wall_ns"] else 0.0
+    for d in procs:
+        d["io_share_of_wall"] = round(d["io_ns"] / d["wall_ns"], 6) if d["wall_ns"] else 0.0
     S["processes"] = sorted(
         [dict({k.replace("_ns", "_us"): (_us(v) if k.endswith("_ns") else v) for k, v in d.items()})
          for d in procs], key=lambda d: (-d["io_us"], d["host"], d["pid"]))

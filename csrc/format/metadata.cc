@@ -131,10 +131,12 @@ void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason) {
   o.put("}},\n");
 }
 
-void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason, uint64_t lost,
-              uint64_t dropped) {
+void meta_end(Out& o, int64_t pid, int64_t tid, int64_t mono_ns, uint64_t events,
+              const char* reason, uint64_t lost, uint64_t dropped) {
   open_meta(o, "iotrace_end", pid, tid);
-  o.put("\"events\":");
+  o.put("\"mono_ns\":");  // the process's end on its clock: readers' wall time, start to end
+  o.i64(mono_ns);
+  o.put(",\"events\":");
   o.i64(int64_t(events));
   o.ch(',');
   kv_str(o, "reason", reason);

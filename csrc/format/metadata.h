@@ -38,7 +38,7 @@ void meta_fh(Out& o, int64_t pid, int64_t tid, const char* path, size_t len, uin
 // iotrace_lost: events that are not in the file, and why.
 void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason);
 // iotrace_end: the last line of a cleanly closed file, with the closing "]".
-void meta_end(Out& o, int64_t pid, int64_t tid, uint64_t events, const char* reason, uint64_t lost,
-              uint64_t dropped);
+void meta_end(Out& o, int64_t pid, int64_t tid, int64_t mono_ns, uint64_t events,
+              const char* reason, uint64_t lost, uint64_t dropped);
 
 }  // namespace iot

@@ -421,7 +421,7 @@ void end_file(const char* reason, int tid) {
   frame_write();  // the loss record, if any, before the end
   char buf[512];
   Out o(buf, sizeof buf);
-  meta_end(o, g_pid, tid, g_file_events + g_frame_events, reason, g_lost,
+  meta_end(o, g_pid, tid, now_ns(), g_file_events + g_frame_events, reason, g_lost,
            g_dropped.load(std::memory_order_relaxed));
   emit(o.p, o.n);
   frame_write();

@@ -85,8 +85,11 @@ def process(pid, host="node1", mono_ns=1_000_000_000, wall_ns=1_700_000_000_000_
     return meta("iotrace_process", pid, args, cat="process")
 
 
-def end(pid, events, reason="exit"):
-    return meta("iotrace_end", pid, {"events": events, "reason": reason}, cat="process")
+def end(pid, events, reason="exit", mono_ns=None):
+    """iotrace_end; with `mono_ns` as iotrace 0.3 writes it (the end's time)."""
+    args = {"events": events, "reason": reason} if mono_ns is None else \
+        {"mono_ns": mono_ns, "events": events, "reason": reason}
+    return meta("iotrace_end", pid, args, cat="process")
 
 
 def trace_text(lines, closed=True) -> bytes:

@@ -92,6 +92,28 @@ def test_time_split_from_interval_unions(job):
     assert per[100]["bytes_read"] == 8292
 
 
+def test_wall_time_from_start_and_end_records(tmp_path):
+    """Shares are of the process's wall time, from its start record to its end record
+    (iotrace 0.3), not of the span of its events; without an end record, the last event's end."""
+    p = 300
+    lines = [process(p, mono_ns=500 * US, role="main"), fh("/data/c", p),
+             io("read", p, 1000 * US, 100 * US, path="/data/c", fd=3, size=4096, offset=0, ret=4096),
+             end(p, 3, mono_ns=10_500 * US)]
+    write_trace(tmp_path / "tr" / "a-300.pfw.zst", lines)
+    q = 301  # killed: no end record
+    write_trace(tmp_path / "tr" / "a-301.pfw.zst", [
+        process(q, mono_ns=500 * US, role="fork", parent_pid=300), fh("/data/c", q),
+        io("read", q, 2000 * US, 100 * US, path="/data/c", fd=3, size=4096, offset=0, ret=4096)], closed=False)
+    S, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    per = {d["pid"]: d for d in S["processes"]}
+    assert (per[300]["wall_us"], per[300]["wall_from"], per[300]["role"]) == (10_000, "records", "main")
+    assert per[300]["io_share_of_wall"] == 0.01
+    assert (per[301]["wall_us"], per[301]["wall_from"], per[301]["role"], per[301]["parent_pid"]) == \
+        (1600, "events", "fork", 300)  # 500 .. 2100: its start record to its last event's end
+    assert S["time"]["wall_us"] == 11_600 and S["time"]["io_share_of_wall"] == round(200 / 11_600, 6)
+    assert S["job"]["wall_us"] == 10_000  # 500 .. 10,500 on the job clock
+
+
 def test_calls_table(job):
     S, _ = job
     c = {r["name"]: r for r in S["calls"]}

@@ -45,7 +45,7 @@ struct Col {
 };
 
 constexpr uint8_t kCatIo = 1, kCatCompute = 2, kCatProcess = 4;
-constexpr uint8_t kRead = 1, kWrite = 2;
+constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4;
 constexpr int64_t kSizeEdges[] = {0,       100,     1 << 10,  10 << 10,  100 << 10,
                                   1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30};
 constexpr int kSizeBins = 10;
@@ -197,16 +197,30 @@ struct PairSums {
     return last_i = it->second;
   }
   py::dict out(const char* a, const char* b, std::initializer_list<const char*> names) const {
+    return out(a, b, names.begin(), int(names.size()));
+  }
+  // the keys as columns `a` and `b`, then sums[i] as column names[i], for the first `n` sums
+  py::dict out(const char* a, const char* b, const char* const* names, int n = K) const {
     py::dict d;
     std::vector<int64_t> ka, kb;
     for (auto& k : keys) ka.push_back(k.first), kb.push_back(k.second);
     d[a] = to_array(ka);
     d[b] = to_array(kb);
-    int i = 0;
-    for (const char* n : names) d[n] = to_array(sums[i++]);
+    for (int i = 0; i < n && i < K; i++) d[names[i]] = to_array(sums[i]);
     return d;
   }
 };
+
+// Per (fhash, process): calls, their time, bytes read and written, metadata calls and their
+// time, read and write calls and their time, opens, the furthest byte read (a maximum, not a
+// sum: bytes read past it were read before), and the access pattern's sequential and random
+// calls per direction (summary.py FILE_SUMS).
+constexpr int kFileSums = 16;
+constexpr int kReadExtent = 11, kReadSeq = 12;  // kReadSeq + 2 * dir (+1: random)
+const char* const kFileSumNames[kFileSums] = {"count",      "dur",       "read",      "written",
+                                              "meta_count", "meta_dur",  "reads",     "writes",
+                                              "read_dur",   "write_dur", "opens",     "read_extent",
+                                              "read_seq",   "read_rand", "write_seq", "write_rand"};
 
 // Everything figures() finds, in C++ containers: filled without the GIL, then turned into
 // numpy arrays with it.
@@ -218,12 +232,13 @@ struct Found {
   Runs unions[4];                 // io, comp, both, all
   int same_as[4] = {0, 1, 2, 3};  // unions[k] is unions[same_as[k]]
   Runs cat_runs;
-  PairSums<2> sizes_;     // (name, size) -> count
-  PairSums<6> files;      // (fhash, process) -> count, dur, read, written, metadata count, dur
-  PairSums<2> cat_names;  // (cat, name) -> count, dur
-  PairSums<2> cats;       // (process, cat) -> count, dur
-  PairSums<1> threads;    // (process, tid)
-  PairSums<3> tl;         // (bin, 0) -> read, written, ops
+  PairSums<2> sizes_;         // (name, size) -> count
+  PairSums<kFileSums> files;  // (fhash, process) -> kFileSumNames
+  PairSums<1> file_sizes;     // (files slot, direction * kSizeBins + size bin) -> calls
+  PairSums<2> cat_names;      // (cat, name) -> count, dur
+  PairSums<2> cats;           // (process, cat) -> count, dur
+  PairSums<1> threads;        // (process, tid)
+  PairSums<3> tl;             // (bin, 0) -> read, written, ops
   std::vector<int64_t> stream_fh, stream_proc;
   struct Dir {
     int64_t consecutive = 0, sequential = 0, random = 0;
@@ -283,8 +298,8 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   calls["errors"] = to_array(F.call_err);
   out["calls"] = calls;
   out["sizes"] = F.sizes_.out("name", "size", {"count"});
-  out["files"] =
-      F.files.out("fhash", "proc", {"count", "dur", "read", "written", "meta_count", "meta_dur"});
+  out["files"] = F.files.out("fhash", "proc", kFileSumNames);
+  out["file_sizes"] = F.file_sizes.out("slot", "bin", {"count"});  // sparse, by files slot
   out["threads"] = F.threads.out("proc", "tid", {"count"});
   py::dict c = F.cats.out("proc", "cat", {"count", "dur"});
   c["runs"] = runs_dict(std::move(F.cat_runs));
@@ -343,6 +358,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   std::vector<RunBuilder> cat_runs;
   auto& sizes_ = F.sizes_;
   auto& files = F.files;
+  auto& file_sizes = F.file_sizes;
   auto& cat_names = F.cat_names;
   auto& cats = F.cats;
   auto& threads = F.threads;
@@ -432,15 +448,22 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       call_err[nc] += err.ok(i);
       if (size.ok(i)) sizes_.sums[0][sizes_.slot(nc, size.v[i])]++;
     }
+    int64_t f = -1;  // the row's files slot
     if (fh_[i] >= 0) {
-      const size_t f = files.slot(fh_[i], p);
-      files.sums[0][f]++;
-      files.sums[1][f] += d;
-      files.sums[2][f] += r.rd ? moved : 0;
-      files.sums[3][f] += r.wr ? moved : 0;
+      f = int64_t(files.slot(fh_[i], p));
+      auto& fs = files.sums;
+      fs[0][f]++;
+      fs[1][f] += d;
+      fs[2][f] += r.rd ? moved : 0;
+      fs[3][f] += r.wr ? moved : 0;
       const bool meta = !(r.rd || r.wr);  // open, stat, close, lseek...: not a data call
-      files.sums[4][f] += meta;
-      files.sums[5][f] += meta ? d : 0;
+      fs[4][f] += meta;
+      fs[5][f] += meta ? d : 0;
+      fs[6][f] += r.rd, fs[7][f] += r.wr;
+      fs[8][f] += r.rd ? d : 0, fs[9][f] += r.wr ? d : 0;
+      fs[10][f] += nc >= 0 && (name_kind_[nc] & kOpen);
+      if (r.rd && offset.ok(i))
+        fs[kReadExtent][f] = std::max(fs[kReadExtent][f], offset.v[i] + moved);
     }
     const size_t b = tl.slot((t + shift_[p]) >> tl_exp, 0);
     tl.sums[0][b] += r.rd ? moved : 0;
@@ -453,6 +476,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
                   std::begin(kSizeEdges)) -
               1;
     hist[dir][bin < 0 ? 0 : bin]++;
+    if (f >= 0) file_sizes.sums[0][file_sizes.slot(f, dir * kSizeBins + (bin < 0 ? 0 : bin))]++;
     if (!offset.ok(i) || !in_order[dir]) continue;
     // The first call of a stream in this block is its head (Python decides with what the
     // stream carried from the block before); each later one is compared with the previous.
@@ -467,10 +491,9 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       continue;
     } else {
       o.consecutive += offset.v[i] == c.end;
-      if (offset.v[i] >= c.end)
-        o.sequential++;
-      else
-        o.random++;
+      const bool seq = offset.v[i] >= c.end;
+      o.sequential += seq, o.random += !seq;
+      if (f >= 0) files.sums[kReadSeq + 2 * dir + !seq][f]++;
     }
     c.ts = t, c.end = offset.v[i] + moved;
   }
@@ -497,6 +520,9 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     }
     // Out of order (threads sharing a stream): the direction's calls sorted by (stream, ts).
     o = Found::Dir();
+    for (int k = 0; k < 2; k++)
+      std::fill(files.sums[kReadSeq + 2 * dir + k].begin(),
+                files.sums[kReadSeq + 2 * dir + k].end(), 0);
     std::vector<int64_t> st, tss, off, en;
     for (int64_t i = 0; i < rows; i++) {
       const Row r = row(i);
@@ -520,10 +546,11 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       }
       const int64_t pe = en[order[k - 1]];
       o.consecutive += off[i] == pe;
-      if (off[i] >= pe)
-        o.sequential++;
-      else
-        o.random++;
+      const bool seq = off[i] >= pe;
+      o.sequential += seq, o.random += !seq;
+      const size_t s_ = size_t(st[i]);
+      if (stream_fh[s_] >= 0)
+        files.sums[kReadSeq + 2 * dir + !seq][files.slot(stream_fh[s_], stream_proc[s_])]++;
     }
     if (m) o.tail_end.push_back(en[order[m - 1]]);
   }

@@ -33,8 +33,15 @@ UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete eve
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
              "exe", "cmdline", "ranks")
-# per (fhash, pid): calls, their time, bytes read and written, metadata calls and their time
-FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum", "meta_count", "meta_dur")
+OPEN_CALLS = calls_of("open")
+# per (fhash, pid), as the kernel's kFileSumNames: calls, their time, bytes read and written,
+# metadata calls and their time, read and write calls and their time, opens, the furthest
+# byte read (read_extent: a maximum), sequential and random reads and writes
+FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum", "meta_count", "meta_dur", "reads",
+             "writes", "read_dur", "write_dur", "opens", "read_extent", "read_seq", "read_rand",
+             "write_seq", "write_rand")
+_KERNEL_FILE = ("count", "dur", "read", "written") + FILE_SUMS[4:]
+FILE_AGG = [(k, "max" if k == "read_extent" else "sum") for k in FILE_SUMS]
 
 
 @dataclass
@@ -100,7 +107,8 @@ class Partial:
     procs: dict = field(default_factory=dict)  # (file key, pid) -> ProcState
     calls: list = field(default_factory=list)  # tables: name -> count, dur, bytes, errors
     sizes: list = field(default_factory=list)  # tables: (name, size) -> count
-    files: list = field(default_factory=list)  # tables: (fhash, pid) -> count, dur, read, written
+    files: list = field(default_factory=list)  # tables: (fhash, pid) -> FILE_SUMS
+    file_sizes: list = field(default_factory=list)  # tables: (fhash, pid, dir, bin) -> calls
     cats: dict = field(default_factory=dict)  # (file key, pid, cat) -> [count, dur, Union]
     cat_names: list = field(default_factory=list)  # tables: (cat, name) -> count, dur
     access: dict = field(default_factory=dict)  # dir -> {first, consecutive, sequential, random}
@@ -149,6 +157,7 @@ class Partial:
         self.calls += o.calls
         self.sizes += o.sizes
         self.files += o.files
+        self.file_sizes += o.file_sizes
         self.cat_names += o.cat_names
         for d, acc in o.access.items():
             mine = self.access.setdefault(d, dict(first=0, consecutive=0, sequential=0, random=0))
@@ -174,9 +183,12 @@ class Partial:
             t = pa.concat_tables(self.sizes).group_by(["name", "size"]).aggregate([("size_count", "sum")])
             self.sizes = [t.rename_columns(["name", "size", "size_count"])]
         if len(self.files) > every:
-            t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(
-                [(k, "sum") for k in FILE_SUMS])
+            t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(FILE_AGG)
             self.files = [t.rename_columns(["fhash", "pid", *FILE_SUMS])]
+        if len(self.file_sizes) > every:
+            t = pa.concat_tables(self.file_sizes).group_by(["fhash", "pid", "bin"]).aggregate(
+                [("count", "sum")])
+            self.file_sizes = [t.rename_columns(["fhash", "pid", "bin", "count"])]
         if len(self.cat_names) > every:
             t = pa.concat_tables(self.cat_names).group_by(["cat", "name"]).aggregate(
                 [("dur_count", "sum"), ("dur_sum", "sum")])
@@ -228,8 +240,8 @@ class Partial:
         low = [str(c).lower() for c in cat_vals]
         cat_kind = np.array([(c in IO_CATS) | (c in compute_cats) << 1 | (c == "process") << 2
                              for c in low], np.uint8)
-        name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 for nm in name_vals],
-                             np.uint8)
+        name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 | (nm in OPEN_CALLS) << 2
+                              for nm in name_vals], np.uint8)
         f = _kernels.figures(
             ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
@@ -281,11 +293,14 @@ class Partial:
                 "name": pa.array([str(name_vals[k]) for k in sz["name"]], pa.string()),
                 "size": sz["size"], "size_count": sz["count"]}))
         fl = f["files"]
-        self.files.append(pa.table({
-            "fhash": pa.array([str(fh_vals[k]) for k in fl["fhash"]], pa.string()),
-            "pid": np.array([procs[p][2] for p in fl["proc"]], np.int64),
-            "dur_count": fl["count"], "dur_sum": fl["dur"], "read_sum": fl["read"],
-            "written_sum": fl["written"], "meta_count": fl["meta_count"], "meta_dur": fl["meta_dur"]}))
+        f_hash = pa.array([str(fh_vals[k]) for k in fl["fhash"]], pa.string())
+        f_pid = np.array([procs[p][2] for p in fl["proc"]], np.int64)
+        self.files.append(pa.table({"fhash": f_hash, "pid": f_pid,
+                                    **{k: fl[kk] for k, kk in zip(FILE_SUMS, _KERNEL_FILE)}}))
+        fs = f["file_sizes"]  # bin: direction * len(SIZE_LABELS) + size bin
+        if len(fs["slot"]):
+            self.file_sizes.append(pa.table({"fhash": f_hash.take(fs["slot"]), "pid": f_pid[fs["slot"]],
+                                             "bin": fs["bin"], "count": fs["count"]}))
 
         # --- @trace categories (X events that are neither I/O nor process events)
         ca = f["cats"]
@@ -310,6 +325,7 @@ class Partial:
         # --- access pattern and sizes; streams carry on from the previous block
         stream_keys = [(procs[p][0], procs[p][2], str(fh_vals[fc]) if fc >= 0 else None)
                        for fc, p in zip(f["stream_fh"], f["stream_proc"])]
+        heads: dict = {}  # (fhash, pid) -> sequential and random calls per direction, at heads
         for direction in ("read", "write"):
             d = f[direction]
             if d["hist"].any():
@@ -327,11 +343,18 @@ class Partial:
                     acc["first"] += 1
                 else:
                     acc["consecutive"] += int(off == before)
-                    if off >= before:
-                        acc["sequential"] += 1
-                    else:
-                        acc["random"] += 1
+                    seq = off >= before
+                    acc["sequential" if seq else "random"] += 1
+                    if key[2] is not None:
+                        h = heads.setdefault((key[2], key[1]), [0, 0, 0, 0])
+                        h[(direction == "write") * 2 + (not seq)] += 1
                 carry[key] = int(tail)
+        if heads:
+            cols = list(zip(*[(k[0], k[1], *v) for k, v in heads.items()]))
+            zero = np.zeros(len(heads), np.int64)
+            self.files.append(pa.table({"fhash": pa.array(cols[0], pa.string()), "pid": np.array(cols[1], np.int64),
+                                        **{k: zero for k in FILE_SUMS[:12]},
+                                        **{k: np.array(c, np.int64) for k, c in zip(FILE_SUMS[12:], cols[2:])}}))
 
         # --- timeline: sparse bins on the job clock, by start time
         tl = f["timeline"]
@@ -436,9 +459,12 @@ def _us(ns) -> float:
     return round(int(ns) / 1000.0, 3)
 
 
-def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()) -> dict:
+def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
+          detail: dict | None = None) -> dict:
     """The summary (a JSON-ready dict) from all files' partials. `prefixes`: the traced
-    interpreters' installation prefixes (file_class.software_prefixes)."""
+    interpreters' installation prefixes (file_class.software_prefixes). `detail`, when given,
+    gets what the summary only has the top of: "files", every file's row; "file_sizes",
+    fhash -> calls per (direction, size bin) as an array of 2 x len(SIZE_LABELS)."""
     S: dict = {}
     fh: dict = {}
     for p in partials:
@@ -514,14 +540,21 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     # --- files
     frows = []
     if file_tab is not None:
-        f = file_tab.group_by("fhash").aggregate([(k, "sum") for k in FILE_SUMS] + [("pid", "count")])
+        per_proc = file_tab.group_by(["fhash", "pid"]).aggregate(FILE_AGG).rename_columns(
+            ["fhash", "pid", *FILE_SUMS])
+        f = per_proc.group_by("fhash").aggregate(FILE_AGG + [("pid", "count")])
         for r in f.to_pylist():
             name = fh.get(r["fhash"], f"<unknown {r['fhash']}>")
+            v = {k: r[f"{k}_{a}"] for k, a in FILE_AGG}
             frows.append(dict(file=name, fhash=r["fhash"], **{"class": file_class.classify(name, prefixes)},
-                              count=r["dur_count_sum"], time_us=_us(r["dur_sum_sum"]),
-                              bytes_read=r["read_sum_sum"], bytes_written=r["written_sum_sum"],
-                              processes=r["pid_count"], metadata_count=r["meta_count_sum"],
-                              metadata_time_us=_us(r["meta_dur_sum"])))
+                              count=v["dur_count"], time_us=_us(v["dur_sum"]),
+                              bytes_read=v["read_sum"], bytes_written=v["written_sum"],
+                              processes=r["pid_count"], metadata_count=v["meta_count"],
+                              metadata_time_us=_us(v["meta_dur"]), opens=v["opens"], reads=v["reads"],
+                              writes=v["writes"], read_time_us=_us(v["read_dur"]),
+                              write_time_us=_us(v["write_dur"]), read_extent=v["read_extent"],
+                              read_sequential=v["read_seq"], read_random=v["read_rand"],
+                              write_sequential=v["write_seq"], write_random=v["write_rand"]))
     # per class: the job's data apart from the software it loads, the system, pipes
     classes = {}
     sums = ("count", "time_us", "bytes_read", "bytes_written", "metadata_count", "metadata_time_us")
@@ -541,6 +574,9 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     # the top files: data first (what a person tuning I/O looks at), then the others
     frows.sort(key=lambda r: (-r["time_us"], r["file"]))
     S["files"] = [r for r in frows if r["class"] == "data"][:top] + [r for r in frows if r["class"] != "data"][:top]
+    if detail is not None:
+        detail["files"] = frows
+        detail["file_sizes"] = _file_sizes([t for p in partials for t in p.file_sizes])
 
     # --- @trace categories
     cat_rows = [dict(pid=k[1], cat=k[2], count=v[0], dur=v[1], union=_length(v[2]))
@@ -574,6 +610,23 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     S["timeline"] = _timeline(partials, job_start, job_end)
     S["training"] = training.summarize([p.training for p in partials])
     return S
+
+
+def _file_sizes(tables) -> dict:
+    """fhash -> calls per (direction, size bin): an array of 2 x len(SIZE_LABELS)."""
+    t = _concat(tables)
+    out: dict = {}
+    if t is None:
+        return out
+    g = t.group_by(["fhash", "bin"]).aggregate([("count", "sum")])
+    nb = len(SIZE_LABELS)
+    for h, b, c in zip(g.column("fhash").to_pylist(), g.column("bin").to_pylist(),
+                       g.column("count_sum").to_pylist()):
+        a = out.get(h)
+        if a is None:
+            a = out[h] = np.zeros((2, nb), np.int64)
+        a[b // nb, b % nb] += c
+    return out
 
 
 def _timeline(partials, job_start, job_end) -> dict:

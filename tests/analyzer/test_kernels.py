@@ -11,7 +11,7 @@ from iotrace_analyzer import _kernels
 CATS = ["posix", "compute", "fetch", "process"]  # kinds: io, compute, other, process
 CAT_KIND = np.array([1, 2, 0, 4], np.uint8)
 NAMES = ["read", "write", "open", "step"]
-NAME_KIND = np.array([1, 2, 0, 0], np.uint8)
+NAME_KIND = np.array([1, 2, 4, 0], np.uint8)  # read, write, open
 
 
 def block(rng, rows, procs, files, in_order):
@@ -94,6 +94,7 @@ def test_figures_match_reference(seed):
     # access per direction: each stream's calls by start time (stable), compared in turn
     moved = np.where(b["valid"]["bytes"], b["bytes"], np.maximum(b["ret"], 0))
     streams = list(zip(f["stream_fh"].tolist(), f["stream_proc"].tolist()))
+    per_file_access: dict = {}  # (fh, proc) -> read seq, read random, write seq, write random
     for direction, flag in (("read", 1), ("write", 2)):
         rows = np.flatnonzero(io & (NAME_KIND[b["name"]] & flag > 0) & b["valid"]["offset"])
         by_stream: dict = {}
@@ -106,14 +107,18 @@ def test_figures_match_reference(seed):
             for prev, i in zip(rs, rs[1:]):
                 pe = b["offset"][prev] + moved[prev]
                 want["consecutive"] += int(b["offset"][i] == pe)
-                want["sequential" if b["offset"][i] >= pe else "random"] += 1
+                kind = "sequential" if b["offset"][i] >= pe else "random"
+                want[kind] += 1
+                if key[0] >= 0:  # per file too
+                    per_file_access.setdefault(key, [0, 0, 0, 0])[
+                        (direction == "write") * 2 + (kind == "random")] += 1
         got = f[direction]
         assert {k: int(got[k]) for k in want} == want, direction
         assert {streams[s]: (int(o), int(t)) for s, o, t in
                 zip(got["head_stream"], got["head_off"], got["tail_end"])} == heads, direction
     assert f["x_events"] == x.sum()
     # per call name: count, bytes moved, errors (rows with errno); (name, size) counts
-    data = io & (NAME_KIND[b["name"]] > 0)
+    data = io & (NAME_KIND[b["name"]] & 3 > 0)
     for nc in range(len(NAMES)):
         rows = io & (b["name"] == nc)
         got = (int(f["calls"]["count"][nc]), int(f["calls"]["bytes"][nc]), int(f["calls"]["errors"][nc]))
@@ -124,20 +129,42 @@ def test_figures_match_reference(seed):
         want_sizes[(nc, sz)] = want_sizes.get((nc, sz), 0) + 1
     s = f["sizes"]
     assert dict(zip(zip(s["name"].tolist(), s["size"].tolist()), s["count"].tolist())) == want_sizes
-    # per (file, process): calls, time, bytes read and written, metadata calls and time
+    # per (file, process): calls, time, bytes read and written, metadata calls and time, reads,
+    # writes and their time, opens, the furthest byte read, sequential and random calls
     fl = f["files"]
-    got_files = {(int(a), int(p)): tuple(int(fl[k][j]) for k in ("count", "dur", "read", "written",
-                                                                  "meta_count", "meta_dur"))
+    keys = ("count", "dur", "read", "written", "meta_count", "meta_dur", "reads", "writes", "read_dur",
+            "write_dur", "opens", "read_extent", "read_seq", "read_rand", "write_seq", "write_rand")
+    got_files = {(int(a), int(p)): tuple(int(fl[k][j]) for k in keys)
                  for j, (a, p) in enumerate(zip(fl["fhash"], fl["proc"]))}
     want_files: dict = {}
     d = np.where(x, np.maximum(b["dur"], 0), 0)
     for i in np.flatnonzero(io & (b["fh"] >= 0)):
         k = NAME_KIND[b["name"][i]]
-        w = want_files.setdefault((int(b["fh"][i]), int(b["proc"][i])), [0] * 6)
+        key = (int(b["fh"][i]), int(b["proc"][i]))
+        w = want_files.setdefault(key, [0] * 12 + per_file_access.get(key, [0, 0, 0, 0]))
         w[0] += 1
         w[1] += int(d[i])
         w[2] += int(moved[i]) if k & 1 else 0
         w[3] += int(moved[i]) if k & 2 else 0
-        w[4] += int(k == 0)
-        w[5] += int(d[i]) if k == 0 else 0
+        w[4] += int(k & 3 == 0)
+        w[5] += int(d[i]) if k & 3 == 0 else 0
+        w[6] += int(k & 1 > 0)
+        w[7] += int(k & 2 > 0)
+        w[8] += int(d[i]) if k & 1 else 0
+        w[9] += int(d[i]) if k & 2 else 0
+        w[10] += int(k & 4 > 0)
+        if k & 1 and b["valid"]["offset"][i]:
+            w[11] = max(w[11], int(b["offset"][i] + moved[i]))
     assert got_files == {k: tuple(v) for k, v in want_files.items()}
+    # per file, the calls per (direction, size bin): the size asked for, else the bytes moved
+    edges = [0, 100, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30]
+    want_bins: dict = {}
+    for i in np.flatnonzero(io & (b["fh"] >= 0) & (NAME_KIND[b["name"]] & 3 > 0)):
+        sz = b["size"][i] if b["valid"]["size"][i] else moved[i]
+        bin_ = max(int(np.searchsorted(edges, sz, side="right")) - 1, 0)
+        key = (int(b["fh"][i]), int(b["proc"][i]), (NAME_KIND[b["name"][i]] == 2) * 10 + bin_)
+        want_bins[key] = want_bins.get(key, 0) + 1
+    fs = f["file_sizes"]
+    got_bins = {(int(fl["fhash"][s_]), int(fl["proc"][s_]), int(bn)): int(c)
+                for s_, bn, c in zip(fs["slot"], fs["bin"], fs["count"])}
+    assert got_bins == want_bins

@@ -45,7 +45,7 @@ struct Col {
 };
 
 constexpr uint8_t kCatIo = 1, kCatCompute = 2, kCatProcess = 4;
-constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4;
+constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4, kSync = 8;
 constexpr int64_t kSizeEdges[] = {0,       100,     1 << 10,  10 << 10,  100 << 10,
                                   1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30};
 constexpr int kSizeBins = 10;
@@ -456,7 +456,8 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       fs[1][f] += d;
       fs[2][f] += r.rd ? moved : 0;
       fs[3][f] += r.wr ? moved : 0;
-      const bool meta = !(r.rd || r.wr);  // open, stat, close, lseek...: not a data call
+      // open, stat, close, lseek...: neither a data call nor a sync (which is the writes' cost)
+      const bool meta = !(r.rd || r.wr) && !(nc >= 0 && (name_kind_[nc] & kSync));
       fs[4][f] += meta;
       fs[5][f] += meta ? d : 0;
       fs[6][f] += r.rd, fs[7][f] += r.wr;

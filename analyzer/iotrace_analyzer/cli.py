@@ -13,7 +13,7 @@ import time
 # threads only spin beside the decoding (1.5% of the CPU of a 10M-event run).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from . import report  # noqa: E402
+from . import insights, report  # noqa: E402
 from .load import Options, analyze  # noqa: E402
 from iotrace_format.reader import TraceInputError  # noqa: E402
 
@@ -49,6 +49,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="no text report on stdout")
+    p.add_argument("--rules", metavar="FILE",
+                   help="thresholds of the findings' rules: JSON (or TOML) {rule: {key: value}}, "
+                        "see docs/insights.md")
+    p.add_argument("--threshold", action="append", default=[], metavar="RULE.KEY=VALUE",
+                   help="one threshold (repeatable), e.g. small-reads.size=65536 or random-reads.enabled=false")
+    p.add_argument("--no-findings", action="store_true", help="do not run the rules")
     return p
 
 
@@ -82,7 +88,13 @@ def run() -> int:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     t0 = time.time()
-    opts = Options(out_dir=None if (args.no_parquet or not args.out) else args.out,
+    try:
+        rules = insights.load_rules(args.rules, args.threshold)
+    except (OSError, ValueError) as e:
+        print(f"iotrace-analyze: error: rules: {e}", file=sys.stderr)
+        return 2
+    opts = Options(findings=not args.no_findings, rules=rules,
+                   out_dir=None if (args.no_parquet or not args.out) else args.out,
                    compute_cats=tuple(args.compute_cat or ["compute"]), engine=args.engine,
                    scheduler=args.scheduler, workers=args.workers, progress=args.progress)
     try:

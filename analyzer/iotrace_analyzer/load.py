@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format.reader import Damage, find_traces, iter_batches
 
-from . import file_class, parquet, summary
+from . import file_class, insights, parquet, summary
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
@@ -456,6 +456,8 @@ class Options:
     scheduler: str | None = None
     workers: int | None = None
     progress: bool | None = None  # None: when stderr is a terminal
+    findings: bool = True  # run the rules (insights.py)
+    rules: dict | None = None  # their thresholds (insights.thresholds); None: the defaults
 
 
 def _estimate(path: str, size: int) -> int:
@@ -546,9 +548,14 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
     order = {f: i for i, f in enumerate(files)}
     file_results = sorted((f for r in results for f in r.files), key=lambda r: order[r.path])
     prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
-    S = summary.merge([r.partial for r in results], prefixes=prefixes)
+    detail: dict = {}
+    S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail)
+    t_rules = time.perf_counter()
+    S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
+    t_rules = time.perf_counter() - t_rules
     S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
-                      engine=engine, workers=runner.workers, estimated_events=est)
+                      engine=engine, workers=runner.workers, estimated_events=est,
+                      findings_seconds=round(t_rules, 4))
     S["damage"] = damage_report(file_results)
     if opts.out_dir:
         names = {}

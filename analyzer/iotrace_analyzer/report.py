@@ -40,9 +40,55 @@ def _table(title: str, header: list[str], rows: list[list]) -> str:
     return "\n".join(out) + "\n"
 
 
+def _figure(v) -> str:
+    return f"{v:.3g}" if isinstance(v, float) else str(v)
+
+
+def findings_text(S: dict) -> str:
+    """The findings, most severe first: what, the figure against its threshold, the evidence
+    in brief, what to try."""
+    F = S.get("findings")
+    if F is None:
+        return ""
+    if not F:
+        return "Findings: none. No rule found a problem (docs/insights.md lists what they look for).\n"
+    out = [f"Findings ({len(F)})", "-" * 40]
+    for f in F:
+        out.append(f"[{f['severity'].upper()}] {f['id']}: {f['title']}")
+        out.append(f"    figure {_figure(f['value'])} against threshold {_figure(f['threshold'])}")
+        ev = f["evidence"]
+        for key in ("files", "processes", "loaders", "windows", "calls"):
+            rows = ev.get(key)
+            if isinstance(rows, list) and rows:
+                out.append(f"    {key}: " + "; ".join(_brief(r) for r in rows[:3])
+                           + (f"; ... {len(rows) - 3} more" if len(rows) > 3 else ""))
+                break
+        if isinstance(ev.get("file_per_sample"), dict):
+            out.append("    file per sample: " + _brief(ev["file_per_sample"]))
+        for a in f["advice"]:
+            out.append(f"    try: {a}")
+    return "\n".join(out) + "\n"
+
+
+def _brief(r: dict) -> str:
+    """One evidence row in a line: its name, then its counts, bytes and times."""
+    name = r.get("file") or (f"pid {r['pid']}" if "pid" in r else r.get("name", ""))
+    bits = []
+    for k, v in r.items():
+        if k in ("file", "pid", "host", "name") or v is None or isinstance(v, (list, dict)):
+            continue
+        if k.endswith("_us"):
+            v = _time(v)
+        elif k.startswith("bytes") or k in ("extent", "read_extent"):
+            v = _size(v)
+        bits.append(f"{k.replace('_us', '')} {v}")
+    return f"{name} ({', '.join(bits)})" if name else ", ".join(bits)
+
+
 def text_report(S: dict, top: int = 10) -> str:
     j, t = S["job"], S["time"]
-    parts = [_table("Job", ["figure", "value"], [
+    parts = [findings_text(S)] if "findings" in S else []
+    parts += [_table("Job", ["figure", "value"], [
         ["wall time", _time(j.get("wall_us", j["duration_us"]))],
         ["events' span", _time(j["duration_us"])], ["processes", j["processes"]],
         ["threads", j["threads"]], ["hosts", j["hosts"]], ["files", j["files"]],

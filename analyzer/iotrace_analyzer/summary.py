@@ -34,6 +34,7 @@ UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete eve
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
              "exe", "cmdline", "ranks")
 OPEN_CALLS = calls_of("open")
+SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
 # per (fhash, pid), as the kernel's kFileSumNames: calls, their time, bytes read and written,
 # metadata calls and their time, read and write calls and their time, opens, the furthest
 # byte read (read_extent: a maximum), sequential and random reads and writes
@@ -241,7 +242,7 @@ class Partial:
         cat_kind = np.array([(c in IO_CATS) | (c in compute_cats) << 1 | (c == "process") << 2
                              for c in low], np.uint8)
         name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 | (nm in OPEN_CALLS) << 2
-                              for nm in name_vals], np.uint8)
+                              | (nm in SYNC_CALLS) << 3 for nm in name_vals], np.uint8)
         f = _kernels.figures(
             ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
@@ -528,7 +529,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
             rows.append(row)
             io_cnt += count
             io_dur += dur
-            if name not in DATA_CALLS:
+            if name not in DATA_CALLS and name not in SYNC_CALLS:
                 meta_cnt += count
                 meta_dur += dur
     S["calls"] = sorted(rows, key=lambda r: (-r["time_us"], r["name"]))
@@ -577,10 +578,28 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     if detail is not None:
         detail["files"] = frows
         detail["file_sizes"] = _file_sizes([t for p in partials for t in p.file_sizes])
+        # per pid, its calls on data files: the I/O a rule weighs apart from the imports'
+        data_proc: dict = {}
+        if file_tab is not None:
+            data = pa.array([r["fhash"] for r in frows if r["class"] == "data"], pa.string())
+            t = per_proc.filter(pc.is_in(per_proc.column("fhash"), value_set=data))
+            g = t.group_by("pid").aggregate([(k, "sum") for k in ("dur_count", "dur_sum", "read_sum", "written_sum")]
+                                            + [("fhash", "count")])
+            for r in g.to_pylist():
+                data_proc[r["pid"]] = dict(calls=r["dur_count_sum"], time_us=_us(r["dur_sum_sum"]),
+                                           bytes_read=r["read_sum_sum"], bytes_written=r["written_sum_sum"],
+                                           files=r["fhash_count"])
+        detail["data_by_pid"] = data_proc
 
     # --- @trace categories
     cat_rows = [dict(pid=k[1], cat=k[2], count=v[0], dur=v[1], union=_length(v[2]))
                 for p in partials for k, v in p.cats.items()]
+    if detail is not None:  # per pid: each category's union (a loop's waits against its compute)
+        by_pid: dict = {}
+        for r in cat_rows:
+            slot = by_pid.setdefault(r["pid"], {})
+            slot[r["cat"]] = slot.get(r["cat"], 0.0) + _us(r["union"])
+        detail["cats_by_pid"] = by_pid
     cats = pa.Table.from_pylist(cat_rows) if cat_rows else None
     crows = []
     if cats is not None:

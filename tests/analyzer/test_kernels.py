@@ -10,8 +10,8 @@ from iotrace_analyzer import _kernels
 
 CATS = ["posix", "compute", "fetch", "process"]  # kinds: io, compute, other, process
 CAT_KIND = np.array([1, 2, 0, 4], np.uint8)
-NAMES = ["read", "write", "open", "step"]
-NAME_KIND = np.array([1, 2, 4, 0], np.uint8)  # read, write, open
+NAMES = ["read", "write", "open", "step", "fsync"]
+NAME_KIND = np.array([1, 2, 4, 0, 8], np.uint8)  # read, write, open, -, sync
 
 
 def block(rng, rows, procs, files, in_order):
@@ -20,7 +20,7 @@ def block(rng, rows, procs, files, in_order):
     ts = ts.astype(np.int64)
     dur = rng.integers(0, 60, rows).astype(np.int64)
     cat = rng.choice(4, rows, p=[0.6, 0.15, 0.15, 0.1]).astype(np.int32)
-    name = np.where(cat == 0, rng.integers(0, 3, rows), 3).astype(np.int32)
+    name = np.where(cat == 0, rng.choice([0, 1, 2, 4], rows), 3).astype(np.int32)
     ph = np.where(rng.random(rows) < 0.05, 1, 0).astype(np.int32)  # X or i
     size = rng.choice([100, 4096, 1 << 20], rows).astype(np.int64)
     offset = rng.choice([0, 4096, 8192, 1 << 20], rows).astype(np.int64)
@@ -146,8 +146,8 @@ def test_figures_match_reference(seed):
         w[1] += int(d[i])
         w[2] += int(moved[i]) if k & 1 else 0
         w[3] += int(moved[i]) if k & 2 else 0
-        w[4] += int(k & 3 == 0)
-        w[5] += int(d[i]) if k & 3 == 0 else 0
+        w[4] += int(k & 11 == 0)  # neither data nor sync
+        w[5] += int(d[i]) if k & 11 == 0 else 0
         w[6] += int(k & 1 > 0)
         w[7] += int(k & 2 > 0)
         w[8] += int(d[i]) if k & 1 else 0

@@ -1,0 +1,523 @@
+"""Findings: what is wrong with a job's I/O, why, and what to try. One small function per rule
+over the tables the summary already has (no second pass over the events); each gives at most
+one finding with a stable id, a severity, the figure that triggered it against its threshold,
+the evidence (files, processes, calls, time windows, with counts, bytes and time) and advice.
+
+Rules weigh the job's data files (file_class: the interpreter's imports, the system, pipes are
+not the job's data) unless they say otherwise, and shares are of wall time. Every threshold is
+in THRESHOLDS, documented in docs/insights.md, and can be changed (`--rules FILE`,
+`--threshold RULE.KEY=VALUE`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+
+import numpy as np
+
+from .summary import SIZE_EDGES, SIZE_LABELS
+
+SEVERITIES = ("high", "warn", "info")
+MiB = 1 << 20
+
+# rule id -> {key: (default, what it is)}; `enabled` is every rule's too
+THRESHOLDS: dict = {
+    "io-bound": {
+        "wait_share": (0.25, "share of a loader's epoch time spent waiting for batches (warn)"),
+        "wait_share_high": (0.5, "the same, high"),
+        "io_share": (0.5, "without loader events: share of a process's wall time in I/O on data files"),
+        "min_wall_s": (0.05, "processes shorter than this are not weighed"),
+    },
+    "pipe-traffic": {
+        "min_bytes": (10 * MiB, "bytes through pipes and sockets..."),
+        "share": (0.5, "...and at least this share of the bytes read from data files"),
+    },
+    "small-reads": {
+        "size": (1 * MiB, "a read asking for less than this is small (rounded down to a histogram edge)"),
+        "share": (0.1, "share of the data files' reads that are small"),
+        "min_calls": (1000, "and at least this many small reads"),
+    },
+    "small-writes": {
+        "size": (1 * MiB, "a write of less than this is small (rounded down to a histogram edge)"),
+        "share": (0.1, "share of the data files' writes that are small"),
+        "min_calls": (1000, "and at least this many small writes"),
+    },
+    "random-reads": {
+        "share": (0.2, "share of a data file's reads that start before the previous one ended"),
+        "min_calls": (100, "and at least this many random reads in all"),
+        "min_file_bytes": (1 * MiB, "files read up to less than this are not weighed (read-ahead takes them whole)"),
+    },
+    "random-writes": {
+        "share": (0.2, "share of a data file's writes that start before the previous one ended"),
+        "min_calls": (100, "and at least this many random writes in all"),
+        "min_file_bytes": (1 * MiB, "files written less than this are not weighed"),
+    },
+    "metadata-heavy": {
+        "time_share": (0.3, "share of the data files' I/O time in metadata calls (open, stat, close, lseek...)"),
+        "time_share_high": (0.5, "the same, high"),
+        "min_calls": (1000, "and at least this many metadata calls on data files"),
+        "per_sample_files": (100, "file per sample: at least this many data files..."),
+        "per_sample_reads": (4, "...each read in at most this many reads per open..."),
+        "per_sample_bytes": (4 * MiB, "...of at most this many bytes per open"),
+    },
+    "redundant-reads": {
+        "ratio": (2.0, "bytes read from a data file / its extent read (the furthest byte read)"),
+        "min_bytes": (1 * MiB, "and at least this many bytes read again, in all"),
+    },
+    "checkpoint-stall": {
+        "time_share": (0.1, "share of a process's wall time spent saving checkpoints"),
+        "time_share_high": (0.3, "the same, high"),
+    },
+    "sync-heavy": {
+        "time_share": (0.2, "share of the I/O call time in fsync, fdatasync, msync, sync_file_range, sync, syncfs"),
+        "min_calls": (10, "and at least this many sync calls"),
+        "per_write": (0.1, "or: sync calls per write call, with at least 100 syncs"),
+    },
+    "imbalance": {
+        "ratio": (1.5, "the busiest process's data I/O time / the mean of its group (same role)"),
+        "min_time_s": (0.01, "groups whose busiest process has less I/O time are not weighed"),
+    },
+    "software-loading": {
+        "time_share": (0.1, "share of the job's wall time in I/O on the software it loads (imports)"),
+        "min_calls": (1000, "and at least this many calls on software files"),
+    },
+}
+WAIT_CATS = ("fetch",)  # @trace / iotrace.iter categories whose events are a loop's waits for data
+SYNC_CALLS = ("fsync", "fdatasync", "msync", "sync_file_range", "sync", "syncfs")
+CHECKPOINT_FILE = re.compile(r"(ckpt|checkpoint|\.pt$|\.pth$|\.safetensors$)", re.I)
+
+
+def thresholds(overrides: dict | None = None) -> dict:
+    """The thresholds in force: defaults, then `overrides` ({rule: {key: value}})."""
+    out = {rid: dict({k: v[0] for k, v in keys.items()}, enabled=True) for rid, keys in THRESHOLDS.items()}
+    for rid, keys in (overrides or {}).items():
+        if rid not in out:
+            raise ValueError(f"unknown rule {rid!r} (rules: {', '.join(sorted(out))})")
+        for k, v in keys.items():
+            if k not in out[rid]:
+                raise ValueError(f"unknown threshold {rid}.{k} (known: {', '.join(sorted(out[rid]))})")
+            if k == "enabled":
+                out[rid][k] = v if isinstance(v, bool) else str(v).lower() in ("1", "true", "yes", "on")
+            else:
+                out[rid][k] = int(float(v)) if isinstance(THRESHOLDS[rid][k][0], int) else float(v)
+    return out
+
+
+def load_rules(path: str | None, sets: list[str] = ()) -> dict:
+    """Overrides from a JSON (or, with Python 3.11+, TOML) file of {rule: {key: value}} and
+    from RULE.KEY=VALUE strings, checked against THRESHOLDS."""
+    over: dict = {}
+    if path:
+        with open(path, "rb") as f:
+            raw = f.read()
+        if path.endswith(".toml"):
+            import tomllib
+
+            over = tomllib.loads(raw.decode())
+        else:
+            over = json.loads(raw)
+    for s in sets:
+        key, _, value = s.partition("=")
+        rid, _, k = key.rpartition(".")
+        if not rid or not _:
+            raise ValueError(f"--threshold wants RULE.KEY=VALUE, got {s!r}")
+        over.setdefault(rid, {})[k] = value
+    return thresholds(over)
+
+
+def _finding(rid, severity, title, value, threshold, evidence, advice) -> dict:
+    return dict(id=rid, severity=severity, title=title, value=round(float(value), 6),
+                threshold=threshold, evidence=evidence, advice=advice)
+
+
+def _file_ev(r: dict, **extra) -> dict:
+    return dict(file=r["file"], processes=r["processes"], calls=r["count"], time_us=r["time_us"],
+                bytes_read=r["bytes_read"], bytes_written=r["bytes_written"], **extra)
+
+
+# --------------------------------------------------------------------------- the rules
+
+
+def io_bound(S, D, T):
+    """The loop waits for data; without loader events, processes whose wall time is mostly
+    I/O on data files (I/O that no compute could have hidden: there is none to hide it)."""
+    loaders = S.get("training", {}).get("loaders", [])
+    if loaders:
+        worst = max(loaders, key=lambda ld: ld["wait_share"])
+        v = worst["wait_share"]
+        if v < T["wait_share"]:
+            return None
+        sev = "high" if v >= T["wait_share_high"] else "warn"
+        slow = max(worst["per_epoch"], key=lambda e: e["wait_share"])
+        return _finding(
+            "io-bound", sev, f"The training loop waits for data {100 * v:.0f}% of its time", v, T["wait_share"],
+            dict(loaders=[dict(pid=ld["pid"], loader=ld["loader"], epochs=ld["epochs"], batches=ld["batches"],
+                               epoch_time_us=ld["epoch_time_us"], fetch_wait_us=ld["fetch_wait_us"],
+                               wait_share=ld["wait_share"]) for ld in loaders],
+                 worst_epoch=dict(pid=worst["pid"], epoch=slow["epoch"], start_ns=slow["start_ns"],
+                                  duration_us=slow["duration_us"], fetch_wait_us=slow["fetch_wait_us"],
+                                  first_batch_wait_us=slow["first_batch_wait_us"])),
+            ["More DataLoader workers (num_workers) and prefetch_factor, persistent_workers=True "
+             "so each epoch does not start workers again",
+             "Make each sample cheaper to read: bigger sequential reads, fewer files (shards), "
+             "data on node-local storage or in memory; see the other findings"])
+    # annotated loops: `fetch` events (iotrace.iter waits) beside compute in one process
+    cats = D.get("cats_by_pid", {})
+    loops = []
+    for p in S["processes"]:
+        wait = sum(cats.get(p["pid"], {}).get(c, 0.0) for c in WAIT_CATS)
+        if wait and p["compute_us"]:
+            loops.append((wait / (wait + p["compute_us"]), p, wait))
+    if loops:
+        v, p, wait = max(loops, key=lambda x: x[0])
+        if v < T["wait_share"]:
+            return None
+        return _finding(
+            "io-bound", "high" if v >= T["wait_share_high"] else "warn",
+            f"pid {p['pid']} waits for data {100 * v:.0f}% of its loop (waits against compute)", v, T["wait_share"],
+            dict(processes=[dict(host=q["host"], pid=q["pid"], role=q.get("role"), wait_us=round(w, 3),
+                                 compute_us=q["compute_us"], wall_us=q["wall_us"], wait_share=round(s, 6))
+                            for s, q, w in sorted(loops, key=lambda x: -x[0])[:10]], wait_categories=list(WAIT_CATS)),
+            ["More loader workers or prefetching, so the next batch is ready when a step ends",
+             "Make each sample cheaper to read (see the other findings)"])
+    by_pid = D.get("data_by_pid", {})
+    hits = []
+    for p in S["processes"]:
+        wall = p.get("wall_us", 0)
+        d = by_pid.get(p["pid"])
+        if not d or wall < T["min_wall_s"] * 1e6:
+            continue
+        share = min(d["time_us"], p["io_us"], wall) / wall
+        if share >= T["io_share"]:
+            hits.append((share, p, d))
+    if not hits:
+        return None
+    hits.sort(key=lambda h: -h[0])
+    v = hits[0][0]
+    return _finding(
+        "io-bound", "warn", f"{len(hits)} process(es) spend {100 * v:.0f}% (most) of their wall time in I/O on data",
+        v, T["io_share"],
+        dict(processes=[dict(host=p["host"], pid=p["pid"], role=p.get("role"), wall_us=p["wall_us"],
+                             data_io_us=d["time_us"], bytes_read=d["bytes_read"],
+                             bytes_written=d["bytes_written"], share=round(s, 6)) for s, p, d in hits[:10]]),
+        ["Overlap I/O with compute: read ahead in a thread or DataLoader workers, asynchronous writes",
+         "Move fewer bytes or in bigger requests (see the other findings)"])
+
+
+def _small(S, D, T, rid, direction):
+    col = 0 if direction == "read" else 1
+    edge = max([i for i, e in enumerate(SIZE_EDGES) if e <= T["size"]] or [0])  # bins below it
+    skip = D.get("per_sample", set()) if direction == "read" else set()  # metadata-heavy's
+    data = [r for r in D.get("files", []) if r["class"] == "data" and r["fhash"] not in skip]
+    sizes = D.get("file_sizes", {})
+    total = small = 0
+    rows = []
+    for r in data:
+        h = sizes.get(r["fhash"])
+        if h is None:
+            continue
+        n_small = int(h[col, :edge].sum())
+        n = int(h[col].sum())
+        total += n
+        small += n_small
+        if n_small:
+            top = int(np.argmax(h[col]))
+            rows.append((n_small, r, n, SIZE_LABELS[top]))
+    if not total or small < T["min_calls"] or small / total < T["share"]:
+        return None
+    rows.sort(key=lambda x: -x[0])
+    v = small / total
+    kind = "reads" if direction == "read" else "writes"
+    return _finding(
+        rid, "warn",
+        f"{100 * v:.0f}% of the data {kind} ({small} calls) are smaller than {SIZE_EDGES[edge] // 1024} KiB",
+        v, T["share"],
+        dict(calls=total, small_calls=small, size_limit=SIZE_EDGES[edge],
+             files_left_to_metadata_heavy=len(skip) or None,
+             files=[_file_ev(r, **{f"small_{kind}": n_s, kind: n, "usual_size": lab}) for n_s, r, n, lab in rows[:10]]),
+        (["Read in bigger requests: a bigger buffer (open(..., buffering=4 << 20)), reading a sample "
+          "whole, or samples packed into shards read sequentially (WebDataset, TFRecord, HDF5 chunks >= 1 MiB)"]
+         if direction == "read" else
+         ["Gather writes in a buffer and write >= 1 MiB at a time (io.BufferedWriter with a big buffer, "
+          "setvbuf for stdio)"]))
+
+
+def small_reads(S, D, T):
+    """Many reads far below what storage serves well (Drishti: < 1 MB, > 10% and > 1000)."""
+    return _small(S, D, T, "small-reads", "read")
+
+
+def small_writes(S, D, T):
+    return _small(S, D, T, "small-writes", "write")
+
+
+def _random(S, D, T, rid, direction):
+    seq_k, rnd_k = f"{direction}_sequential", f"{direction}_random"
+    size_k = "read_extent" if direction == "read" else "bytes_written"
+    skip = D.get("per_sample", set())  # metadata-heavy's
+    weighed = [r for r in D.get("files", []) if r["class"] == "data" and r[size_k] >= T["min_file_bytes"]
+               and r["fhash"] not in skip]
+    data = [r for r in weighed if r[rnd_k]]
+    seq = sum(r[seq_k] for r in weighed)
+    rnd = sum(r[rnd_k] for r in data)
+    if rnd < T["min_calls"] or rnd / (seq + rnd) < T["share"]:
+        return None
+    v = rnd / (seq + rnd)
+    data.sort(key=lambda r: -r[rnd_k])
+    kind = "reads" if direction == "read" else "writes"
+    return _finding(
+        rid, "warn", f"{100 * v:.0f}% of the data {kind} jump backwards in their file ({rnd} calls)", v, T["share"],
+        dict(sequential=seq, random=rnd,
+             files=[_file_ev(r, sequential=r[seq_k], random=r[rnd_k],
+                             random_share=round(r[rnd_k] / (r[rnd_k] + r[seq_k]), 6)) for r in data[:10]]),
+        ["Read each file front to back (sort the sample indices of a shard; shuffle shards and a "
+         "buffer instead of every sample)", "For random access, bigger chunks or the file in memory (mmap, "
+         "node-local copy) cost less than many seeks"] if direction == "read" else
+        ["Write in order, or gather the pieces in memory and write them once"])
+
+
+def random_reads(S, D, T):
+    """Reads that start before the previous read of the file (same process) ended."""
+    return _random(S, D, T, "random-reads", "read")
+
+
+def random_writes(S, D, T):
+    return _random(S, D, T, "random-writes", "write")
+
+
+def metadata_heavy(S, D, T):
+    """Metadata calls dominating the data files' I/O time, and the file-per-sample pattern:
+    many data files, each opened for one or two small reads."""
+    data = [r for r in D.get("files", []) if r["class"] == "data"]
+    meta_n = sum(r["metadata_count"] for r in data)
+    meta_t = sum(r["metadata_time_us"] for r in data)
+    io_t = sum(r["time_us"] for r in data)
+    ps = D.get("per_sample") or per_sample_files(D, T)
+    per_sample = [r for r in data if r["fhash"] in ps]
+    share = meta_t / io_t if io_t else 0.0
+    heavy = meta_n >= T["min_calls"] and share >= T["time_share"]
+    many = len(per_sample) >= T["per_sample_files"]
+    if not (heavy or many):
+        return None
+    sev = "high" if share >= T["time_share_high"] and meta_n >= T["min_calls"] else "warn"
+    ev = dict(metadata_calls=meta_n, metadata_time_us=round(meta_t, 3), data_io_time_us=round(io_t, 3),
+              files=[_file_ev(r, metadata_calls=r["metadata_count"], metadata_time_us=r["metadata_time_us"],
+                              opens=r["opens"]) for r in sorted(data, key=lambda r: -r["metadata_time_us"])[:10]])
+    if many:
+        opens = sum(r["opens"] for r in per_sample)
+        ev["file_per_sample"] = dict(
+            files=len(per_sample), opens=opens, reads=sum(r["reads"] for r in per_sample),
+            mean_bytes_per_open=round(sum(r["bytes_read"] for r in per_sample) / opens, 1),
+            metadata_calls_per_open=round(sum(r["metadata_count"] for r in per_sample) / opens, 3))
+    title = (f"Metadata calls take {100 * share:.0f}% of the data files' I/O time ({meta_n} calls)" if heavy else
+             f"One file per sample: {len(per_sample)} data files each opened for a few small reads")
+    return _finding(
+        "metadata-heavy", sev, title, share if heavy else len(per_sample),
+        T["time_share"] if heavy else T["per_sample_files"], ev,
+        ["Pack samples into fewer, bigger files read sequentially (WebDataset/TFRecord shards, HDF5, "
+         "Parquet, LMDB): one open per shard instead of per sample",
+         "Keep files open across epochs, and avoid stat/exists checks before each open"])
+
+
+def redundant_reads(S, D, T):
+    """The same bytes read again: bytes read from a file well above its extent."""
+    rows = []
+    for r in D.get("files", []):
+        ext = r["read_extent"]
+        if r["class"] != "data" or not ext or r["bytes_read"] <= ext:
+            continue
+        rows.append((r["bytes_read"] - ext, r["bytes_read"] / ext, r))
+    again = sum(x[0] for x in rows)
+    extent = sum(x[2]["read_extent"] for x in rows)
+    if not rows or again < T["min_bytes"]:
+        return None
+    v = (again + extent) / extent
+    if v < T["ratio"]:
+        return None
+    epochs = max([ld["epochs"] for ld in S.get("training", {}).get("loaders", [])]
+                 + [n["count"] for c in S.get("categories", []) for n in c["top_names"] if n["name"] == "epoch"] or [0])
+    expected = epochs >= 2 and v <= epochs + 0.5  # each epoch reads the dataset once
+    rows.sort(key=lambda x: -x[0])
+    return _finding(
+        "redundant-reads", "info" if expected else "warn",
+        f"Data files are read {v:.1f} times over ({again / MiB:.1f} MiB read again)"
+        + (f", about once per epoch ({epochs})" if expected else ""), v, T["ratio"],
+        dict(bytes_read_again=again, extent=extent, epochs=epochs or None,
+             files=[_file_ev(r, read_extent=r["read_extent"], times=round(t, 3)) for _a, t, r in rows[:10]]),
+        ["Cache what is read again: in memory when it fits (the page cache, a dataset cached after "
+         "the first epoch), or on node-local storage",
+         "Within an epoch: read each sample once (check the sampler and the dataset's __getitem__)"])
+
+
+def checkpoint_stall(S, D, T):
+    """Checkpoint saves holding the process (torch.save events), or writes to checkpoint-named
+    files when there are none."""
+    ck = [c for c in S.get("training", {}).get("checkpoints", []) if "load" not in c["name"]]
+    walls = {(p["host"], p["pid"]): p.get("wall_us", 0) for p in S["processes"]}
+    by_proc: dict = {}
+    if ck:
+        for c in ck:
+            by_proc.setdefault((c["host"], c["pid"]), []).append(c)
+        items = [(k, sum(c["duration_us"] for c in cs), sum(c["bytes"] or 0 for c in cs), cs)
+                 for k, cs in by_proc.items()]
+    else:
+        files = [r for r in D.get("files", []) if r["class"] == "data" and r["bytes_written"]
+                 and CHECKPOINT_FILE.search(r["file"])]
+        if not files:
+            return None
+        t = sum(r["write_time_us"] for r in files)
+        # the writers are not known per file here: weigh against the longest process
+        k = max(walls, key=walls.get) if walls else ("", 0)
+        items = [(k, t, sum(r["bytes_written"] for r in files),
+                  [dict(file=r["file"], bytes=r["bytes_written"], duration_us=r["write_time_us"]) for r in files])]
+    hits = [(t / walls[k], k, t, b, cs) for k, t, b, cs in items if walls.get(k)]
+    if not hits:
+        return None
+    v, k, t, b, cs = max(hits, key=lambda h: h[0])
+    if v < T["time_share"]:
+        return None
+    starts = sorted(c["start_ns"] for c in cs if "start_ns" in c)
+    every = round(float(np.mean(np.diff(starts))) / 1000, 3) if len(starts) > 1 else None
+    return _finding(
+        "checkpoint-stall", "high" if v >= T["time_share_high"] else "warn",
+        f"Checkpoints hold pid {k[1]} for {100 * v:.0f}% of its wall time", v, T["time_share"],
+        dict(host=k[0], pid=k[1], checkpoints=len(cs), time_us=round(t, 3), bytes=b,
+             bandwidth_MBps=round(b / (t / 1e6) / 1e6, 3) if t and b else None, every_us=every,
+             windows=[dict(start_ns=c.get("start_ns"), duration_us=c["duration_us"], file=c.get("file"),
+                           bytes=c.get("bytes")) for c in sorted(cs, key=lambda c: -c["duration_us"])[:10]]),
+        ["Save asynchronously (torch.distributed.checkpoint.async_save, or a background thread after "
+         "copying the state to CPU) so the steps go on", "Save less often, or to node-local storage and "
+         "copy out in the background; shard the checkpoint across ranks"])
+
+
+def sync_heavy(S, D, T):
+    """Time or frequency of the calls that force data to storage."""
+    calls = {c["name"]: c for c in S["calls"]}
+    syncs = [calls[n] for n in SYNC_CALLS if n in calls]
+    n = sum(c["count"] for c in syncs)
+    t = sum(c["time_us"] for c in syncs)
+    io_t = sum(c["time_us"] for c in S["calls"])
+    writes = sum(r["writes"] for r in D.get("files", []))
+    share = t / io_t if io_t else 0.0
+    by_time = n >= T["min_calls"] and share >= T["time_share"]
+    by_count = n >= 100 and writes and n / writes >= T["per_write"]
+    if not (by_time or by_count):
+        return None
+    return _finding(
+        "sync-heavy", "warn", f"Sync calls take {100 * share:.0f}% of the I/O time ({n} calls)",
+        share if by_time else n / writes, T["time_share"] if by_time else T["per_write"],
+        dict(calls=[dict(name=c["name"], count=c["count"], time_us=c["time_us"]) for c in syncs],
+             write_calls=writes, io_call_time_us=round(io_t, 3)),
+        ["Sync once at the end of a file or a checkpoint, not after every write",
+         "Where durability per write is not needed, drop the syncs (or O_SYNC/O_DSYNC opens)"])
+
+
+def imbalance(S, D, T):
+    """Processes of one role (ranks, workers, forks) with very unequal I/O time on data."""
+    by_pid = D.get("data_by_pid", {})
+    groups: dict = {}
+    for p in S["processes"]:
+        d = by_pid.get(p["pid"])
+        if d:
+            groups.setdefault(p.get("role") or "process", []).append((d["time_us"], p, d))
+    best = None
+    for role, g in groups.items():
+        if len(g) < 2:
+            continue
+        times = np.array([x[0] for x in g], float)
+        if times.max() < T["min_time_s"] * 1e6:
+            continue
+        ratio = times.max() / times.mean()
+        if ratio >= T["ratio"] and (best is None or ratio > best[0]):
+            best = (ratio, role, sorted(g, key=lambda x: -x[0]))
+    if best is None:
+        return None
+    ratio, role, g = best
+    return _finding(
+        "imbalance", "warn", f"The busiest {role} process does {ratio:.1f}x the mean data I/O time of its {len(g)}",
+        ratio, T["ratio"],
+        dict(role=role, processes=[dict(host=p["host"], pid=p["pid"], data_io_us=d["time_us"],
+                                        bytes_read=d["bytes_read"], bytes_written=d["bytes_written"])
+                                   for _t, p, d in g[:5] + (g[-3:] if len(g) > 5 else [])]),
+        ["Spread the data evenly (a DistributedSampler, shards of equal size, more shards than workers)",
+         "Check that one process does not read or write for all (logging, a rank-0 checkpoint)"])
+
+
+def software_loading(S, D, T):
+    """The software's own loading (imports from site-packages, the interpreter's prefix): on a
+    shared file system, thousands of stats and opens per process at start-up."""
+    sw = S.get("file_classes", {}).get("software")
+    wall = S["job"].get("wall_us", 0)
+    if not sw or not wall:
+        return None
+    share = sw["time_us"] / wall
+    if sw["count"] < T["min_calls"] or share < T["time_share"]:
+        return None
+    top = [r for r in D.get("files", []) if r["class"] == "software"]
+    top.sort(key=lambda r: -r["time_us"])
+    return _finding(
+        "software-loading", "info" if share < 2 * T["time_share"] else "warn",
+        f"Loading the software takes {100 * share:.0f}% of the job's wall time ({sw['count']} calls on "
+        f"{sw['files']} files)", share, T["time_share"],
+        dict(files=sw["files"], calls=sw["count"], time_us=sw["time_us"], metadata_calls=sw["metadata_count"],
+             top=[_file_ev(r) for r in top[:5]]),
+        ["Install the environment on node-local storage or in a container image (squashfs) rather "
+         "than on the shared file system", "Import heavy modules once per process; spawned workers "
+         "import everything again (fork or forkserver start methods share the parent's imports)"])
+
+
+def pipe_traffic(S, D, T):
+    """Data passed between processes through pipes and sockets (pickled batches of a
+    multiprocessing pool): copied twice, and the reads wait for the sender."""
+    ps = S.get("file_classes", {}).get("pipe-socket")
+    data = S.get("file_classes", {}).get("data", {})
+    if not ps:
+        return None
+    moved = max(ps["bytes_read"], ps["bytes_written"])
+    base = data.get("bytes_read", 0)
+    if moved < T["min_bytes"] or moved < T["share"] * base:
+        return None
+    v = moved / base if base else float(moved)
+    top = sorted((r for r in D.get("files", []) if r["class"] == "pipe-socket"), key=lambda r: -r["time_us"])
+    return _finding(
+        "pipe-traffic", "info", f"{moved / MiB:.1f} MiB pass between processes through pipes or sockets "
+        f"({v:.1f}x the bytes read from data files)", v, T["share"],
+        dict(bytes_read=ps["bytes_read"], bytes_written=ps["bytes_written"], calls=ps["count"], time_us=ps["time_us"],
+             files=[_file_ev(r) for r in top[:5]]),
+        ["Hand batches over in shared memory (torch DataLoader's workers do; multiprocessing.shared_memory)",
+         "Or read and decode in the training process's threads when decoding is light"])
+
+
+RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small_writes,
+         "random-reads": random_reads, "random-writes": random_writes, "metadata-heavy": metadata_heavy,
+         "redundant-reads": redundant_reads, "checkpoint-stall": checkpoint_stall, "sync-heavy": sync_heavy,
+         "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic}
+
+
+def per_sample_files(D: dict, T: dict) -> set:
+    """The fhashes of the file-per-sample pattern (metadata-heavy's thresholds), when the job
+    has it: small reads and jumps within such files are its symptoms, not findings apart."""
+    rows = [r for r in D.get("files", []) if r["class"] == "data" and r["opens"] and r["reads"]
+            and r["reads"] / r["opens"] <= T["per_sample_reads"]
+            and r["bytes_read"] / r["opens"] <= T["per_sample_bytes"]]
+    return {r["fhash"] for r in rows} if len(rows) >= T["per_sample_files"] else set()
+
+
+def findings(S: dict, detail: dict, th: dict | None = None) -> list[dict]:
+    """Every rule's finding, most severe first (then by how far past its threshold)."""
+    th = th or thresholds()
+    detail = dict(detail, per_sample=per_sample_files(detail, th["metadata-heavy"])
+                  if th["metadata-heavy"]["enabled"] else set())
+    out = []
+    for rid, rule in RULES.items():
+        if th[rid]["enabled"]:
+            f = rule(S, detail, th[rid])
+            if f is not None:
+                out.append(f)
+
+    def key(f):
+        over = f["value"] / f["threshold"] if f["threshold"] else 0.0
+        return SEVERITIES.index(f["severity"]), -over, f["id"]
+
+    return sorted(out, key=key)

@@ -322,17 +322,14 @@ def metadata_heavy(S, D, T):
 
 def redundant_reads(S, D, T):
     """The same bytes read again: bytes read from a file well above its extent."""
-    rows = []
-    for r in D.get("files", []):
-        ext = r["read_extent"]
-        if r["class"] != "data" or not ext or r["bytes_read"] <= ext:
-            continue
-        rows.append((r["bytes_read"] - ext, r["bytes_read"] / ext, r))
+    data = [r for r in D.get("files", []) if r["class"] == "data" and r["read_extent"]]
+    rows = [(r["bytes_read"] - r["read_extent"], r["bytes_read"] / r["read_extent"], r)
+            for r in data if r["bytes_read"] > r["read_extent"]]
     again = sum(x[0] for x in rows)
-    extent = sum(x[2]["read_extent"] for x in rows)
+    extent = sum(r["read_extent"] for r in data)
     if not rows or again < T["min_bytes"]:
         return None
-    v = (again + extent) / extent
+    v = sum(r["bytes_read"] for r in data) / extent  # over all the data files read
     if v < T["ratio"]:
         return None
     epochs = max([ld["epochs"] for ld in S.get("training", {}).get("loaders", [])]

@@ -396,7 +396,7 @@ def test_software_loading(tmp_path, n, fires):
 
 def test_pipe_traffic(tmp_path):
     p = Proc(100, wall_ms=1000)
-    for i in range(20):
+    for _i in range(20):
         p.io("read", "pipe:[4242]", dur_us=100, fd=5, size=MiB, ret=MiB)
     found, _ = run(tmp_path, p)
     f = found["pipe-traffic"]
@@ -410,7 +410,7 @@ def test_findings_sorted_most_severe_first(tmp_path):
     p = Proc(100, wall_ms=1000)
     for _ in range(4):
         p.span("torch.save", "checkpoint", 100_000, args={"bytes": MiB})  # 40%: high
-    for i in range(20):
+    for _i in range(20):
         p.io("read", "pipe:[1]", dur_us=10, fd=5, size=MiB, ret=MiB)  # info
     p.read_file("/data/d.bin", 2 * MiB, MiB, passes=3)  # warn
     found, S = run(tmp_path, p)

@@ -29,7 +29,7 @@ M_KEYS = ["ph", "name", "pid", "tid", "args"]
 HEX16 = re.compile(r"^[0-9a-f]{16}$")
 USEC = r"-?\d+\.\d{3}"
 X_TIMES = re.compile(rf',"ts":{USEC},"dur":{USEC},"args":')
-PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "wall_ns", "mono_ns",
+PROCESS_KEYS = ["version", "hostname", "pid", "ppid", "exe", "cmdline", "cwd", "wall_ns", "mono_ns",
                 "resolution_ns", "role",
                 "parent_pid", "ranks", "compression", "form"]
 # kind of file -> (variables, compression, suffix, form). "compact" is what no variable asks
@@ -109,6 +109,7 @@ def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
     assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
     assert first["args"]["version"] == 4
     assert first["args"]["form"] == form
+    assert first["args"]["cwd"].startswith("/")
     assert first["args"]["resolution_ns"] == 1  # the default: ns
     pid = first["pid"]
     assert first["args"]["pid"] == pid == first["tid"]

@@ -32,7 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(
         prog="iotrace-analyze",
         description="Summarize iotrace / DFTracer traces and write them as Parquet.")
-    p.add_argument("traces", nargs="+", help="trace files, folders or globs (.pfw, .pfw.zst, .pfw.gz, .iotc.zst)")
+    p.add_argument("traces", nargs="*", help="trace files, folders or globs (.pfw, .pfw.zst, .pfw.gz, .iotc.zst)")
+    p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
+                   help="two runs side by side: trace folders, or earlier outputs (-o folders or summary.json)")
     p.add_argument("--version", action="version", version=f"iotrace-analyze {_version()}")
     p.add_argument("-o", "--output", "--out", dest="out",
                    help="output folder: Parquet dataset, summary.json, timeline.html")
@@ -93,6 +95,10 @@ def main(argv: list[str] | None = None) -> int:
     except (OSError, ValueError) as e:
         print(f"iotrace-analyze: error: rules: {e}", file=sys.stderr)
         return 2
+    if args.compare:
+        return _compare(args, rules)
+    if not args.traces:
+        build_parser().error("give trace files or folders (or --compare BEFORE AFTER)")
     opts = Options(findings=not args.no_findings, rules=rules,
                    out_dir=None if (args.no_parquet or not args.out) else args.out,
                    compute_cats=tuple(args.compute_cat or ["compute"]), engine=args.engine,
@@ -125,6 +131,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"iotrace-analyze: error: no event could be read from {S['input']['files']} file(s)",
               file=sys.stderr)
         return 1
+    return 0
+
+
+def _compare(args, rules) -> int:
+    from . import compare
+
+    def analyze_traces(path):
+        opts = Options(findings=not args.no_findings, rules=rules, engine=args.engine, scheduler=args.scheduler,
+                       workers=args.workers, progress=args.progress,
+                       compute_cats=tuple(args.compute_cat or ["compute"]))
+        return analyze([path], opts)[0]
+
+    try:
+        A, B = (compare.load_side(p, analyze_traces) for p in args.compare)
+    except (TraceInputError, OSError, ValueError, KeyError) as e:
+        print(f"iotrace-analyze: error: compare: {e}", file=sys.stderr)
+        return 2
+    C = compare.compare(A, B)
+    if args.out:
+        report.write_json(C, os.path.join(args.out, "compare.json"))
+    print(compare.text(C, *args.compare), end="")
     return 0
 
 

@@ -7,7 +7,9 @@ The classes, in the order they are tried (docs/insights.md):
   pipe-socket  pipe:[N], socket:[N], anon_inode:… (what /proc/self/fd names them)
   system       /proc, /sys, /dev (but /dev/shm), /etc, /run, and system library folders
   software     the traced interpreters' prefixes (from their executables), site-packages and
-               dist-packages, __pycache__, and files of code (.py, .pyc, .so, .pth, …)
+               dist-packages, __pycache__, files of code (.py, .pyc, .so, .pth, …), and the
+               folders a Python process's imports stat (import_dirs: its working and script
+               folders, the folders above its prefix), those folders only, not their files
   data         everything else: datasets, outputs, checkpoints, scratch
   unknown      a hash the trace never named
 """
@@ -48,10 +50,36 @@ def software_prefixes(executables) -> tuple[str, ...]:
     return tuple(sorted(out))
 
 
-def classify(path: str | None, prefixes: tuple[str, ...] = ()) -> str:
-    """The class of one file name (see the module's docstring)."""
+def import_dirs(processes) -> frozenset:
+    """Folders a Python process's imports stat by themselves (not what is in them): its working
+    folder and its script's folder (sys.path[0]), and the folders above its prefix (the path
+    resolution of sys.prefix lstats each). `processes`: records with exe, cmdline, cwd."""
+    out = set()
+    for p in processes:
+        exe = p.get("exe")
+        if not isinstance(exe, str) or not _INTERPRETER.match(os.path.basename(exe)):
+            continue
+        for prefix in software_prefixes([exe]):
+            d = os.path.dirname(prefix.rstrip("/"))
+            while d not in ("", "/"):
+                out.add(d)
+                d = os.path.dirname(d)
+        cwd = p.get("cwd")
+        if isinstance(cwd, str) and cwd.startswith("/"):
+            out.add(cwd.rstrip("/") or "/")
+            args = p.get("cmdline") or []
+            script = next((a for a in args[1:] if isinstance(a, str) and not a.startswith("-")), None)
+            if script and not any(a in ("-c", "-m") for a in args[1:args.index(script)]):
+                out.add(os.path.dirname(os.path.normpath(os.path.join(cwd, script))))
+    return frozenset(out)
+
+
+def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset = frozenset()) -> str:
+    """The class of one file name (see the module's docstring); `dirs`: import_dirs()."""
     if not path or path.startswith("<unknown"):
         return "unknown"
+    if path in dirs:
+        return "software"
     if _PIPE.match(path):
         return "pipe-socket"
     if path.startswith("/dev/") and not path.startswith("/dev/shm/"):

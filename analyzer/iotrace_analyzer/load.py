@@ -549,7 +549,8 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
     file_results = sorted((f for r in results for f in r.files), key=lambda r: order[r.path])
     prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
     detail: dict = {}
-    S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail)
+    dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
+    S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail, dirs=dirs)
     t_rules = time.perf_counter()
     S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
     t_rules = time.perf_counter() - t_rules

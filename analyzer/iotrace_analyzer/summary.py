@@ -32,7 +32,7 @@ FINE_BINS = 4096  # at most this many bins per file partial
 UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete event
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
-             "exe", "cmdline", "ranks")
+             "exe", "cmdline", "cwd", "ranks")
 OPEN_CALLS = calls_of("open")
 SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
 # per (fhash, pid), as the kernel's kFileSumNames: calls, their time, bytes read and written,
@@ -461,9 +461,10 @@ def _us(ns) -> float:
 
 
 def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
-          detail: dict | None = None) -> dict:
+          detail: dict | None = None, dirs: frozenset = frozenset()) -> dict:
     """The summary (a JSON-ready dict) from all files' partials. `prefixes`: the traced
-    interpreters' installation prefixes (file_class.software_prefixes). `detail`, when given,
+    interpreters' installation prefixes (file_class.software_prefixes), `dirs` the folders their
+    imports stat (file_class.import_dirs). `detail`, when given,
     gets what the summary only has the top of: "files", every file's row; "file_sizes",
     fhash -> calls per (direction, size bin) as an array of 2 x len(SIZE_LABELS)."""
     S: dict = {}
@@ -547,7 +548,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         for r in f.to_pylist():
             name = fh.get(r["fhash"], f"<unknown {r['fhash']}>")
             v = {k: r[f"{k}_{a}"] for k, a in FILE_AGG}
-            frows.append(dict(file=name, fhash=r["fhash"], **{"class": file_class.classify(name, prefixes)},
+            frows.append(dict(file=name, fhash=r["fhash"], **{"class": file_class.classify(name, prefixes, dirs)},
                               count=v["dur_count"], time_us=_us(v["dur_sum"]),
                               bytes_read=v["read_sum"], bytes_written=v["written_sum"],
                               processes=r["pid_count"], metadata_count=v["meta_count"],

@@ -150,6 +150,9 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   p.name = g_proc.name;
   p.cmdline = cmdline;
   p.cmdline_len = size_t(read_cmdline(cmdline, sizeof cmdline));
+  static char cwd[4096];
+  if (syscall(SYS_getcwd, cwd, sizeof cwd) <= 0) cwd[0] = 0;
+  p.cwd = cwd;
   p.wall_ns = g_proc.wall_ns;
   p.mono_ns = g_proc.mono_ns;
   p.resolution_ns = g_config.res_ns;

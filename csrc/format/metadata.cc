@@ -49,7 +49,9 @@ void meta_process(Out& o, const ProcessMeta& p) {
     sep = ",";
     s = e + 1;
   }
-  o.put("],\"wall_ns\":");
+  o.put("],");
+  kv_str(o, "cwd", p.cwd);
+  o.put(",\"wall_ns\":");
   o.i64(p.wall_ns);
   o.put(",\"mono_ns\":");
   o.i64(p.mono_ns);

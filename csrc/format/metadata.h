@@ -17,6 +17,7 @@ struct ProcessMeta {
   const char* name = "";     // process_name
   const char* cmdline = "";  // /proc/self/cmdline: arguments, NUL-separated
   size_t cmdline_len = 0;
+  const char* cwd = "";  // the working folder when the file opened: Python imports from it
   int64_t wall_ns = 0, mono_ns = 0, resolution_ns = 1;
   const char* role = "main";
   const char* const* rank_vars = nullptr;  // names and values, in pairs

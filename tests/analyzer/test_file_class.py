@@ -3,6 +3,7 @@ start-up (thousands of stats on its interpreter and packages) is not counted as 
 
 import pytest
 from conftest import end, fh, io, process, write_trace
+from iotrace_analyzer import file_class
 from iotrace_analyzer.file_class import classify, software_prefixes
 from iotrace_analyzer.load import Options, analyze
 
@@ -88,3 +89,18 @@ def test_summary_separates_the_data_from_the_start_up(tmp_path):
     assert (m["count"], m["count_share"]) == (302, round(302 / 306, 6))
     assert m["data_files"] == dict(count=2, time_us=20.0, count_share=0.5, time_share=round(20 / 220, 6))
     assert {f["class"] for f in files[2:]} <= {"software", "system", "pipe-socket"}
+
+
+def test_import_dirs_are_the_folders_only():
+    """A Python process stats its working and script folders on every import, and the folders
+    above its prefix: those folders are software; the files in them stay data."""
+    procs = [dict(exe="/root/.pyenv/versions/3.11.7/bin/python3.11", cwd="/work/job",
+                  cmdline=["python3", "-u", "scripts/train.py", "--data", "/data"]),
+             dict(exe="/usr/bin/python3", cwd="/home/u", cmdline=["python3", "-c", "print(1)"]),
+             dict(exe="/usr/bin/tar", cwd="/srv", cmdline=["tar", "cf", "x.tar", "in"])]
+    dirs = file_class.import_dirs(procs)
+    assert dirs == {"/root/.pyenv/versions", "/root/.pyenv", "/root", "/work/job", "/work/job/scripts",
+                    "/home/u", "/usr/lib", "/usr"}  # /usr/lib/python's
+    assert file_class.classify("/work/job", (), dirs) == "software"
+    assert file_class.classify("/work/job/data.bin", (), dirs) == "data"
+    assert file_class.classify("/srv", (), dirs) == "data"  # tar is no interpreter

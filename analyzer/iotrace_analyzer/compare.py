@@ -1,0 +1,125 @@
+"""`iotrace-analyze --compare BEFORE AFTER`: two runs side by side, the figures a person tuning
+a loader or a checkpoint watches, and the findings fixed, new, better or worse.
+
+Each side is a trace folder (analyzed here) or an earlier output: its folder with
+summary.json, or the file itself.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+
+SAME = 0.05  # a change under 5% is "same"
+
+
+def load_side(path: str, analyze_traces) -> dict:
+    """The summary of one side: read from an earlier output, else made by `analyze_traces`."""
+    if os.path.isfile(path) and path.endswith(".json"):
+        with open(path) as f:
+            return json.load(f)
+    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "summary.json")):
+        with open(os.path.join(path, "summary.json")) as f:
+            return json.load(f)
+    return analyze_traces(path)
+
+
+def _figures(S: dict) -> list[tuple[str, float | None, str, int]]:
+    """(label, value, unit, direction): direction -1 when lower is better, +1 when higher is,
+    0 when neither (bytes moved: the work itself)."""
+    t, j = S["time"], S["job"]
+    data = S.get("file_classes", {}).get("data", {})
+    calls = sum(c["count"] for c in S["calls"])
+    io_s = t["io_us"] / 1e6
+    moved = sum(p["bytes_read"] + p["bytes_written"] for p in S["processes"])
+    md = S.get("metadata_calls", {}).get("data_files", {})
+    loaders = S.get("training", {}).get("loaders", [])
+    rows = [
+        ("wall time (job)", j.get("wall_us", j["duration_us"]) / 1e6, "s", -1),
+        ("wall time (sum of processes)", t.get("wall_us", t["app_us"]) / 1e6, "s", -1),
+        ("I/O time", io_s, "s", -1),
+        ("I/O share of wall", t.get("io_share_of_wall"), "share", -1),
+        ("I/O not overlapped", t["io_not_overlapped_us"] / 1e6, "s", -1),
+        ("I/O calls", calls, "", -1),
+        ("data files: calls", data.get("count"), "", -1),
+        ("data files: I/O time", data.get("time_us", 0) / 1e6, "s", -1),
+        ("data files: metadata calls", md.get("count"), "", -1),
+        ("data files: bytes read", data.get("bytes_read"), "B", 0),
+        ("data files: bytes written", data.get("bytes_written"), "B", 0),
+        ("bandwidth (bytes moved / I/O time)", moved / io_s / 1e6 if io_s else None, "MB/s", 1),
+        ("processes", j["processes"], "", 0),
+        ("events", j["events"], "", 0),
+    ]
+    if loaders:
+        wait = sum(ld["fetch_wait_us"] for ld in loaders)
+        total = sum(ld["epoch_time_us"] for ld in loaders)
+        rows.append(("loop waiting for data", wait / total if total else None, "share", -1))
+    return rows
+
+
+def _fmt(v, unit: str) -> str:
+    if v is None:
+        return "-"
+    if unit == "B":
+        for u in ("B", "KiB", "MiB", "GiB", "TiB"):
+            if abs(v) < 1024 or u == "TiB":
+                return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
+            v /= 1024
+    if unit == "share":
+        return f"{100 * v:.1f}%"
+    if isinstance(v, float):
+        return f"{v:.3f} {unit}".strip()
+    return f"{v} {unit}".strip()
+
+
+def _verdict(a, b, direction: int) -> str:
+    if a is None or b is None:
+        return ""
+    if a == b or (a and abs(b - a) / abs(a) < SAME):
+        return "same"
+    if direction == 0:
+        return "more" if b > a else "less"
+    return "better" if (b - a) * direction > 0 else "worse"
+
+
+def compare(A: dict, B: dict) -> dict:
+    """The comparison as data: figures and findings."""
+    figs = []
+    for (label, a, unit, d), (_l, b, _u, _d) in zip(_figures(A), _figures(B)):
+        change = None if a in (None, 0) or b is None else round((b - a) / a, 6)
+        figs.append(dict(figure=label, before=a, after=b, unit=unit, change=change, verdict=_verdict(a, b, d)))
+    fa = {f["id"]: f for f in A.get("findings", [])}
+    fb = {f["id"]: f for f in B.get("findings", [])}
+    finds = []
+    for rid in list(fa) + [r for r in fb if r not in fa]:
+        a, b = fa.get(rid), fb.get(rid)
+        if a and not b:
+            status = "fixed"
+        elif b and not a:
+            status = "new"
+        else:
+            status = _verdict(a["value"], b["value"], -1)  # a finding's figure: lower is better
+        finds.append(dict(id=rid, status=status, before=a and dict(severity=a["severity"], value=a["value"]),
+                          after=b and dict(severity=b["severity"], value=b["value"]),
+                          title=(b or a)["title"]))
+    return dict(figures=figs, findings=finds)
+
+
+def text(C: dict, before: str, after: str) -> str:
+    rows = [[f["figure"], _fmt(f["before"], f["unit"]), _fmt(f["after"], f["unit"]),
+             "-" if f["change"] is None else f"{100 * f['change']:+.1f}%", f["verdict"]] for f in C["figures"]]
+    head = ["figure", "before", "after", "change", ""]
+    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
+    line = "  ".join("-" * w for w in widths)
+    out = [f"Compare: before {before}", f"         after  {after}", "", line,
+           "  ".join(h.ljust(w) for h, w in zip(head, widths)), line]
+    for r in rows:
+        out.append("  ".join(c.ljust(w) if i in (0, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    out += ["", "Findings"]
+    if not C["findings"]:
+        out.append("  none before, none after")
+    for f in C["findings"]:
+        a = f"{f['before']['severity']} {f['before']['value']:.3g}" if f["before"] else "-"
+        b = f"{f['after']['severity']} {f['after']['value']:.3g}" if f["after"] else "-"
+        out.append(f"  {f['status'].upper():7s} {f['id']}: {a} -> {b}  ({f['title']})")
+    return "\n".join(out) + "\n"

@@ -3,7 +3,8 @@ jobs have.
 
 Runs `python -m iotrace_analyzer TRACES -o OUT -q` in a fresh process and reports the wall
 time from process start to summary written and the peak RSS of that process and its children
-(Dask workers included), sampled every 20 ms. No warm-up run: the first analysis after an
+(Dask workers included), sampled every 20 ms, and the time the findings' rules took (part of
+the wall time; `--analyzer-args=--no-findings` runs without them). No warm-up run: the first analysis after an
 install pays whatever it pays (a compile cache, imports) in the first figure.
 
 Shapes (--shapes, each `shape:events`):
@@ -156,6 +157,7 @@ def main() -> None:
                   f"{stored / 2**20:8.1f} MiB stored  engine {S['input']['engine']:<5}  "
                   f"{wall:6.2f} s to Parquet + summary  ({S['job']['events'] / wall / 1e6:4.2f} M events/s)  "
                   f"CPU {cpu:6.2f} s  peak RSS {peak / 2**30:5.2f} GiB  "
+                  f"rules {S['input'].get('findings_seconds', 0):.3f} s ({len(S.get('findings', []))} findings)  "
                   f"[load average before: {load:.1f}]", flush=True)
     finally:
         if not args.keep:

@@ -316,14 +316,15 @@ def test_enable_0_creates_no_file(proc, trace, data_dir, tmp_path):
 def test_process_metadata(proc, trace, data_dir):
     ranks = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "3"}
     wall0, mono0 = time.time_ns(), time.monotonic_ns()
-    ts = trace([proc, "after", data_dir], include=[data_dir], env=ranks, compression="gzip")
+    ts = trace([proc, "after", data_dir], include=[data_dir], env=ranks, compression="gzip", cwd=data_dir)
     wall1, mono1 = time.time_ns(), time.monotonic_ns()
     (f,) = ts.files
     m = f.header
     assert m == {
         "version": 4, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
         "ppid": os.getpid(), "exe": os.path.realpath(proc),
-        "cmdline": [proc, "after", str(data_dir)], "wall_ns": m["wall_ns"], "mono_ns": m["mono_ns"],
+        "cmdline": [proc, "after", str(data_dir)], "cwd": os.path.realpath(data_dir),
+        "wall_ns": m["wall_ns"], "mono_ns": m["mono_ns"],
         "resolution_ns": 1, "role": "main", "ranks": ranks,
         # the compact form is always zstd (its frames are what make it readable)
         "compression": "zstd" if TEST_FORMAT == "compact" else "gzip",

@@ -140,8 +140,8 @@ def _file_ev(r: dict, **extra) -> dict:
 
 
 def io_bound(S, D, T):
-    """The loop waits for data; without loader events, processes whose wall time is mostly
-    I/O on data files (I/O that no compute could have hidden: there is none to hide it)."""
+    """The loop waits for data; without loop events, processes whose wall time is mostly I/O
+    on data files that no compute hid."""
     loaders = S.get("training", {}).get("loaders", [])
     if loaders:
         worst = max(loaders, key=lambda ld: ld["wait_share"])
@@ -188,7 +188,8 @@ def io_bound(S, D, T):
         d = by_pid.get(p["pid"])
         if not d or wall < T["min_wall_s"] * 1e6:
             continue
-        share = min(d["time_us"], p["io_us"], wall) / wall
+        # I/O that no compute hid (all of it when the process records no compute)
+        share = min(d["time_us"], p["io_not_overlapped_us"], wall) / wall
         if share >= T["io_share"]:
             hits.append((share, p, d))
     if not hits:

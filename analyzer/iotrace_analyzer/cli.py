@@ -99,10 +99,7 @@ def main(argv: list[str] | None = None) -> int:
         return _compare(args, rules)
     if not args.traces:
         build_parser().error("give trace files or folders (or --compare BEFORE AFTER)")
-    opts = Options(findings=not args.no_findings, rules=rules,
-                   out_dir=None if (args.no_parquet or not args.out) else args.out,
-                   compute_cats=tuple(args.compute_cat or ["compute"]), engine=args.engine,
-                   scheduler=args.scheduler, workers=args.workers, progress=args.progress)
+    opts = _options(args, rules, out_dir=None if (args.no_parquet or not args.out) else args.out)
     try:
         S, _ = analyze(args.traces, opts)
     except TraceInputError as e:
@@ -134,14 +131,17 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _options(args, rules: dict, out_dir: str | None) -> Options:
+    return Options(findings=not args.no_findings, rules=rules, out_dir=out_dir,
+                   compute_cats=tuple(args.compute_cat or ["compute"]), engine=args.engine,
+                   scheduler=args.scheduler, workers=args.workers, progress=args.progress)
+
+
 def _compare(args, rules) -> int:
     from . import compare
 
     def analyze_traces(path):
-        opts = Options(findings=not args.no_findings, rules=rules, engine=args.engine, scheduler=args.scheduler,
-                       workers=args.workers, progress=args.progress,
-                       compute_cats=tuple(args.compute_cat or ["compute"]))
-        return analyze([path], opts)[0]
+        return analyze([path], _options(args, rules, out_dir=None))[0]
 
     try:
         A, B = (compare.load_side(p, analyze_traces) for p in args.compare)

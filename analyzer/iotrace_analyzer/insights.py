@@ -294,11 +294,11 @@ def metadata_heavy(S, D, T):
     meta_n = sum(r["metadata_count"] for r in data)
     meta_t = sum(r["metadata_time_us"] for r in data)
     io_t = sum(r["time_us"] for r in data)
-    ps = D.get("per_sample") or per_sample_files(D, T)
+    ps = D["per_sample"]  # findings() found it with these thresholds; empty without the pattern
     per_sample = [r for r in data if r["fhash"] in ps]
     share = meta_t / io_t if io_t else 0.0
     heavy = meta_n >= T["min_calls"] and share >= T["time_share"]
-    many = len(per_sample) >= T["per_sample_files"]
+    many = bool(per_sample)
     if not (heavy or many):
         return None
     sev = "high" if share >= T["time_share_high"] and meta_n >= T["min_calls"] else "warn"

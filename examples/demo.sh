@@ -38,7 +38,8 @@ cat <<TXT
 
 Done. In $out:
   traces/          one compressed Chrome-trace file per process (iotrace cat FILE prints its JSON)
-  analysis/        summary.json, timeline.html, Parquet events (DuckDB/pandas/Spark)
+  analysis/        report.html (open it in a browser: findings, plots, tables; works offline),
+                   summary.json, Parquet events (DuckDB/pandas/Spark)
   torch-traces/, torch-analysis/   the unannotated PyTorch script: epochs, batches, samples,
                    checkpoints recorded by iotrace's own hooks
   job.pftrace      the whole job for Perfetto: open it at https://ui.perfetto.dev

@@ -49,6 +49,7 @@ constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4, kSync = 8;
 constexpr int64_t kSizeEdges[] = {0,       100,     1 << 10,  10 << 10,  100 << 10,
                                   1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30};
 constexpr int kSizeBins = 10;
+constexpr size_t kSamplePoints = 512;  // offset samples per (file, process) and block, at most
 
 template <class T>
 py::array_t<T> to_array(const std::vector<T>& v) {
@@ -238,7 +239,16 @@ struct Found {
   PairSums<2> cat_names;      // (cat, name) -> count, dur
   PairSums<2> cats;           // (process, cat) -> count, dur
   PairSums<1> threads;        // (process, tid)
-  PairSums<3> tl;             // (bin, 0) -> read, written, ops
+  PairSums<4> tl;             // (bin, process) -> read, written, ops, I/O call time
+  // offsets against time of each files slot: a uniform sample of its data calls, every
+  // 2^stride-th call kept, the stride doubled (every other point dropped) when it is full
+  struct Sample {
+    int64_t seen = 0;
+    int stride = 0;
+    std::vector<int64_t> ts, off, len;
+    std::vector<uint8_t> dir;
+  };
+  std::vector<Sample> samples;
   std::vector<int64_t> stream_fh, stream_proc;
   struct Dir {
     int64_t consecutive = 0, sequential = 0, random = 0;
@@ -305,7 +315,22 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   c["runs"] = runs_dict(std::move(F.cat_runs));
   out["cats"] = c;
   out["cat_names"] = F.cat_names.out("cat", "name", {"count", "dur"});
-  out["timeline"] = F.tl.out("bin", "unused", {"read", "written", "ops"});
+  out["timeline"] = F.tl.out("bin", "proc", {"read", "written", "ops", "io_dur"});
+  {  // the offset samples as columns: files slot, job-clock start, offset, length, direction
+    std::vector<int64_t> slot, ts_, off_, len_, dir_, seen, stride;
+    for (size_t f = 0; f < F.samples.size(); f++) {
+      const Found::Sample& s = F.samples[f];
+      seen.push_back(s.seen), stride.push_back(s.stride);
+      for (size_t k = 0; k < s.ts.size(); k++)
+        slot.push_back(int64_t(f)), ts_.push_back(s.ts[k]), off_.push_back(s.off[k]),
+            len_.push_back(s.len[k]), dir_.push_back(s.dir[k]);
+    }
+    py::dict d;
+    d["slot"] = to_array(slot), d["ts"] = to_array(ts_), d["offset"] = to_array(off_);
+    d["length"] = to_array(len_), d["dir"] = to_array(dir_);
+    d["seen"] = to_array(seen), d["stride"] = to_array(stride);
+    out["offsets"] = d;
+  }
   out["stream_fh"] = to_array(F.stream_fh);
   out["stream_proc"] = to_array(F.stream_proc);
   const char* dir_names[2] = {"read", "write"};
@@ -466,12 +491,29 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       if (r.rd && offset.ok(i))
         fs[kReadExtent][f] = std::max(fs[kReadExtent][f], offset.v[i] + moved);
     }
-    const size_t b = tl.slot((t + shift_[p]) >> tl_exp, 0);
+    const size_t b = tl.slot((t + shift_[p]) >> tl_exp, p);
     tl.sums[0][b] += r.rd ? moved : 0;
     tl.sums[1][b] += r.wr ? moved : 0;
     tl.sums[2][b]++;
+    tl.sums[3][b] += d;
     if (!(r.rd || r.wr)) continue;
     const int dir = r.rd ? 0 : 1;
+    if (f >= 0 && offset.ok(i)) {
+      if (size_t(f) >= F.samples.size()) F.samples.resize(size_t(f) + 1);
+      Found::Sample& s = F.samples[size_t(f)];
+      if ((s.seen++ & ((int64_t(1) << s.stride) - 1)) == 0) {
+        s.ts.push_back(t + shift_[p]), s.off.push_back(offset.v[i]), s.len.push_back(moved);
+        s.dir.push_back(uint8_t(dir));
+        if (s.ts.size() >= kSamplePoints) {  // keep every other: the stride doubles
+          for (size_t k = 0; 2 * k < s.ts.size(); k++)
+            s.ts[k] = s.ts[2 * k], s.off[k] = s.off[2 * k], s.len[k] = s.len[2 * k],
+            s.dir[k] = s.dir[2 * k];
+          const size_t half = (s.ts.size() + 1) / 2;
+          s.ts.resize(half), s.off.resize(half), s.len.resize(half), s.dir.resize(half);
+          s.stride++;
+        }
+      }
+    }
     const int64_t sz = size.ok(i) ? size.v[i] : moved;
     int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) -
                   std::begin(kSizeEdges)) -

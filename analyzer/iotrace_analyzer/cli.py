@@ -1,5 +1,5 @@
 """`iotrace-analyze TRACES... [-o OUT]`: summary tables on stdout, summary.json, the
-timeline page, and (with -o) the events as a Parquet dataset."""
+report page (report.html), and (with -o) the events as a Parquet dataset."""
 
 from __future__ import annotations
 
@@ -37,9 +37,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="two runs side by side: trace folders, or earlier outputs (-o folders or summary.json)")
     p.add_argument("--version", action="version", version=f"iotrace-analyze {_version()}")
     p.add_argument("-o", "--output", "--out", dest="out",
-                   help="output folder: Parquet dataset, summary.json, timeline.html")
+                   help="output folder: Parquet dataset, summary.json, report.html")
     p.add_argument("--summary", help="where to write summary.json (default OUT/summary.json)")
-    p.add_argument("--timeline", help="where to write the timeline page (default OUT/timeline.html)")
+    p.add_argument("--report", help="where to write the report page (default OUT/report.html)")
     p.add_argument("--compute-cat", action="append", default=None, metavar="CAT",
                    help="category of compute events (repeatable; default: compute)")
     p.add_argument("--engine", choices=["auto", "local", "dask"], default="auto",
@@ -101,18 +101,21 @@ def main(argv: list[str] | None = None) -> int:
         build_parser().error("give trace files or folders (or --compare BEFORE AFTER)")
     opts = _options(args, rules, out_dir=None if (args.no_parquet or not args.out) else args.out)
     try:
-        S, _ = analyze(args.traces, opts)
+        page: dict = {}
+        S, _ = analyze(args.traces, opts, page)
     except TraceInputError as e:
         print(f"iotrace-analyze: error: {e}", file=sys.stderr)
         return 2
     out = args.out
     json_path = args.summary or (os.path.join(out, "summary.json") if out else None)
-    tl_path = args.timeline or (os.path.join(out, "timeline.html") if out else None)
+    page_path = args.report or (os.path.join(out, "report.html") if out else None)
     S["input"]["seconds"] = round(time.time() - t0, 3)
     if json_path:
         report.write_json(S, json_path)
-    if tl_path:
-        report.write_timeline_html(S, tl_path)
+    if page_path:
+        from . import report_page  # plotly and jinja2: only when a page is written
+
+        S["input"]["report_seconds"] = round(report_page.write(S, page, page_path), 3)
     if not args.quiet:
         print(report.text_report(S, args.top))
     d = S["damage"]

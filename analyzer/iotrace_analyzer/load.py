@@ -494,8 +494,9 @@ def _progress(done: int, total: int, t0: float) -> None:
     sys.stderr.flush()
 
 
-def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
-    """Read, write Parquet (if opts.out_dir) and summarize; returns (summary, file results)."""
+def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[dict, list[FileResult]]:
+    """Read, write Parquet (if opts.out_dir) and summarize; returns (summary, file results).
+    `page`, when given, gets what the report page draws beyond the summary (activity.summarize)."""
     tune_process()
     files = find_traces(paths)
     sizes = {f: os.path.getsize(f) for f in files}
@@ -554,6 +555,8 @@ def analyze(paths: list[str], opts: Options) -> tuple[dict, list[FileResult]]:
     t_rules = time.perf_counter()
     S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
     t_rules = time.perf_counter() - t_rules
+    if page is not None:
+        page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events")})
     S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est,
                       findings_seconds=round(t_rules, 4))

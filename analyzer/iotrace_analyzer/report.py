@@ -1,9 +1,8 @@
-"""Presenting the summary: text tables for the terminal, summary.json, and the timeline as a
-self-contained HTML page (inline SVG, no plotting library)."""
+"""Presenting the summary: text tables for the terminal and summary.json (the report page is
+report_page.py)."""
 
 from __future__ import annotations
 
-import html
 import json
 import os
 
@@ -191,45 +190,3 @@ def write_json(S: dict, path: str) -> None:
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
     with open(path, "w") as f:
         json.dump(S, f, indent=1)
-
-
-def _polyline(values, x0, y0, w, h, vmax) -> str:
-    n = max(len(values), 1)
-    pts = [f"{x0 + w * (i + 0.5) / n:.1f},{y0 + h - h * v / vmax:.1f}" for i, v in enumerate(values)]
-    return " ".join(pts)
-
-
-def write_timeline_html(S: dict, path: str) -> None:
-    """Bandwidth (read, write MB/s) and operations per second per time bin, as SVG."""
-    tl = S["timeline"]
-    w_s = tl["bin_ns"] / 1e9
-    rd = [b / w_s / 1e6 for b in tl["bytes_read"]]
-    wr = [b / w_s / 1e6 for b in tl["bytes_written"]]
-    ops = [o / w_s for o in tl["ops"]]
-    span = len(ops) * w_s
-    W, H, L = 900, 180, 60
-    bw_max = max(rd + wr + [1e-9])
-    ops_max = max(ops + [1e-9])
-
-    def panel(y, title, series, vmax, unit):
-        lines = "".join(f'<polyline fill="none" stroke="{c}" stroke-width="1.5" '
-                        f'points="{_polyline(v, L, y, W, H, vmax)}"/>'
-                        for v, c in series)
-        return (f'<text x="{L}" y="{y - 8}" font-size="13">{html.escape(title)}</text>'
-                f'<rect x="{L}" y="{y}" width="{W}" height="{H}" fill="none" stroke="#999"/>'
-                f'<text x="{L - 5}" y="{y + 10}" font-size="11" text-anchor="end">{vmax:.3g}</text>'
-                f'<text x="{L - 5}" y="{y + H}" font-size="11" text-anchor="end">0</text>'
-                f'<text x="{L + W}" y="{y + H + 14}" font-size="11" text-anchor="end">{span:.3g} s</text>'
-                f'<text x="{L}" y="{y + H + 14}" font-size="11">0 s ({unit})</text>' + lines)
-
-    svg = (f'<svg xmlns="http://www.w3.org/2000/svg" width="{W + L + 20}" height="{2 * H + 110}">'
-           + panel(30, "Bandwidth, MB/s (blue: read, red: write)", [(rd, "#1f77b4"), (wr, "#d62728")], bw_max, "MB/s")
-           + panel(H + 80, "I/O operations per second", [(ops, "#2ca02c")], ops_max, "ops/s")
-           + "</svg>")
-    j = S["job"]
-    page = (f"<!doctype html><html><head><meta charset='utf-8'><title>iotrace timeline</title></head>"
-            f"<body style='font-family:sans-serif'><h3>iotrace timeline</h3>"
-            f"<p>{j['processes']} processes, {j['events']} events, job {j['duration_us'] / 1e6:.3f} s; "
-            f"bins of {w_s:.6g} s</p>{svg}</body></html>")
-    with open(path, "w") as f:
-        f.write(page)

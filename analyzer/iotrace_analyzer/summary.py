@@ -13,9 +13,10 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from iotrace_format import calls_of
+from iotrace_format import calls, calls_of
 
-from . import _kernels, file_class, training
+from . import _kernels, activity, file_class, training
+from .activity import ActivityPart, binned
 from .intervals import Union
 from .training import TrainingPart
 
@@ -120,6 +121,7 @@ class Partial:
     fh: dict = field(default_factory=dict)  # fhash -> path
     info: dict = field(default_factory=dict)  # (file key, pid) -> its record's PROC_INFO
     training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
+    activity: ActivityPart = field(default_factory=ActivityPart)  # per process bins, phases, offsets
 
     # --- combining -------------------------------------------------------------------------
 
@@ -171,6 +173,7 @@ class Partial:
         self.fh.update(o.fh)
         self.info.update(o.info)
         self.training.merge(o.training)
+        self.activity.merge(o.activity)
         self.compact()
 
     def compact(self, every: int = 1) -> None:
@@ -204,12 +207,12 @@ class Partial:
             e = max(self.tl_exp, exp)
             idx = np.concatenate([self.tl[0] >> (e - self.tl_exp), tl[0] >> (e - exp)])
             vals = [np.concatenate([self.tl[k], tl[k]]) for k in (1, 2, 3)]
-            self.tl_exp, self.tl = e, _binned(idx, *vals)
+            self.tl_exp, self.tl = e, binned(idx, *vals)
         if self.start is not None and self.end is not None:  # keep at most ~FINE_BINS bins
             span = max(self.end - self.start, 1)
             want = max(int(np.ceil(np.log2(span / FINE_BINS))), 10) if span > FINE_BINS else 10
             if want > self.tl_exp:
-                self.tl = _binned(self.tl[0] >> (want - self.tl_exp), *self.tl[1:])
+                self.tl = binned(self.tl[0] >> (want - self.tl_exp), *self.tl[1:])
                 self.tl_exp = want
 
     # --- reading ---------------------------------------------------------------------------
@@ -357,13 +360,24 @@ class Partial:
                                         **{k: zero for k in FILE_SUMS[:12]},
                                         **{k: np.array(c, np.int64) for k, c in zip(FILE_SUMS[12:], cols[2:])}}))
 
-        # --- timeline: sparse bins on the job clock, by start time
+        # --- timeline: sparse bins on the job clock, by start time; per process for the page
         tl = f["timeline"]
         if len(tl["bin"]):
-            order = np.argsort(tl["bin"])
-            self._merge_timeline(self.tl_exp, (tl["bin"][order], tl["read"][order].astype(np.float64),
-                                               tl["written"][order].astype(np.float64),
-                                               tl["ops"][order].astype(np.float64)))
+            exp = self.tl_exp  # the kernel's bins; merging may coarsen self.tl_exp
+            self._merge_timeline(exp, binned(tl["bin"], *[tl[k].astype(np.float64)
+                                                                   for k in ("read", "written", "ops")]))
+            self.activity.add_bins(tl, procs, exp)
+        self.activity.add_samples(f["offsets"], fl, fh_vals, procs)
+        phase_cats = np.flatnonzero((cat_kind & 5) == 0)  # @trace's categories, compute's too
+        if len(phase_cats):
+            rows = np.flatnonzero(np.isin(cat_codes, phase_cats)
+                                  & np.isin(ph_codes, [i for i, v in enumerate(ph_vals) if v == "X"]))
+            if len(rows):
+                prow = np.asarray(proc_of_row)[rows] if proc_of_row is not None else np.zeros(len(rows), np.int64)
+                shift = np.array([p[3] for p in procs], np.int64)[prow]
+                self.activity.add_phases([(p[1], p[2]) for p in procs], prow, cat_codes[rows], name_codes[rows],
+                                         np_ints(ev.column("ts_ns"))[rows] + shift,
+                                         np_ints(ev.column("dur_ns"))[rows], cat_vals, name_vals)
         self.compact(every=32)
 
 
@@ -384,24 +398,6 @@ def _codes32(col) -> tuple[np.ndarray, list]:
 
 def _length(u) -> int:
     return u.length() if isinstance(u, Union) else int(u)
-
-
-def _binned(idx: np.ndarray, rd: np.ndarray, wr: np.ndarray, ops: np.ndarray) -> tuple:
-    """Sparse bins: (distinct bin indices, summed bytes read, written, ops)."""
-    if len(idx) == 0:
-        return ()
-    lo = int(idx.min())
-    span = int(idx.max()) - lo + 1
-    if span <= 4 * len(idx) + 4096:  # dense enough: count in place
-        rel = idx - lo
-        c = np.bincount(rel, weights=ops, minlength=span)
-        u = np.flatnonzero(c)
-        return (u + lo, np.bincount(rel, weights=rd, minlength=span)[u],
-                np.bincount(rel, weights=wr, minlength=span)[u], c[u])
-    u, inv = np.unique(idx, return_inverse=True)
-    return (u, np.bincount(inv, weights=rd, minlength=len(u)),
-            np.bincount(inv, weights=wr, minlength=len(u)),
-            np.bincount(inv, weights=ops, minlength=len(u)))
 
 
 _NO_BITMAP = np.zeros(0, np.uint8)
@@ -626,10 +622,33 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         acc[d]["size_histogram"] = dict(zip(SIZE_LABELS, np.sum(
             [p.size_hist.get(d, [0] * len(SIZE_LABELS)) for p in partials] or [[0] * len(SIZE_LABELS)],
             axis=0).astype(int).tolist()))
+    acc["size_histogram_by_family"] = _family_histograms(sizes)
     S["access"] = acc
     S["timeline"] = _timeline(partials, job_start, job_end)
+    S["phases"], page = activity.summarize([p.activity for p in partials], S["timeline"], frows)
+    if detail is not None:
+        detail.update(page)
     S["training"] = training.summarize([p.training for p in partials])
     return S
+
+
+def _family_histograms(sizes) -> dict:
+    """Calls per access-size bin (SIZE_LABELS) of each call family that moves data, as
+    "<category> <family>" (posix read, stdio write...), from the (name, size) counts."""
+    out: dict = {}
+    if sizes is None:
+        return out
+    kind = {name: f"{cat} {fam}" for _n, name, cat, fam in calls() if fam in ("read", "write")}
+    g = sizes.group_by(["name", "size"]).aggregate([("size_count", "sum")])
+    names = g.column("name").to_pylist()
+    size = g.column("size").to_numpy()
+    count = g.column("size_count_sum").to_numpy()
+    bins = np.clip(np.searchsorted(SIZE_EDGES, size, side="right") - 1, 0, len(SIZE_LABELS) - 1)
+    for fam in sorted({kind[n] for n in set(names) if n in kind}):
+        m = np.array([kind.get(n) == fam for n in names])
+        out[fam] = dict(zip(SIZE_LABELS, np.bincount(bins[m], weights=count[m], minlength=len(SIZE_LABELS))
+                            .astype(np.int64).tolist()))
+    return out
 
 
 def _file_sizes(tables) -> dict:

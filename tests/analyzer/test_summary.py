@@ -217,7 +217,7 @@ def test_cli_writes_reports(tmp_path, capsys):
     assert "I/O calls" in text and "read" in text
     S = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert S["time"]["io_us"] == 23
-    assert (tmp_path / "out" / "timeline.html").read_text().startswith("<!doctype html>")
+    assert (tmp_path / "out" / "report.html").read_text().startswith("<!doctype html>")
 
 
 def test_compute_cat_option(tmp_path):

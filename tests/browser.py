@@ -1,0 +1,67 @@
+"""Opening a page in headless Chromium (Debian's chromium and chromedriver, driven by Selenium)
+with the network cut off: what its plots hold, what the console said, what it asked the
+network for, and a screenshot of the whole page."""
+from __future__ import annotations
+
+import shutil
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+
+# per plot: its traces' types and point counts (as plotly.js decoded them: typed arrays arrive
+# base64-encoded), and the trace groups it drew
+PLOTS_JS = """
+return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
+  id: gd.id,
+  traces: (gd._fullData || []).map(t => ({type: t.type,
+    points: t.z ? t.z.length : (t.x ? t.x.length : (t.y ? t.y.length : 0))})),
+  drawn: gd.querySelectorAll('g.trace, g.hm').length,
+  height: gd.getBoundingClientRect().height}));
+"""
+
+
+def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
+    """Load `path` from a file:// URL; returns plots, console entries, the URLs requested,
+    the findings' rule ids and evidence links, and the ids of the page's elements."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    o = webdriver.ChromeOptions()
+    o.binary_location = CHROMIUM
+    for a in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", f"--window-size={width},1000",
+              # no network: every name resolves to nothing and every proxied request goes nowhere
+              "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--no-first-run"):
+        o.add_argument(a)
+    o.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
+    try:
+        d.set_page_load_timeout(60)
+        d.get("file://" + path)
+        d.execute_async_script("const done = arguments[0]; requestAnimationFrame(() => setTimeout(done, 200));")
+        out = dict(
+            plots=d.execute_script(PLOTS_JS),
+            console=d.get_log("browser"),
+            requests=_requests(d.get_log("performance")),
+            findings=d.execute_script(
+                "return Array.from(document.querySelectorAll('.finding')).map(e => e.dataset.rule)"),
+            links=d.execute_script(
+                "return Array.from(document.querySelectorAll('.finding a')).map(a => a.getAttribute('href'))"),
+            ids=d.execute_script("return Array.from(document.querySelectorAll('[id]')).map(e => e.id)"),
+            load_ms=d.execute_script(
+                "const t = performance.getEntriesByType('navigation')[0]; return t.loadEventEnd - t.startTime"))
+        d.set_window_size(width, d.execute_script("return document.body.scrollHeight"))
+        d.save_screenshot(screenshot)
+        return out
+    finally:
+        d.quit()
+
+
+def _requests(perf: list) -> list[str]:
+    import json
+
+    urls = []
+    for e in perf:
+        m = json.loads(e["message"])["message"]
+        if m.get("method") == "Network.requestWillBeSent":
+            urls.append(m["params"]["request"]["url"])
+    return urls

@@ -1,0 +1,117 @@
+"""The report page (OUT/report.html) opened in a real browser, offline, from a file:// URL: the
+example pipeline's page and a 21-process job's (a heat map of process x time)."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+
+import pytest
+from browser import open_page
+from PIL import Image
+from test_insights_real import PIPELINE, traced
+
+SAMPLES, EPOCHS = 256, 2
+PLOTS = ["plot-time-split", "plot-phase-split", "plot-io-time", "plot-proc-io", "plot-cost", "plot-sizes",
+         "plot-offsets"]
+
+# 20 forked children, each writing 16 x 64 KiB to its own file, then the parent reads them all
+MANY = """
+import os, sys
+d = sys.argv[1]
+pids = []
+for k in range(20):
+    pid = os.fork()
+    if pid == 0:
+        with open(os.path.join(d, f"part{k}"), "wb") as f:
+            for _ in range(16):
+                f.write(b"x" * 65536)
+        os._exit(0)
+    pids.append(pid)
+for p in pids:
+    os.waitpid(p, 0)
+for k in range(20):
+    with open(os.path.join(d, f"part{k}"), "rb") as f:
+        while f.read(1 << 20):
+            pass
+"""
+
+
+def analyzed(traces: str, out: str) -> dict:
+    import subprocess
+
+    p = subprocess.run([sys.executable, "-m", "iotrace_analyzer", traces, "-o", out, "--no-parquet", "-q"],
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr
+    with open(os.path.join(out, "summary.json")) as f:
+        return json.load(f)
+
+
+def _check_page(page: dict, shot: str) -> None:
+    """What every report page must hold in the browser."""
+    errors = [e for e in page["console"] if e["level"] in ("SEVERE", "ERROR")]
+    assert errors == [], errors
+    assert page["console"] == [], page["console"]  # not even a warning
+    assert [u for u in page["requests"] if not u.startswith(("file:", "data:", "blob:", "about:"))] == []
+    for p in page["plots"]:
+        assert p["traces"] and all(t["points"] > 0 for t in p["traces"]), p
+        assert p["drawn"] >= 1 and p["height"] > 100, p
+    for link in page["links"]:  # each finding's evidence link leads to a plot on the page
+        assert link.startswith("#") and link[1:] in page["ids"], link
+    im = Image.open(shot)
+    assert im.width == 1400 and im.height > 3000
+    assert len(im.convert("RGB").resize((200, 400)).getcolors(1 << 16)) > 50  # a page, not a blank
+
+
+@pytest.fixture(scope="module")
+def pipeline(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("page")
+    traces = traced(tmp, "traces", sys.executable, PIPELINE, "--data", str(tmp / "data"), "--layout", "small",
+                    "--samples", str(SAMPLES), "--epochs", str(EPOCHS))
+    S = analyzed(traces, str(tmp / "out"))
+    return S, str(tmp / "out" / "report.html"), tmp
+
+
+def test_pipeline_report_in_chromium(pipeline):
+    S, path, tmp = pipeline
+    shot = str(tmp / "report.png")
+    page = open_page(path, shot)
+    _check_page(page, shot)
+    assert [p["id"] for p in page["plots"]] == PLOTS
+    plots = {p["id"]: p for p in page["plots"]}
+    # the findings first, the same as summary.json's, in its order
+    assert page["findings"] == [f["id"] for f in S["findings"]] and "metadata-heavy" in page["findings"]
+    assert page["ids"].index("findings") < page["ids"].index("plot-time-split")
+    # one line per process (3: main and 2 loader workers), one bar row per process and the job
+    assert [t["type"] for t in plots["plot-proc-io"]["traces"]] == ["scatter"] * 3
+    assert all(t["points"] == 1 + 3 for t in plots["plot-time-split"]["traces"])
+    # the phases split, longest events first: the 2 epochs and the dataset's writing, then as many
+    # kinds with 16 events or fewer (batches, steps) as fit in 40 rows, each with all its events
+    split = [(r["name"], r["index"]) for r in S["phases"]["split"]]
+    assert sorted(split[:3]) == [("epoch", 0), ("epoch", 1), ("write_dataset", 0)]
+    count = {k["name"]: k["count"] for k in S["phases"]["kinds"]}
+    assert count["load_batch"] == SAMPLES * EPOCHS // 64  # batches of 64
+    names = list(dict.fromkeys(n for n, _ in split))
+    assert "load_batch" in names and "Dataset.__getitem__" not in names  # 512 events: not split
+    assert split == [(n, k) for n in names for k in range(count[n])] and len(split) <= 40
+    assert all(t["points"] == len(split) for t in plots["plot-phase-split"]["traces"])
+    # size histograms: one bar trace per call family that moved data
+    assert len(plots["plot-sizes"]["traces"]) == len(S["access"]["size_histogram_by_family"]) >= 2
+    assert os.path.getsize(path) < 6 << 20
+
+
+def test_many_processes_get_a_heat_map(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    traces = traced(tmp_path, "traces", sys.executable, "-c", MANY, str(data))
+    S = analyzed(traces, str(tmp_path / "out"))
+    assert S["job"]["processes"] == 21
+    shot = str(tmp_path / "many.png")
+    page = open_page(str(tmp_path / "out" / "report.html"), shot)
+    _check_page(page, shot)
+    plots = {p["id"]: p for p in page["plots"]}
+    (heat,) = plots["plot-proc-io"]["traces"]
+    assert heat == {"type": "heatmap", "points": 21}  # a row per process
+    # 21 data files of 1 MiB: 20 written sequentially, then read back; the offsets plot has them
+    assert S["file_classes"]["data"]["bytes_written"] == 20 << 20
+    assert S["file_classes"]["data"]["bytes_read"] == 20 << 20

@@ -13,7 +13,6 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-PROC_BINS = 1024  # at most this many bins per process, over its own span
 PHASE_KEEP = 64  # the longest events kept per (process, category, name)
 SAMPLE_POINTS = 512  # offset samples per (file, process), as the kernel's kSamplePoints
 OFFSET_FILES = 6  # files whose offsets the page draws: the data files with most data calls
@@ -37,20 +36,6 @@ def binned(idx: np.ndarray, *vals: np.ndarray) -> tuple:
     return (u, *[np.bincount(inv, weights=v, minlength=len(u)) for v in vals])
 
 
-def _add_bins(slot: list | None, exp: int, bins: tuple, max_bins: int) -> list:
-    """[exp, idx, values...] with `bins` (sparse, at 2**exp ns) added, coarsened to at most
-    `max_bins` over the span the bins cover."""
-    if slot is not None:
-        e = max(slot[0], exp)
-        idx = np.concatenate([slot[1] >> (e - slot[0]), bins[0] >> (e - exp)])
-        vals = [np.concatenate([a, b]) for a, b in zip(slot[2:], bins[1:])]
-    else:
-        e, idx, vals = exp, bins[0], list(bins[1:])
-    span = int(idx.max() - idx.min()) + 1
-    shift = max(int(np.ceil(np.log2(span / max_bins))), 0) if span > max_bins else 0
-    return [e + shift, *binned(idx >> shift, *vals)]
-
-
 def _merge_sample(a: list | None, b: list) -> list:
     """Two uniform samples of one stream's calls ([seen, stride, ts, offset, length, dir]:
     every 2**stride-th call kept) as one, at the coarser stride, at most SAMPLE_POINTS."""
@@ -66,27 +51,51 @@ def _merge_sample(a: list | None, b: list) -> list:
 
 @dataclass
 class ActivityPart:
-    """One task's share of the page's data, keyed by process (file key, pid)."""
+    """One task's share of the page's data. The processes' bins are columns (process row,
+    bin, read, written, calls, I/O call time ns) at one exponent, 2**exp ns: about 1024 bins
+    over the span of the files the task read (4 times coarser than its job timeline's bins)."""
 
-    bins: dict = field(default_factory=dict)  # (file key, pid) -> [exp, idx, read, written, ops, io_ns]
-    hosts: dict = field(default_factory=dict)  # (file key, pid) -> host
+    rows: dict = field(default_factory=dict)  # (file key, pid) -> row
+    hosts: list = field(default_factory=list)  # per row: host
+    exp: int = 0
+    chunks: list = field(default_factory=list)  # [rows, bins, read, written, ops, io_ns] arrays
     samples: dict = field(default_factory=dict)  # (fhash, pid) -> [seen, stride, ts, offset, length, dir]
     phases: dict = field(default_factory=dict)  # (host, pid, cat, name) -> [count, dur, starts, durs]
 
-    def add_bins(self, tl: dict, procs: list, tl_exp: int) -> None:
-        """The kernel's timeline, (bin, process) -> read, written, ops, I/O call time."""
+    def add_bins(self, tl: dict, procs: list, tl_exp: int, partial_exp: int) -> None:
+        """The kernel's timeline, (bin at 2**tl_exp ns, process) -> read, written, ops, I/O call
+        time; kept at 2**(partial_exp + 2) ns, partial_exp being the task's job-timeline exponent."""
         if not len(tl["bin"]):
             return
-        order = np.argsort(tl["proc"], kind="stable")
-        p_sorted = tl["proc"][order]
-        cuts = np.flatnonzero(np.diff(p_sorted)) + 1
-        for part in np.split(order, cuts):
-            file_key, host, pid, _shift = procs[int(tl["proc"][part[0]])]
-            key = (file_key, pid)
-            self.hosts[key] = host
-            bins = binned(tl["bin"][part], *[tl[k][part].astype(np.float64)
-                                             for k in ("read", "written", "ops", "io_dur")])
-            self.bins[key] = _add_bins(self.bins.get(key), tl_exp, bins, PROC_BINS)
+        row_of = np.array([self._row((p[0], p[2]), p[1]) for p in procs], np.int64)
+        vals = [tl[k].astype(np.float64) for k in ("read", "written", "ops", "io_dur")]
+        self._add([row_of[tl["proc"]], tl["bin"], *vals], tl_exp, partial_exp + 2)
+
+    def _row(self, key: tuple, host: str) -> int:
+        r = self.rows.get(key)
+        if r is None:
+            r = self.rows[key] = len(self.hosts)
+            self.hosts.append(host)
+        return r
+
+    def _add(self, chunk: list, exp: int, want: int) -> None:
+        e = max(self.exp, exp, want)
+        if e > self.exp and self.chunks:
+            self.chunks = [[c[0], c[1] >> (e - self.exp), *c[2:]] for c in self.chunks]
+        self.exp = e
+        self.chunks.append([chunk[0], chunk[1] >> (e - exp), *chunk[2:]])
+        if len(self.chunks) > 16:
+            self.compact()
+
+    def compact(self) -> None:
+        """One chunk, one row per (process, bin)."""
+        if len(self.chunks) < 2 and not (self.chunks and len(self.chunks[0][0]) > 1):
+            return
+        cols = [np.concatenate([c[k] for c in self.chunks]) for k in range(6)]
+        order = np.lexsort((cols[1], cols[0]))
+        r, b = cols[0][order], cols[1][order]
+        first = np.flatnonzero(np.concatenate([[True], (np.diff(r) != 0) | (np.diff(b) != 0)]))
+        self.chunks = [[r[first], b[first], *[np.add.reduceat(c[order], first) for c in cols[2:]]]]
 
     def add_samples(self, off: dict, files: dict, fh_vals: list, procs: list) -> None:
         """The kernel's offset samples, per files slot (fhash, process)."""
@@ -127,9 +136,12 @@ class ActivityPart:
         self.phases[k] = [mine[0] + v[0], mine[1] + v[1], starts[top], durs[top]]
 
     def merge(self, o: ActivityPart) -> None:
-        for k, v in o.bins.items():
-            self.bins[k] = _add_bins(self.bins.get(k), v[0], tuple(v[1:]), PROC_BINS) if k in self.bins else v
-        self.hosts.update(o.hosts)
+        if o.chunks:
+            o.compact()
+            mine = np.array([self._row(k, o.hosts[r]) for k, r in sorted(o.rows.items(), key=lambda kv: kv[1])],
+                            np.int64)
+            c = o.chunks[0]
+            self._add([mine[c[0]], *c[1:]], o.exp, o.exp)
         for k, v in o.samples.items():
             self.samples[k] = _merge_sample(self.samples.get(k), v)
         for k, v in o.phases.items():
@@ -140,38 +152,49 @@ def summarize(parts: list[ActivityPart], grid: dict, files: list[dict]) -> tuple
     """(the summary's "phases", the page's detail: "proc_timeline", "offsets", "phase_events"). `grid`:
     the job timeline (bin_ns, start_ns, bins), whose bins the processes' rows share;
     `files`: every file's summary row."""
-    bins: dict = {}
-    hosts: dict = {}
+    rows: dict = {}
+    hosts: list = []
+    cols: list = []  # per part: rows, bin start ns, bin width ns, read, written, ops, io_ns
     samples: dict = {}
     phases: dict = {}
     for p in parts:
-        for k, v in p.bins.items():
-            bins[k] = _add_bins(bins.get(k), v[0], tuple(v[1:]), PROC_BINS) if k in bins else v
-        hosts.update(p.hosts)
+        if p.chunks:
+            p.compact()
+            mine = np.empty(len(p.hosts), np.int64)
+            for k, r in p.rows.items():
+                if k not in rows:
+                    rows[k] = len(hosts)
+                    hosts.append(p.hosts[r])
+                mine[r] = rows[k]
+            c = p.chunks[0]
+            cols.append([mine[c[0]], c[1] << p.exp, np.full(len(c[1]), 1 << p.exp, np.int64), *c[2:]])
         for k, v in p.samples.items():
             samples[k] = _merge_sample(samples.get(k), v)
         for k, v in p.phases.items():
-            mine = phases.get(k)
-            phases[k] = v if mine is None else [mine[0] + v[0], mine[1] + v[1], np.concatenate([mine[2], v[2]]),
-                                                np.concatenate([mine[3], v[3]])]
-    S, events = _phases(phases, bins, hosts)
-    return S, dict(proc_timeline=_proc_rows(bins, hosts, grid), offsets=_offsets(samples, files),
+            mine_ = phases.get(k)
+            phases[k] = v if mine_ is None else [mine_[0] + v[0], mine_[1] + v[1], np.concatenate([mine_[2], v[2]]),
+                                                 np.concatenate([mine_[3], v[3]])]
+    bins = [np.concatenate([c[k] for c in cols]) for k in range(7)] if cols else [np.zeros(0, np.int64)] * 7
+    keys = [(hosts[r], k[1]) for k, r in rows.items()]  # per row: (host, pid)
+    S, events = _phases(phases, bins, {k: r for r, k in enumerate(keys)})
+    return S, dict(proc_timeline=_proc_rows(bins, keys, grid), offsets=_offsets(samples, files),
                    phase_events=events)
 
 
-def _proc_rows(bins: dict, hosts: dict, grid: dict) -> dict:
+def _proc_rows(bins: list, keys: list, grid: dict) -> dict:
     """Each process's I/O on the job timeline's bins: rows of bytes read, written, calls and
-    I/O call time (ns), processes by host and pid."""
+    I/O call time (ns), processes by host and pid (two trace files of one process: one row)."""
     width, start, nb = grid["bin_ns"], grid["start_ns"], len(grid["ops"])
-    keys = sorted(bins, key=lambda k: (hosts.get(k, ""), k[1], str(k[0])))
-    out = {k: np.zeros((len(keys), nb)) for k in ("read", "written", "ops", "io_ns")}
-    for r, k in enumerate(keys):
-        e, idx, *vals = bins[k]
-        col = np.clip(((idx << e) - start) // width, 0, nb - 1)
-        for name, v in zip(out, vals):
-            np.add.at(out[name][r], col, v)
-    return dict(bin_ns=width, start_ns=start, processes=[dict(host=hosts.get(k, ""), pid=k[1]) for k in keys],
-                **{k: v.astype(np.int64) for k, v in out.items()})
+    procs = sorted(set(keys))
+    row_of = {k: i for i, k in enumerate(procs)}
+    out_row = np.array([row_of[k] for k in keys], np.int64)
+    r, b0, w, *vals = bins
+    # a bin to the job bin of its middle (a process's bins are finer than the job's)
+    col = np.clip((b0 + w // 2 - start) // width, 0, nb - 1)
+    flat = out_row[r] * nb + col if len(r) else np.zeros(0, np.int64)
+    out = {name: np.bincount(flat, weights=v, minlength=len(procs) * nb).reshape(len(procs), nb).astype(np.int64)
+           for name, v in zip(("read", "written", "ops", "io_ns"), vals)}
+    return dict(bin_ns=width, start_ns=start, processes=[dict(host=h, pid=p) for h, p in procs], **out)
 
 
 def _offsets(samples: dict, files: list[dict]) -> list[dict]:
@@ -198,10 +221,11 @@ def _offsets(samples: dict, files: list[dict]) -> list[dict]:
     return out
 
 
-def _phases(phases: dict, bins: dict, hosts: dict) -> tuple[dict, list]:
+def _phases(phases: dict, bins: list, rows: dict) -> tuple[dict, list]:
     """(the summary's phases, the page's phase events). The phase kinds (category, name) by
     their summed time; a time split of each event of the kinds with few events (epochs,
-    checkpoints, the user's stages): the I/O its own process did inside it, and all processes."""
+    stages, checkpoints): the I/O its own process did inside it, and all processes. `bins`:
+    the processes' bin columns; `rows`: (host, pid) -> their row."""
     kinds: dict = {}
     for (host, pid, cat, name), (count, dur, starts, durs) in phases.items():
         k = kinds.setdefault((cat, name), dict(cat=cat, name=name, count=0, time_ns=0, processes=0, events=[]))
@@ -210,24 +234,25 @@ def _phases(phases: dict, bins: dict, hosts: dict) -> tuple[dict, list]:
         k["processes"] += 1
         k["events"] += [(host, pid, int(s), int(d)) for s, d in zip(starts, durs)]
     order = sorted(kinds.values(), key=lambda k: (-k["time_ns"], k["cat"], k["name"]))
-    every = _Cumulative(list(bins.values()))
-    by_pid = {(hosts.get(k, ""), k[1]): v for k, v in bins.items()}
-    split = []
     # phases, not library calls (auto's "data" category: numpy.save...); the longest events
     # first (epochs and stages before the batches and steps inside them), while they fit
-    few, rows = [], 0
+    few, n_rows = [], 0
     for k in sorted([k for k in order if k["count"] <= SPLIT_MAX_EVENTS and k["cat"] != "data"],
                     key=lambda k: (-k["time_ns"] / k["count"], k["cat"], k["name"])):
-        if rows + k["count"] <= SPLIT_ROWS:
+        if n_rows + k["count"] <= SPLIT_ROWS:
             few.append(k)
-            rows += k["count"]
-    for k in few:
-        for n, (host, pid, s, d) in enumerate(sorted(k["events"], key=lambda e: (e[2], e[1]))):
-            own = _Cumulative([by_pid[(host, pid)]] if (host, pid) in by_pid else []).window(s, s + d)
-            job = every.window(s, s + d)
-            split.append(dict(cat=k["cat"], name=k["name"], index=n, host=host, pid=pid, start_ns=s,
-                              duration_us=round(d / 1000, 3), io_us=round(own[0] / 1000, 3),
-                              io_all_us=round(job[0] / 1000, 3), bytes_all=int(job[1])))
+            n_rows += k["count"]
+    split = []
+    if few:
+        every = _Cumulative(bins)
+        for k in few:
+            for n, (host, pid, s, d) in enumerate(sorted(k["events"], key=lambda e: (e[2], e[1]))):
+                r = rows.get((host, pid))
+                own = _Cumulative(bins, bins[0] == r).window(s, s + d) if r is not None else (0.0, 0.0)
+                job = every.window(s, s + d)
+                split.append(dict(cat=k["cat"], name=k["name"], index=n, host=host, pid=pid, start_ns=s,
+                                  duration_us=round(d / 1000, 3), io_us=round(own[0] / 1000, 3),
+                                  io_all_us=round(job[0] / 1000, 3), bytes_all=int(job[1])))
     S = dict(kinds=[dict(cat=k["cat"], name=k["name"], count=k["count"], time_us=round(k["time_ns"] / 1000, 3),
                          processes=k["processes"]) for k in order], split=split)
     events = [dict(cat=k["cat"], name=k["name"], time_us=round(k["time_ns"] / 1000, 3),
@@ -236,19 +261,15 @@ def _phases(phases: dict, bins: dict, hosts: dict) -> tuple[dict, list]:
 
 
 class _Cumulative:
-    """Processes' bins as running sums by bin middle: the I/O call time and bytes of any
-    window in two binary searches (a bin counted where its middle falls)."""
+    """Bins (all, or those `where` is true) as running sums by bin middle: the I/O call time
+    and bytes of any window in two binary searches (a bin counted where its middle falls)."""
 
-    def __init__(self, slots: list):
-        if not slots:
-            self.mid = np.zeros(0)
-            self.io = self.nbytes = np.zeros(1)
-            return
-        mid = np.concatenate([(s[1] << s[0]) + (1 << s[0]) // 2 for s in slots])
-        order = np.argsort(mid, kind="stable")
-        self.mid = mid[order]
-        self.io = np.concatenate([[0.0], np.cumsum(np.concatenate([s[5] for s in slots])[order])])
-        self.nbytes = np.concatenate([[0.0], np.cumsum(np.concatenate([s[2] + s[3] for s in slots])[order])])
+    def __init__(self, bins: list, where: np.ndarray | None = None):
+        _r, b0, w, rd, wr, _ops, io = bins if where is None else [c[where] for c in bins]
+        order = np.argsort(b0 + w // 2, kind="stable")
+        self.mid = (b0 + w // 2)[order]
+        self.io = np.concatenate([[0.0], np.cumsum(io[order])])
+        self.nbytes = np.concatenate([[0.0], np.cumsum((rd + wr)[order])])
 
     def window(self, a: int, b: int) -> tuple[float, float]:
         i, j = np.searchsorted(self.mid, [a, b])

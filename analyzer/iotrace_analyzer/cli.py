@@ -110,12 +110,12 @@ def main(argv: list[str] | None = None) -> int:
     json_path = args.summary or (os.path.join(out, "summary.json") if out else None)
     page_path = args.report or (os.path.join(out, "report.html") if out else None)
     S["input"]["seconds"] = round(time.time() - t0, 3)
-    if json_path:
-        report.write_json(S, json_path)
     if page_path:
         from . import report_page  # plotly and jinja2: only when a page is written
 
         S["input"]["report_seconds"] = round(report_page.write(S, page, page_path), 3)
+    if json_path:
+        report.write_json(S, json_path)
     if not args.quiet:
         print(report.text_report(S, args.top))
     d = S["damage"]

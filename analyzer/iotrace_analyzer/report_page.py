@@ -9,15 +9,15 @@ processes and bins, never the events.
 
 from __future__ import annotations
 
+import base64
 import os
 import time
 from functools import cache
 
 import jinja2
 import numpy as np
-import plotly.graph_objects as go
+import orjson
 from plotly.offline import get_plotlyjs
-from plotly.subplots import make_subplots
 
 from . import report
 
@@ -32,6 +32,12 @@ TABLE_ROWS = 50  # rows of the processes and files tables
 SPLIT_PROCESSES = 30  # processes in the time split, the most I/O first
 PHASE_LANES = 8  # phase kinds drawn as lanes under the I/O timeline
 CONFIG = {"displaylogo": False, "responsive": True}
+# plotly.py's default look (its "plotly" template), named here so the page needs no template lookup
+TEMPLATE = dict(layout=dict(paper_bgcolor="white", plot_bgcolor="#E5ECF6", font=dict(color="#2a3f5f"),
+                            xaxis=dict(gridcolor="white", zerolinecolor="white"),
+                            yaxis=dict(gridcolor="white", zerolinecolor="white"),
+                            colorway=["#636efa", "#EF553B", "#00cc96", "#ab63fa", "#FFA15A", "#19d3f3",
+                                      "#FF6692", "#B6E880", "#FF97FF", "#FECB52"]))
 COLORS = {"read": "#1f77b4", "write": "#d62728", "ops": "#555555"}
 SPLIT = [("io_not_overlapped_us", "I/O not hidden by compute", "#d62728"),
          ("io_hidden_us", "I/O hidden by compute", "#ff9896"),
@@ -44,6 +50,7 @@ def write(S: dict, page: dict, path: str) -> float:
     """Write the page; returns the seconds it took."""
     t0 = time.perf_counter()
     html = render(S, page)
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
         f.write(html)
@@ -80,13 +87,22 @@ def render(S: dict, page: dict) -> str:
                       "scatter is random", _offsets(page["offsets"], labels, job_start)))
     findings = [dict(f, link=EVIDENCE.get(f["id"], "io-time"), figure=report._figure(f["value"]),
                      threshold=report._figure(f["threshold"]), brief=_evidence(f)) for f in S.get("findings") or []]
-    figs = [dict(id=i, title=t, note=n, html=fig.to_html(full_html=False, include_plotlyjs=False,
-                                                         div_id="plot-" + i, config=CONFIG))
-            for i, t, n, fig in plots]
+    figs = [dict(id=i, title=t, note=n, html=_plot_html("plot-" + i, fig)) for i, t, n, fig in plots]
     return _template().render(
         S=S, job=S["job"], findings=findings, rules_ran=S.get("findings") is not None, plots=figs,
         plotlyjs=get_plotlyjs(), identity=_identity(S, labels), files=_files(S), processes=_processes(S, labels),
         damage=S.get("damage") or {}, size=report._size, dur=report._time)
+
+
+def _plot_html(div_id: str, fig: dict) -> str:
+    """A figure's div and the script that draws it with plotly.js (what plotly.io.to_html
+    writes; here without plotly.py's serializer, whose imports cost more than the page)."""
+    spec = orjson.dumps(dict(fig, config=CONFIG), option=orjson.OPT_SERIALIZE_NUMPY).decode()
+    spec = spec.replace("</", "<\\/")  # no "</script>" inside the script, whatever a file is called
+    height = fig["layout"].get("height", 450)
+    return (f'<div id="{div_id}" class="plotly-graph-div" style="height:{height}px; width:100%;"></div>'
+            f'<script>(function () {{ const f = {spec}; Plotly.newPlot("{div_id}", f.data, f.layout, f.config); }})();'
+            "</script>")
 
 
 @cache
@@ -111,6 +127,34 @@ def _seconds(ns, start: int) -> np.ndarray:
 
 
 # --------------------------------------------------------------------------- the plots
+# Figures are plain dicts in plotly's figure schema (graph_objects' validators cost more than the
+# rest of the page); numpy arrays go in as plotly.js typed-array specs (base64), not as decimal
+# text.
+
+
+def _typed(a) -> dict:
+    """A numpy array (1 or 2 dimensions) as a plotly.js typed-array spec: float64, or float32
+    when it comes as float32."""
+    a = np.asarray(a)
+    a = np.ascontiguousarray(a if a.dtype == np.float32 else a.astype(np.float64, copy=False))
+    spec = {"dtype": "f4" if a.dtype == np.float32 else "f8", "bdata": base64.b64encode(a.tobytes()).decode("ascii")}
+    if a.ndim == 2:
+        spec["shape"] = f"{a.shape[0]}, {a.shape[1]}"
+    return spec
+
+
+def _fig(data: list, **layout) -> dict:
+    layout.setdefault("margin", dict(l=10, r=10, t=40, b=40))
+    layout.setdefault("template", TEMPLATE)
+    return dict(data=data, layout=layout)
+
+
+def _hbars(rows: list, series: list) -> list:
+    """Horizontal bars: one trace per (key, name, colour) of `series` over `rows` (label, dict)."""
+    y = [r[0] for r in rows]
+    return [dict(type="bar", orientation="h", y=y, x=[r[1][key] / 1e6 for r in rows], name=name,
+                 marker=dict(color=color), hovertemplate="%{y}: %{x:.4f} s " + name + "<extra></extra>")
+            for key, name, color in series]
 
 
 def _split_rows(p: dict) -> dict:
@@ -128,50 +172,44 @@ def _split_note(S: dict) -> str:
             f"{report._time(t['io_not_overlapped_us'])} of it not hidden by compute (summed over processes)")
 
 
-def _time_split(S: dict, labels: dict) -> go.Figure:
+def _time_split(S: dict, labels: dict) -> dict:
     procs = sorted(S["processes"], key=lambda p: -p["io_us"])[:SPLIT_PROCESSES]
     rows = [("all processes", _split_rows(S["time"]))] + [(labels[(p["host"], p["pid"])], _split_rows(p))
                                                           for p in procs]
-    fig = go.Figure()
-    y = [r[0] for r in rows]
-    for key, name, color in SPLIT:
-        fig.add_bar(y=y, x=[r[1][key] / 1e6 for r in rows], name=name, orientation="h", marker_color=color,
-                    hovertemplate="%{y}: %{x:.3f} s " + name + "<extra></extra>")
-    fig.update_layout(barmode="stack", height=140 + 28 * len(rows), xaxis_title="seconds (process wall time)",
-                      yaxis=dict(autorange="reversed", type="category"), margin=dict(l=10, r=10, t=40, b=40),
-                      legend=dict(orientation="h", traceorder="normal", y=1.02, yanchor="bottom"))
-    return fig
+    return _fig(_hbars(rows, SPLIT), barmode="stack", height=140 + 28 * len(rows),
+                xaxis=dict(title=dict(text="seconds (process wall time)")),
+                yaxis=dict(autorange="reversed", type="category", automargin=True),
+                legend=dict(orientation="h", traceorder="normal", y=1.02, yanchor="bottom"))
 
 
-def _phase_split(S: dict, labels: dict) -> go.Figure:
-    rows = S["phases"]["split"]
-    y = [f"{r['name']} #{r['index']} ({labels.get((r['host'], r['pid']), r['pid'])})" for r in rows]
-    fig = go.Figure()
-    for key, name, color in (("duration_us", "length", "#7f7f7f"), ("io_us", "I/O call time, its process", "#d62728"),
-                             ("io_all_us", "I/O call time, all processes", "#ff9896")):
-        fig.add_bar(y=y, x=[r[key] / 1e6 for r in rows], name=name, orientation="h", marker_color=color,
-                    hovertemplate="%{y}: %{x:.4f} s " + name + "<extra></extra>")
-    fig.update_layout(barmode="group", height=140 + 40 * len(rows), xaxis_title="seconds",
-                      yaxis=dict(autorange="reversed", type="category"), legend_orientation="h",
-                      margin=dict(l=10, r=10, t=30, b=40))
-    return fig
+def _phase_split(S: dict, labels: dict) -> dict:
+    rows = [(f"{r['name']} #{r['index']} ({labels.get((r['host'], r['pid']), r['pid'])})", r)
+            for r in S["phases"]["split"]]
+    series = [("duration_us", "length", "#7f7f7f"), ("io_us", "I/O call time, its process", "#d62728"),
+              ("io_all_us", "I/O call time, all processes", "#ff9896")]
+    return _fig(_hbars(rows, series), barmode="group", height=140 + 40 * len(rows),
+                xaxis=dict(title=dict(text="seconds")),
+                yaxis=dict(autorange="reversed", type="category", automargin=True),
+                legend=dict(orientation="h", y=1.02, yanchor="bottom"))
 
 
-def _io_time(S: dict, page: dict, job_start: int) -> go.Figure:
+def _io_time(S: dict, page: dict, job_start: int) -> dict:
     tl = S["timeline"]
     w = tl["bin_ns"] / 1e9
-    x = _seconds(tl["start_ns"] + tl["bin_ns"] * (np.arange(len(tl["ops"])) + 0.5), job_start)
+    x = _typed(_seconds(tl["start_ns"] + tl["bin_ns"] * (np.arange(len(tl["ops"])) + 0.5), job_start))
     kinds = [k for k in page.get("phase_events") or [] if k["events"]][:PHASE_LANES]
-    rows = 3 if kinds else 2
-    fig = make_subplots(rows=rows, cols=1, shared_xaxes=True, vertical_spacing=0.04,
-                        row_heights=[0.4, 0.25, 0.35][:rows])
-    fig.add_scatter(x=x, y=np.asarray(tl["bytes_read"]) / w / 1e6, name="read MB/s", line_color=COLORS["read"],
-                    row=1, col=1)
-    fig.add_scatter(x=x, y=np.asarray(tl["bytes_written"]) / w / 1e6, name="write MB/s",
-                    line_color=COLORS["write"], row=1, col=1)
-    fig.add_scatter(x=x, y=np.asarray(tl["ops"]) / w, name="I/O calls/s", line_color=COLORS["ops"], row=2, col=1)
-    fig.update_yaxes(title_text="MB/s", row=1, col=1)
-    fig.update_yaxes(title_text="calls/s", row=2, col=1)
+    data = [dict(type="scatter", x=x, y=_typed(np.asarray(tl["bytes_read"]) / w / 1e6), name="read MB/s",
+                 line=dict(color=COLORS["read"])),
+            dict(type="scatter", x=x, y=_typed(np.asarray(tl["bytes_written"]) / w / 1e6), name="write MB/s",
+                 line=dict(color=COLORS["write"])),
+            dict(type="scatter", x=x, y=_typed(np.asarray(tl["ops"]) / w), name="I/O calls/s", yaxis="y2",
+                 line=dict(color=COLORS["ops"]))]
+    # rows from the bottom: phase lanes (when any), calls/s, MB/s; one x axis for all
+    domains = [[0.65, 1.0], [0.4, 0.61], [0.0, 0.36]] if kinds else [[0.42, 1.0], [0.0, 0.36]]
+    layout = dict(xaxis=dict(title=dict(text="seconds since the job's start"), anchor="y3" if kinds else "y2"),
+                  yaxis=dict(title=dict(text="MB/s"), domain=domains[0]),
+                  yaxis2=dict(title=dict(text="calls/s"), domain=domains[1]),
+                  height=560 if kinds else 420, legend=dict(orientation="h"), hovermode="x", shapes=[])
     if kinds:
         for lane, k in enumerate(kinds):
             ev = k["events"]
@@ -180,17 +218,16 @@ def _io_time(S: dict, page: dict, job_start: int) -> go.Figure:
             xs[1::3] = _seconds([e[2] + e[3] for e in ev], job_start)
             xs[2::3] = np.nan
             name = f"{k['cat']}: {k['name']}"
-            fig.add_scatter(x=xs, y=np.full(len(xs), lane), mode="lines", line_width=12, name=name, showlegend=False,
-                            connectgaps=False, hovertemplate=name + " %{x:.4f} s<extra></extra>", row=3, col=1)
-        fig.update_yaxes(tickvals=list(range(len(kinds))), ticktext=[f"{k['cat']}: {k['name']}" for k in kinds],
-                         autorange="reversed", row=3, col=1)
-        for s, d in _bands(kinds):  # the longest-running kind with few events shades the plots above
-            fig.add_vrect(x0=(s - job_start) / 1e9, x1=(s + d - job_start) / 1e9, fillcolor="#bbbbbb",
-                          opacity=0.2, line_width=0, row="all", col=1)
-    fig.update_xaxes(title_text="seconds since the job's start", row=rows, col=1)
-    fig.update_layout(height=560 if kinds else 420, legend_orientation="h", margin=dict(l=10, r=10, t=30, b=40),
-                      hovermode="x")
-    return fig
+            data.append(dict(type="scatter", x=_typed(xs), y=_typed(np.full(len(xs), float(lane))), mode="lines",
+                             line=dict(width=12), name=name, showlegend=False, connectgaps=False, yaxis="y3",
+                             hovertemplate=name + " %{x:.4f} s<extra></extra>"))
+        layout["yaxis3"] = dict(domain=domains[2], tickvals=list(range(len(kinds))), autorange="reversed",
+                                ticktext=[f"{k['cat']}: {k['name']}" for k in kinds], automargin=True)
+        for s_, d in _bands(kinds):  # the first kind with few events (epochs) shades the plots
+            layout["shapes"].append(dict(type="rect", xref="x", yref="paper", x0=(s_ - job_start) / 1e9,
+                                         x1=(s_ + d - job_start) / 1e9, y0=0, y1=1, fillcolor="#bbbbbb",
+                                         opacity=0.2, line=dict(width=0), layer="below"))
+    return _fig(data, **layout)
 
 
 def _bands(kinds: list) -> list:
@@ -201,32 +238,31 @@ def _bands(kinds: list) -> list:
     return []
 
 
-def _proc_io(pt: dict, labels: dict, job_start: int, heat: bool) -> go.Figure:
+def _proc_io(pt: dict, labels: dict, job_start: int, heat: bool) -> dict:
     w = pt["bin_ns"] / 1e9
     nb = pt["ops"].shape[1]
-    x = _seconds(pt["start_ns"] + pt["bin_ns"] * (np.arange(nb) + 0.5), job_start)
+    xs = _seconds(pt["start_ns"] + pt["bin_ns"] * (np.arange(nb) + 0.5), job_start)
     moved = (pt["read"] + pt["written"]) / w / 1e6
     names = [labels.get((p["host"], p["pid"]), str(p["pid"])) for p in pt["processes"]]
-    fig = go.Figure()
+    axis = dict(title=dict(text="seconds since the job's start"))
     if not heat:
-        for name, row in zip(names, moved):
-            fig.add_scatter(x=x, y=row, name=name, mode="lines", hovertemplate=name + ": %{y:.2f} MB/s<extra></extra>")
-        fig.update_layout(height=360, yaxis_title="MB/s (read + written)", legend_orientation="h")
-    else:
-        order = np.argsort(-pt["io_ns"].sum(axis=1), kind="stable")[:HEAT_ROWS]
-        z = moved[order].astype(np.float32)
-        busy = z[z > 0]
-        # colours up to the 99th percentile: one burst does not wash out every other row
-        top = float(np.percentile(busy, 99)) if len(busy) else 1.0
-        fig.add_heatmap(z=z, x=x, y=[names[i] for i in order], colorscale="Viridis", zmin=0, zmax=top,
-                        colorbar_title="MB/s", hovertemplate="%{y} at %{x:.3f} s: %{z:.2f} MB/s<extra></extra>")
-        fig.update_layout(height=min(200 + max(4, min(14, 800 // len(order))) * len(order), 1400),
-                          yaxis=dict(type="category", autorange="reversed", title="process"))
-    fig.update_layout(xaxis_title="seconds since the job's start", margin=dict(l=10, r=10, t=30, b=40))
-    return fig
+        data = [dict(type="scatter", x=_typed(xs), y=_typed(row), name=name, mode="lines",
+                     hovertemplate=name + ": %{y:.2f} MB/s<extra></extra>") for name, row in zip(names, moved)]
+        return _fig(data, height=360, xaxis=axis, yaxis=dict(title=dict(text="MB/s (read + written)")),
+                    legend=dict(orientation="h"))
+    order = np.argsort(-pt["io_ns"].sum(axis=1), kind="stable")[:HEAT_ROWS]
+    z = moved[order].astype(np.float32)
+    busy = z[z > 0]
+    # colours up to the 99th percentile: one burst does not wash out every other row
+    top = float(np.percentile(busy, 99)) if len(busy) else 1.0
+    data = [dict(type="heatmap", z=_typed(z), x=_typed(xs), y=[names[i] for i in order], colorscale="Viridis",
+                 zmin=0, zmax=top, colorbar=dict(title=dict(text="MB/s")),
+                 hovertemplate="%{y} at %{x:.3f} s: %{z:.2f} MB/s<extra></extra>")]
+    return _fig(data, height=min(200 + max(4, min(14, 800 // len(order))) * len(order), 1400), xaxis=axis,
+                yaxis=dict(type="category", autorange="reversed", title=dict(text="process"), automargin=True))
 
 
-def _cost(S: dict) -> go.Figure:
+def _cost(S: dict) -> dict:
     from iotrace_format import call_families
 
     fam = call_families()
@@ -238,58 +274,57 @@ def _cost(S: dict) -> go.Figure:
         slot[1] += c["count"]
     fams = sorted(by, key=lambda f: -by[f][0])
     classes = S.get("file_classes") or {}
-    fig = make_subplots(rows=1, cols=2, subplot_titles=("call time per call family", "call time per file class"),
-                        horizontal_spacing=0.18)
-    fig.add_bar(y=fams, x=[by[f][0] / 1e6 for f in fams], orientation="h", marker_color="#9467bd",
-                customdata=[by[f][1] for f in fams], name="call family",
-                hovertemplate="%{y}: %{x:.4f} s in %{customdata} calls<extra></extra>", row=1, col=1)
     cl = list(classes)
-    fig.add_bar(y=cl, x=[classes[c]["time_us"] / 1e6 for c in cl], orientation="h", marker_color="#8c564b",
-                customdata=[[classes[c]["files"], classes[c]["metadata_time_us"] / 1e6] for c in cl],
-                name="file class", hovertemplate="%{y}: %{x:.4f} s, %{customdata[0]} files, "
-                "%{customdata[1]:.4f} s metadata<extra></extra>",
-                row=1, col=2)
-    fig.update_yaxes(autorange="reversed", type="category")
-    fig.update_xaxes(title_text="seconds")
-    fig.update_layout(height=max(300, 60 + 26 * max(len(fams), len(cl))), showlegend=False,
-                      margin=dict(l=10, r=10, t=40, b=40))
-    return fig
+    data = [dict(type="bar", orientation="h", y=fams, x=[by[f][0] / 1e6 for f in fams], marker=dict(color="#9467bd"),
+                 customdata=[by[f][1] for f in fams], name="call family",
+                 hovertemplate="%{y}: %{x:.4f} s in %{customdata} calls<extra></extra>"),
+            dict(type="bar", orientation="h", y=cl, x=[classes[c]["time_us"] / 1e6 for c in cl], xaxis="x2",
+                 yaxis="y2", marker=dict(color="#8c564b"), name="file class",
+                 customdata=[[classes[c]["files"], classes[c]["metadata_time_us"] / 1e6] for c in cl],
+                 hovertemplate="%{y}: %{x:.4f} s, %{customdata[0]} files, %{customdata[1]:.4f} s "
+                 "metadata<extra></extra>")]
+    seconds = dict(text="seconds")
+    return _fig(data, height=max(300, 80 + 26 * max(len(fams), len(cl))), showlegend=False,
+                xaxis=dict(domain=[0, 0.42], title=seconds), xaxis2=dict(domain=[0.58, 1], title=seconds, anchor="y2"),
+                yaxis=dict(autorange="reversed", type="category", automargin=True),
+                yaxis2=dict(autorange="reversed", type="category", anchor="x2", automargin=True),
+                annotations=[dict(text=t, x=x, xref="paper", y=1.08, yref="paper", showarrow=False, xanchor="center")
+                             for t, x in (("call time per call family", 0.21), ("call time per file class", 0.79))])
 
 
-def _sizes(S: dict) -> go.Figure:
+def _sizes(S: dict) -> dict:
     H = S["access"].get("size_histogram_by_family") or {
         f"all {d}": S["access"][d]["size_histogram"] for d in ("read", "write")}
-    fig = go.Figure()
-    for fam, h in H.items():
-        fig.add_bar(x=list(h), y=list(h.values()), name=fam, hovertemplate=fam + " %{x} B: %{y} calls<extra></extra>")
-    fig.update_layout(barmode="group", height=360, xaxis_title="request size (bytes)", yaxis_title="calls",
-                      yaxis_type="log", legend_orientation="h", margin=dict(l=10, r=10, t=30, b=40))
-    return fig
+    data = [dict(type="bar", x=list(h), y=list(h.values()), name=fam,
+                 hovertemplate=fam + " %{x} B: %{y} calls<extra></extra>") for fam, h in H.items()]
+    return _fig(data, barmode="group", height=360, xaxis=dict(title=dict(text="request size (bytes)")),
+                yaxis=dict(title=dict(text="calls"), type="log"), legend=dict(orientation="h"))
 
 
-def _offsets(files: list, labels: dict, job_start: int) -> go.Figure:
+def _offsets(files: list, labels: dict, job_start: int) -> dict:
     n = len(files)
     cols = 2 if n > 1 else 1
     nrows = -(-n // cols)
-    titles = [f"{_short(f['file'])}: {f['calls']} calls" for f in files]
-    fig = make_subplots(rows=nrows, cols=cols, subplot_titles=titles, vertical_spacing=0.5 / max(nrows, 1) / 2 + 0.05)
+    data, shown = [], set()
+    layout = dict(grid=dict(rows=nrows, columns=cols, pattern="independent", ygap=0.45, xgap=0.12),
+                  height=150 + 280 * nrows, legend=dict(orientation="h"))
     for k, f in enumerate(files):
-        r, c = k // cols + 1, k % cols + 1
+        ax = "" if k == 0 else str(k + 1)
         t = _seconds(f["ts_ns"], job_start)
         for write, name in ((False, "read"), (True, "write")):
             m = f["write"] == write
             if not m.any():
                 continue
-            fig.add_scatter(x=t[m], y=f["offset"][m], mode="markers", marker=dict(size=4, color=COLORS[name]),
-                            name=name, legendgroup=name, showlegend=k == 0 or not any(
-                                (g["write"] == write).any() for g in files[:k]),
-                            customdata=np.stack([f["length"][m], f["pid"][m]], axis=1),
-                            hovertemplate=name + " %{customdata[0]} B at %{y} by pid %{customdata[1]}, "
-                            "%{x:.4f} s<extra></extra>", row=r, col=c)
-        fig.update_yaxes(title_text="offset (bytes)", row=r, col=c)
-    fig.update_xaxes(title_text="seconds since the job's start")
-    fig.update_layout(height=150 + 260 * nrows, margin=dict(l=10, r=10, t=40, b=40), legend_orientation="h")
-    return fig
+            data.append(dict(type="scatter", x=_typed(t[m]), y=_typed(f["offset"][m]), mode="markers",
+                             marker=dict(size=4, color=COLORS[name]), name=name, legendgroup=name,
+                             showlegend=name not in shown, xaxis="x" + ax, yaxis="y" + ax,
+                             customdata=np.stack([f["length"][m], f["pid"][m]], axis=1).tolist(),
+                             hovertemplate=name + " %{customdata[0]} B at %{y} by pid %{customdata[1]}, "
+                             "%{x:.4f} s<extra></extra>"))
+            shown.add(name)
+        layout["xaxis" + ax] = dict(title=dict(text=f"{_short(f['file'])}: {f['calls']} calls (seconds)"))
+        layout["yaxis" + ax] = dict(title=dict(text="offset (bytes)"))
+    return _fig(data, **layout)
 
 
 def _short(path: str, keep: int = 48) -> str:

@@ -134,6 +134,7 @@ class Partial:
             slot[2] = _length(slot[2])
         self.carry = {}
         self.compact()
+        self.activity.compact()
         return self
 
     def merge(self, o: Partial) -> None:
@@ -366,7 +367,7 @@ class Partial:
             exp = self.tl_exp  # the kernel's bins; merging may coarsen self.tl_exp
             self._merge_timeline(exp, binned(tl["bin"], *[tl[k].astype(np.float64)
                                                                    for k in ("read", "written", "ops")]))
-            self.activity.add_bins(tl, procs, exp)
+            self.activity.add_bins(tl, procs, exp, self.tl_exp)
         self.activity.add_samples(f["offsets"], fl, fh_vals, procs)
         phase_cats = np.flatnonzero((cat_kind & 5) == 0)  # @trace's categories, compute's too
         if len(phase_cats):

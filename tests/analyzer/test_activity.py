@@ -111,18 +111,25 @@ def test_phases_and_their_time_split(tmp_path):
         ("node1", p, 0, 1000 * US), ("node1", p, 2000 * US, 1000 * US)]
 
 
-def test_bins_coarsen_to_their_limit_and_keep_every_count():
-    from iotrace_analyzer.activity import _add_bins, binned
+def test_bins_coarsen_and_keep_every_count():
+    from iotrace_analyzer.activity import ActivityPart
 
     rng = np.random.default_rng(7)
-    slot = None
-    total = 0.0
-    for exp in (10, 10, 12, 11):  # blocks at the exponent of their time (coarser as the job grows)
-        idx = rng.integers(0, 1 << 20, 5000) >> (exp - 10)
-        ops = rng.integers(1, 5, 5000).astype(np.float64)
-        total += ops.sum()
-        slot = _add_bins(slot, exp, binned(idx, ops), 1024)
-    e, idx, ops = slot
-    assert int(idx.max() - idx.min()) + 1 <= 1024 and (np.diff(idx) > 0).all()
-    assert ops.sum() == total
-    assert (1 << 20 << 10) >> e <= 1024  # the whole span, in at most 1024 bins of 2**e ns
+    part, other = ActivityPart(), ActivityPart()
+    total = np.zeros(3)
+    procs = [("f1", "h", 10, 0), ("f2", "h", 20, 0), ("f3", "h", 30, 0)]
+    for k, exp in enumerate((10, 10, 12, 11)):  # blocks at the exponent of their time
+        n = 5000
+        tl = dict(proc=rng.integers(0, 3, n), bin=rng.integers(0, 1 << 20, n) >> (exp - 10),
+                  read=rng.integers(0, 100, n), written=rng.integers(0, 100, n), ops=np.ones(n, np.int64),
+                  io_dur=rng.integers(1, 9, n))
+        total += np.bincount(tl["proc"], weights=tl["ops"], minlength=3)
+        (part if k % 2 else other).add_bins(tl, procs, exp, 16)
+    part.merge(other)
+    part.compact()
+    assert part.exp == 18  # the task's job timeline at 2**16 ns: its processes' bins 4 times coarser
+    rows, bins, _rd, _wr, ops, _io = part.chunks[0]
+    by_proc = np.bincount(rows, weights=ops, minlength=3)
+    assert by_proc[[part.rows[("f1", 10)], part.rows[("f2", 20)], part.rows[("f3", 30)]]].tolist() == total.tolist()
+    key = rows * (1 << 20) + bins
+    assert len(np.unique(key)) == len(key)  # one row per (process, bin)

@@ -59,6 +59,7 @@ class ActivityPart:
     hosts: list = field(default_factory=list)  # per row: host
     exp: int = 0
     chunks: list = field(default_factory=list)  # [rows, bins, read, written, ops, io_ns] arrays
+    packed: bool = True  # chunks is one chunk with one row per (process, bin)
     samples: dict = field(default_factory=dict)  # (fhash, pid) -> [seen, stride, ts, offset, length, dir]
     phases: dict = field(default_factory=dict)  # (host, pid, cat, name) -> [count, dur, starts, durs]
 
@@ -84,18 +85,20 @@ class ActivityPart:
             self.chunks = [[c[0], c[1] >> (e - self.exp), *c[2:]] for c in self.chunks]
         self.exp = e
         self.chunks.append([chunk[0], chunk[1] >> (e - exp), *chunk[2:]])
+        self.packed = False
         if len(self.chunks) > 16:
             self.compact()
 
     def compact(self) -> None:
         """One chunk, one row per (process, bin)."""
-        if len(self.chunks) < 2 and not (self.chunks and len(self.chunks[0][0]) > 1):
+        if self.packed or not self.chunks:
             return
         cols = [np.concatenate([c[k] for c in self.chunks]) for k in range(6)]
         order = np.lexsort((cols[1], cols[0]))
         r, b = cols[0][order], cols[1][order]
         first = np.flatnonzero(np.concatenate([[True], (np.diff(r) != 0) | (np.diff(b) != 0)]))
         self.chunks = [[r[first], b[first], *[np.add.reduceat(c[order], first) for c in cols[2:]]]]
+        self.packed = True
 
     def add_samples(self, off: dict, files: dict, fh_vals: list, procs: list) -> None:
         """The kernel's offset samples, per files slot (fhash, process)."""

@@ -158,8 +158,7 @@ def summarize(parts: list[ActivityPart], grid: dict, files: list[dict]) -> tuple
     rows: dict = {}
     hosts: list = []
     cols: list = []  # per part: rows, bin start ns, bin width ns, read, written, ops, io_ns
-    samples: dict = {}
-    phases: dict = {}
+    acc = ActivityPart()  # the samples and phases of all parts; the bins stay at each part's exponent
     for p in parts:
         if p.chunks:
             p.compact()
@@ -171,16 +170,11 @@ def summarize(parts: list[ActivityPart], grid: dict, files: list[dict]) -> tuple
                 mine[r] = rows[k]
             c = p.chunks[0]
             cols.append([mine[c[0]], c[1] << p.exp, np.full(len(c[1]), 1 << p.exp, np.int64), *c[2:]])
-        for k, v in p.samples.items():
-            samples[k] = _merge_sample(samples.get(k), v)
-        for k, v in p.phases.items():
-            mine_ = phases.get(k)
-            phases[k] = v if mine_ is None else [mine_[0] + v[0], mine_[1] + v[1], np.concatenate([mine_[2], v[2]]),
-                                                 np.concatenate([mine_[3], v[3]])]
+        acc.merge(ActivityPart(samples=p.samples, phases=p.phases))
     bins = [np.concatenate([c[k] for c in cols]) for k in range(7)] if cols else [np.zeros(0, np.int64)] * 7
     keys = [(hosts[r], k[1]) for k, r in rows.items()]  # per row: (host, pid)
-    S, events = _phases(phases, bins, {k: r for r, k in enumerate(keys)})
-    return S, dict(proc_timeline=_proc_rows(bins, keys, grid), offsets=_offsets(samples, files),
+    S, events = _phases(acc.phases, bins, {k: r for r, k in enumerate(keys)})
+    return S, dict(proc_timeline=_proc_rows(bins, keys, grid), offsets=_offsets(acc.samples, files),
                    phase_events=events)
 
 

@@ -17,6 +17,18 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import tracing  # noqa: E402
 
 
+def pytest_configure(config):
+    """A suite started in the background (`cmd &`, nohup) inherits SIGINT and SIGQUIT
+    ignored, and so would every program it runs: the tests of default signal actions compare
+    traced and untraced runs of programs that must start with the defaults."""
+    import signal
+
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
 @pytest.fixture
 def trace(tmp_path):
     """run_traced(cmd, tmp_path, ...) with tmp_path already given."""

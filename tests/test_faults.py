@@ -330,7 +330,7 @@ def _run_on_small_tmpfs(cmd, env, tmp_path, size="192k"):
 
 @pytest.mark.parametrize("form", ["default", "json", "gzip"])
 def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, data_dir, form):
-    """The trace folder fills up (ENOSPC on a 192 KiB tmpfs) while the program makes 400,000
+    """The trace folder fills up (ENOSPC on a 192 or 448 KiB tmpfs) while the program makes 400,000
     calls: the program runs as untraced, the tracer says so once on stderr, the file holds
     whole frames (a lost first frame included: the header is written again) and counts what
     it lost, and the analyzer reports the loss. In each form of trace."""
@@ -339,12 +339,17 @@ def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, d
     extra = {"json": {"IOTRACE_FORMAT": "json"}, "gzip": {"IOTRACE_COMPRESSION": "gzip"}}.get(form, {})
     env = tracer_env(tmp_path / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "20", **extra},
                      base={"PATH": os.environ["PATH"]})
-    p, out = _run_on_small_tmpfs([exe, data_dir / "big", n], env, tmp_path)
+    # Room for a whole frame of each form next to the tail reserve (a JSON frame, 4 MiB of
+    # text, is about 200 KiB in zstd and 230 KiB in gzip; a compact one about 65 KiB).
+    size = {"default": "192k"}.get(form, "448k")
+    p, out = _run_on_small_tmpfs([exe, data_dir / "big", n], env, tmp_path, size=size)
     assert (p.returncode, p.stdout) == (0, f"done {n}\n"), p.stderr
     said = [line for line in p.stderr.splitlines() if line.startswith("iotrace:")]
     assert len(said) == 1 and "No space left on device" in said[0], p.stderr
     (f,) = [read_trace_file(x) for x in trace_files(out)]
     assert not f.bad_lines
+    if form == "gzip":  # one whole member: its CRC and length cover the frames that were kept
+        assert subprocess.run(["gzip", "-t", f.path], capture_output=True).returncode == 0
     lost_records = [r for r in f.records if r.get("name") == "iotrace_lost"]
     assert lost_records and all(r["args"]["reason"] == "No space left on device" for r in lost_records)
     preads = sum(1 for e in f.events() if e["name"] == "pread")
@@ -360,6 +365,54 @@ def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, d
     rec = [r for r in S["damage"]["records"] if r["kind"] == "lost-events"]
     assert rec and f"could not write {lost}" in rec[0]["detail"]
     assert "No space left on device" in rec[0]["detail"]
+
+
+def test_a_full_disk_leaves_room_for_the_end_of_the_trace(cprog, tmp_path):
+    """The program fills the disk its trace is on, then makes K preads and exits. Whatever size
+    the frame pending at exit has (K from 0 to 160 in the uncompressed JSON form, about 150
+    bytes a line: it crosses the 16 KiB tail reserve at some K), the file ends with its loss
+    record and end marker, counts every line it holds and every line it lost."""
+    exe = cprog("fill_then_preads.c", name="fill_then_preads")
+    env = tracer_env(tmp_path / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, compression="none",
+                     base={"PATH": os.environ["PATH"]})
+    env.pop("IOTRACE_FORMAT", None)  # the JSON form, whatever form the suite runs in
+    mnt, out = tmp_path / "mnt", tmp_path / "copied"
+    mnt.mkdir()
+    out.mkdir()
+    ks = range(0, 161)
+    script = ('mount -t tmpfs -o size="$1" none "$2" || exit 99; mnt="$2"; out="$3"; exe="$4"; shift 4; '
+              f'for k in {" ".join(map(str, ks))}; do rm -rf "$mnt"/*; '
+              '"$@" "$exe" "$mnt/fill" $k >"$out/$k.out" 2>"$out/$k.err"; echo $? >"$out/$k.rc"; '
+              'mkdir "$out/$k"; cp -a "$mnt"/*.pfw "$out/$k"/; done')
+    argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items())]
+    for unshare in (["unshare", "--mount", "--propagation", "private"], ["unshare", "-rm"]):
+        p = subprocess.run([*unshare, "sh", "-c", script, "sh", "64k", str(mnt), str(out), exe, *argv],
+                           capture_output=True, text=True, timeout=300)
+        if p.returncode != 99 and "unshare failed" not in p.stderr and "Operation not permitted" not in p.stderr:
+            break
+    else:
+        pytest.skip(f"cannot mount a tmpfs here (root or user namespaces needed): {p.stderr.strip()}")
+    assert p.returncode == 0, p.stderr
+    ends_without_loss = 0
+    for k in ks:
+        rc, said = (out / f"{k}.rc").read_text(), (out / f"{k}.out").read_text()
+        assert (rc, said.split()[2:]) == ("0\n", ["done", str(k)]), (k, rc, said)
+        (f,) = [read_trace_file(x) for x in trace_files(out / str(k))]
+        assert not f.bad_lines and f.end is not None, (k, os.path.getsize(f.path), f.records[-3:])
+        assert f.end["reason"] == "exit" and f.end["events"] == len(f.records) - 1, k
+        preads = sum(1 for e in f.events() if e["name"] == "pread")
+        lost_records = [r for r in f.records if r.get("name") == "iotrace_lost"]
+        # Either the pending frame fit (every pread in the file) or it was lost whole and said so.
+        lost = f.end.get("lost", 0)
+        if lost == 0:
+            assert preads == k and not lost_records, k
+            ends_without_loss += 1
+        else:
+            assert preads == 0 and [r["args"]["events"] for r in lost_records] == [lost], k
+            assert lost >= k and lost_records[0]["args"]["reason"] == "No space left on device"
+            assert f.records[-2] is lost_records[0], k
+    # The sweep covers both sides of the reserve's edge.
+    assert 0 < ends_without_loss < len(ks)
 
 
 def test_tracer_messages_go_to_the_stderr_the_program_started_with(tmp_path, data_dir):

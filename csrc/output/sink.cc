@@ -17,13 +17,22 @@ namespace {
 __thread bool t_writer __attribute__((tls_model("initial-exec"))) = false;
 
 // Bytes kept allocated past the end of the file (fallocate, KEEP_SIZE): when the disk fills
-// up, the record saying how many events were lost, and the end marker, still fit.
+// up, the record saying how many events were lost, and the end marker, still fit. Only the last
+// frame may use them (write(..., last)): a frame after which the reserve cannot be renewed
+// is taken back out.
 constexpr long kTailReserve = 16 << 10;
 
 void* z_alloc(void*, uInt items, uInt size) { return sys_alloc(size_t(items) * size); }
 void z_free(void*, void* p) { sys_free(p); }
 void* zstd_alloc(void*, size_t n) { return sys_alloc(n); }
 void zstd_free(void*, void* p) { sys_free(p); }
+
+// A gzip member's header (RFC 1952): deflate, no name, no time, Unix.
+size_t gzip_header(char* p) {
+  static const unsigned char h[10] = {0x1f, 0x8b, 8, 0, 0, 0, 0, 0, 0, 3};
+  memcpy(p, h, sizeof h);
+  return sizeof h;
+}
 
 void mkdirs(const char* dir) {
   char p[PATH_MAX];
@@ -80,7 +89,12 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
     memset(&zs_, 0, sizeof zs_);
     zs_.zalloc = z_alloc;
     zs_.zfree = z_free;
-    zs_live_ = deflateInit2(&zs_, level_, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+    // Raw deflate, with the gzip header and trailer written here: the trailer's CRC and length
+    // then cover only the frames that reached the file, and a file that lost frames still
+    // reads to its end with every gzip reader.
+    zs_live_ = deflateInit2(&zs_, level_, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
+    crc_ = uint32_t(crc32(0, nullptr, 0));
+    isize_ = 0;
   }
   return true;
 }
@@ -104,11 +118,14 @@ void Sink::done_with(int fd) {
   if (fd >= 0 && fd != fd_) syscall(SYS_close, fd);
 }
 
-void Sink::reserve_tail(int fd) {
-  syscall(SYS_fallocate, fd, 1 /* FALLOC_FL_KEEP_SIZE */, long(size_), kTailReserve);
+bool Sink::reserve_tail(int fd) {
+  if (syscall(SYS_fallocate, fd, 1 /* FALLOC_FL_KEEP_SIZE */, long(size_), kTailReserve) == 0)
+    return true;
+  // Only a full disk or quota counts: a file system without fallocate has no reserve to keep.
+  return errno != ENOSPC && errno != EDQUOT;
 }
 
-bool Sink::write_raw(const char* p, size_t n) {
+bool Sink::write_raw(const char* p, size_t n, bool last) {
   int fd = file_fd();
   if (fd < 0) {
     err_ = errno;
@@ -131,18 +148,27 @@ bool Sink::write_raw(const char* p, size_t n) {
     left -= size_t(w);
   }
   size_ += n;
-  reserve_tail(fd);  // appends use the reserve up: renew it (one cheap call per frame)
+  // Appends use the reserve up: renew it (one cheap call per frame). When that fails, this
+  // frame ate into the room kept for the end: it is cut off again, as a frame that did not fit.
+  if (!reserve_tail(fd) && !last) {
+    err_ = errno;
+    size_ -= n;
+    syscall(SYS_ftruncate, fd, long(size_));
+    reserve_tail(fd);
+    done_with(fd);
+    return false;
+  }
   err_ = 0;
   done_with(fd);
   return true;
 }
 
-bool Sink::write(const char* text, size_t n) {
+bool Sink::write(const char* text, size_t n, bool last) {
   if (!open_ || n == 0) return open_;
   int saved = errno;
   bool ok = false;
   if (comp_ == Compression::none) {
-    ok = write_raw(text, n);
+    ok = write_raw(text, n, last);
   } else if (comp_ == Compression::zstd) {
     if (!zc_) {
       zc_ = ZSTD_createCCtx_advanced(ZSTD_customMem{zstd_alloc, zstd_free, nullptr});
@@ -159,7 +185,7 @@ bool Sink::write(const char* text, size_t n) {
     }
     size_t r = zc_ && need <= ccap_ ? ZSTD_compress2(zc_, cbuf_, ccap_, text, n) : size_t(-1);
     if (!ZSTD_isError(r))
-      ok = write_raw(cbuf_, r);
+      ok = write_raw(cbuf_, r, last);
     else
       err_ = ENOMEM;
   } else if (zs_live_) {
@@ -169,14 +195,19 @@ bool Sink::write(const char* text, size_t n) {
       if (b) cbuf_ = b, ccap_ = need;
     }
     if (need <= ccap_) {
+      size_t head = size_ == 0 ? gzip_header(cbuf_) : 0;  // with the first frame that is kept
       zs_.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(text));
       zs_.avail_in = uInt(n);
-      zs_.next_out = reinterpret_cast<Bytef*>(cbuf_);
-      zs_.avail_out = uInt(ccap_);
+      zs_.next_out = reinterpret_cast<Bytef*>(cbuf_ + head);
+      zs_.avail_out = uInt(ccap_ - head);
       // Full flush: byte-aligned and the window reset, so the stream still inflates from here
       // on when a flush before it was lost.
       deflate(&zs_, Z_FULL_FLUSH);
-      ok = write_raw(cbuf_, ccap_ - zs_.avail_out);
+      ok = write_raw(cbuf_, ccap_ - zs_.avail_out, last);
+      if (ok) {
+        crc_ = uint32_t(crc32(crc_, reinterpret_cast<const Bytef*>(text), uInt(n)));
+        isize_ += uint32_t(n);  // mod 2^32, as gzip says
+      }
     } else {
       err_ = ENOMEM;
     }
@@ -188,16 +219,19 @@ bool Sink::write(const char* text, size_t n) {
 void Sink::close() {
   if (!open_) return;
   if (comp_ == Compression::gzip && zs_live_) {
+    // The final (empty) block and the trailer, in one write: a few bytes after a full flush.
     char out[256];
+    size_t head = size_ == 0 ? gzip_header(out) : 0;
     zs_.next_in = nullptr;
     zs_.avail_in = 0;
-    int r;
-    do {
-      zs_.next_out = reinterpret_cast<Bytef*>(out);
-      zs_.avail_out = sizeof out;
-      r = deflate(&zs_, Z_FINISH);
-      write_raw(out, sizeof out - zs_.avail_out);
-    } while (r == Z_OK);
+    zs_.next_out = reinterpret_cast<Bytef*>(out + head);
+    zs_.avail_out = uInt(sizeof out - head - 8);
+    if (deflate(&zs_, Z_FINISH) == Z_STREAM_END) {
+      size_t n = sizeof out - 8 - zs_.avail_out;
+      for (int i = 0; i < 4; i++) out[n + i] = char(crc_ >> (8 * i));
+      for (int i = 0; i < 4; i++) out[n + 4 + i] = char(isize_ >> (8 * i));
+      write_raw(out, n + 8, true);
+    }
     deflateEnd(&zs_);
     zs_live_ = false;
   }
@@ -208,10 +242,6 @@ void Sink::close() {
   if (fd_ >= 0) syscall(SYS_close, fd_);
   fd_ = -1;
   open_ = false;
-}
-
-void Sink::restart() {
-  if (comp_ == Compression::gzip && zs_live_) deflateReset(&zs_);
 }
 
 void Sink::abandon() {

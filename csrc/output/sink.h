@@ -1,6 +1,6 @@
 // The trace file of this process: text in, compressed frames out, written with raw syscalls
 // (so the tracer's own I/O is never traced). zstd: one independent frame per write; gzip: one
-// member, a full flush per write; none: the text as it is.
+// member, a full flush per write (its header goes with the first frame kept); none: the text.
 //
 // The writer thread has an fd table of its own (writer.cc): it creates the file and keeps that
 // fd, so the program never sees an fd of ours and the file is never looked up by path again.
@@ -29,13 +29,11 @@ class Sink {
   bool is_open() const { return open_; }
   // Write whole lines; after this returns true they are in the file (as one frame / flush
   // point). false: not written (disk full, write error, file replaced); the file is cut back
-  // to its last whole frame, so what it holds still reads, and error() says why.
-  bool write(const char* text, size_t n);
+  // to its last whole frame, so what it holds still reads, and error() says why. Only the
+  // `last` frame (the end marker) may use the room kept for it when the disk is full.
+  bool write(const char* text, size_t n, bool last = false);
   // Finish the stream (gzip trailer) and close.
   void close();
-  // The file holds nothing (its first frame was lost): the stream starts again (gzip: its
-  // header went with that frame).
-  void restart();
   // Forget the file without touching it (fork child: the parent's file is not ours).
   void abandon();
   const char* path() const { return path_; }
@@ -46,10 +44,10 @@ class Sink {
   static void set_writer_thread();
 
  private:
-  bool write_raw(const char* p, size_t n);
-  int file_fd();           // the kept fd, or one opened by path and checked (-1: none)
-  void done_with(int fd);  // close it unless it is the kept one
-  void reserve_tail(int fd);
+  bool write_raw(const char* p, size_t n, bool last);
+  int file_fd();              // the kept fd, or one opened by path and checked (-1: none)
+  void done_with(int fd);     // close it unless it is the kept one
+  bool reserve_tail(int fd);  // false: no room for it (ENOSPC, EDQUOT)
   bool open_ = false;
   int fd_ = -1;  // kept open in the writer's table (-1: not the writer's file)
   uint64_t dev_ = 0, ino_ = 0;
@@ -60,6 +58,7 @@ class Sink {
   ZSTD_CCtx* zc_ = nullptr;
   z_stream zs_{};
   bool zs_live_ = false;
+  uint32_t crc_ = 0, isize_ = 0;  // gzip: of the text in the frames that reached the file
   char* cbuf_ = nullptr;
   size_t ccap_ = 0;
   char path_[PATH_MAX] = "";

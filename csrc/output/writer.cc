@@ -217,9 +217,8 @@ void new_generation() {
   for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
 }
 
-// The frame being built: JSON text, or compact rows. A full frame is written at once. A
-// frame that cannot be written is counted as lost and told in the next frame that can.
-void frame_write() {
+// Events lost or dropped and not yet told go into the frame being built, as one record.
+void tell_losses() {
   uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
   if (dropped > g_drops_said && g_sink.is_open()) {
     g_lost_unsaid += dropped - g_drops_said;
@@ -230,12 +229,19 @@ void frame_write() {
     }
   }
   if (g_lost_unsaid && !g_frame_has_loss && g_sink.is_open()) emit_loss_record();
+}
+
+// The frame being built: JSON text, or compact rows. A full frame is written at once. A
+// frame that cannot be written is counted as lost and told in the next frame that can.
+// `last`: the end of the file, which may use the room the sink keeps for it on a full disk.
+void frame_write(bool last = false) {
+  tell_losses();
   if (g_config.compact) {
     if (!g_compact.rows()) return;
     g_text.n = 0;
     g_compact.finish(g_text, g_pid, g_config.res_ns);
   }
-  bool ok = !g_text.n || g_sink.write(g_text.p, g_text.n);
+  bool ok = !g_text.n || g_sink.write(g_text.p, g_text.n, last);
   g_text.n = 0;
   uint64_t lines = g_frame_events, told = g_frame_has_loss ? 1 : 0;
   g_frame_events = 0;
@@ -259,10 +265,7 @@ void frame_write() {
   // The lost frame may have held the first FH line of a file or a thread's name: the next
   // frames write them again. A file that holds nothing yet starts again, header first.
   new_generation();
-  if (g_sink.size() == 0) {
-    g_sink.restart();
-    begin_file();
-  }
+  if (g_sink.size() == 0) begin_file();
 }
 
 void frame_cut_if_full() {
@@ -418,13 +421,15 @@ void drain_all(bool sealed_only = false) {
 // The end marker and `]`, then close (drain lock held, everything drained).
 void end_file(const char* reason, int tid) {
   if (!g_sink.is_open()) return;
-  frame_write();  // the loss record, if any, before the end
+  frame_write();  // what is pending, as any frame
+  // The loss record, if any, and the end marker: one small frame, in the room kept for it.
+  tell_losses();
   char buf[512];
   Out o(buf, sizeof buf);
   meta_end(o, g_pid, tid, now_ns(), g_file_events + g_frame_events, reason, g_lost,
            g_dropped.load(std::memory_order_relaxed));
-  emit(o.p, o.n);
-  frame_write();
+  append_text(o.p, o.n);
+  frame_write(/*last=*/true);
   o.release();
   g_sink.close();
 }

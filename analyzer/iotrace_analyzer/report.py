@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 import os
 
+import orjson
+
 
 def _size(n) -> str:
     if n is None:
@@ -187,6 +189,13 @@ def _training(T: dict, top: int) -> list[str]:
 
 
 def write_json(S: dict, path: str) -> None:
+    """summary.json (or compare.json), indented. orjson: a job of 5000 processes has a 3 MB
+    summary that the json module takes 0.1 s to write; json only for what orjson refuses
+    (an int past 64 bits)."""
     os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
-    with open(path, "w") as f:
-        json.dump(S, f, indent=1)
+    try:
+        data = orjson.dumps(S, option=orjson.OPT_INDENT_2 | orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY)
+    except TypeError:
+        data = json.dumps(S, indent=2).encode()
+    with open(path, "wb") as f:
+        f.write(data)

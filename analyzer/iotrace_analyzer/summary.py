@@ -497,8 +497,9 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     S["time"]["io_share_of_wall"] = round(tot["io_ns"] / tot["wall_ns"], 6) if tot["wall_ns"] else 0.0
     for d in procs:
         d["io_share_of_wall"] = round(d["io_ns"] / d["wall_ns"], 6) if d["wall_ns"] else 0.0
+    us_keys = {k: k.replace("_ns", "_us") for k in (procs[0] if procs else ()) if k.endswith("_ns")}
     S["processes"] = sorted(
-        [dict({k.replace("_ns", "_us"): (_us(v) if k.endswith("_ns") else v) for k, v in d.items()})
+        [{us_keys.get(k, k): (round(int(v) / 1000, 3) if k in us_keys else v) for k, v in d.items()}
          for d in procs], key=lambda d: (-d["io_us"], d["host"], d["pid"]))
 
     # --- per call name

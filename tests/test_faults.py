@@ -314,15 +314,21 @@ def _run_on_small_tmpfs(cmd, env, tmp_path, size="192k"):
     """Run `cmd` with `env` (its own environment) and its traces on a tmpfs of `size`,
     mounted in a private mount namespace; copy the traces out before it goes. Returns the
     CompletedProcess (the program's stdout, stderr, status) and the copied folder."""
-    mnt, out = tmp_path / "mnt", tmp_path / "copied"
-    mnt.mkdir()
-    out.mkdir()
-    script = ('mount -t tmpfs -o size="$1" none "$2" || exit 99; mnt="$2"; out="$3"; shift 3; '
-              '"$@"; rc=$?; cp -a "$mnt"/. "$out"/; exit $rc')
     argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items()), *map(str, cmd)]
+    return _in_small_tmpfs('"$@"; rc=$?; cp -a "$mnt"/. "$out"/; exit $rc', argv, tmp_path, size)
+
+
+def _in_small_tmpfs(script, args, tmp_path, size, timeout=120):
+    """Run the shell `script` with a tmpfs of `size` mounted at $mnt (tmp_path/mnt) in a
+    private mount namespace, $out (tmp_path/copied) to copy what it keeps, and `args` as "$@".
+    Returns (CompletedProcess, the copied folder); skips where no tmpfs can be mounted."""
+    mnt, out = tmp_path / "mnt", tmp_path / "copied"
+    mnt.mkdir(exist_ok=True)
+    out.mkdir(exist_ok=True)
+    script = 'mount -t tmpfs -o size="$1" none "$2" || exit 99; mnt="$2"; out="$3"; shift 3; ' + script
     for unshare in (["unshare", "--mount", "--propagation", "private"], ["unshare", "-rm"]):
-        p = subprocess.run([*unshare, "sh", "-c", script, "sh", size, str(mnt), str(out), *argv],
-                           capture_output=True, text=True, timeout=120)
+        p = subprocess.run([*unshare, "sh", "-c", script, "sh", size, str(mnt), str(out), *map(str, args)],
+                           capture_output=True, text=True, timeout=timeout)
         if p.returncode != 99 and "unshare failed" not in p.stderr and "Operation not permitted" not in p.stderr:
             return p, out
     pytest.skip(f"cannot mount a tmpfs here (root or user namespaces needed): {p.stderr.strip()}")
@@ -376,22 +382,13 @@ def test_a_full_disk_leaves_room_for_the_end_of_the_trace(cprog, tmp_path):
     env = tracer_env(tmp_path / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, compression="none",
                      base={"PATH": os.environ["PATH"]})
     env.pop("IOTRACE_FORMAT", None)  # the JSON form, whatever form the suite runs in
-    mnt, out = tmp_path / "mnt", tmp_path / "copied"
-    mnt.mkdir()
-    out.mkdir()
     ks = range(0, 161)
-    script = ('mount -t tmpfs -o size="$1" none "$2" || exit 99; mnt="$2"; out="$3"; exe="$4"; shift 4; '
+    script = ('exe="$1"; shift; '
               f'for k in {" ".join(map(str, ks))}; do rm -rf "$mnt"/*; '
               '"$@" "$exe" "$mnt/fill" $k >"$out/$k.out" 2>"$out/$k.err"; echo $? >"$out/$k.rc"; '
               'mkdir "$out/$k"; cp -a "$mnt"/*.pfw "$out/$k"/; done')
-    argv = ["env", "-i", *(f"{k}={v}" for k, v in env.items())]
-    for unshare in (["unshare", "--mount", "--propagation", "private"], ["unshare", "-rm"]):
-        p = subprocess.run([*unshare, "sh", "-c", script, "sh", "64k", str(mnt), str(out), exe, *argv],
-                           capture_output=True, text=True, timeout=300)
-        if p.returncode != 99 and "unshare failed" not in p.stderr and "Operation not permitted" not in p.stderr:
-            break
-    else:
-        pytest.skip(f"cannot mount a tmpfs here (root or user namespaces needed): {p.stderr.strip()}")
+    argv = [exe, "env", "-i", *(f"{k}={v}" for k, v in env.items())]
+    p, out = _in_small_tmpfs(script, argv, tmp_path, "64k", timeout=300)
     assert p.returncode == 0, p.stderr
     ends_without_loss = 0
     for k in ks:

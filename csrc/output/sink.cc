@@ -80,7 +80,7 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
   size_ = 0;
   err_ = 0;
   open_ = true;
-  reserve_tail(int(fd));
+  reserve_tail(int(fd), 0);
   if (t_writer)
     fd_ = int(fd);  // in the writer's own table: kept, never reopened by path
   else
@@ -118,8 +118,8 @@ void Sink::done_with(int fd) {
   if (fd >= 0 && fd != fd_) syscall(SYS_close, fd);
 }
 
-bool Sink::reserve_tail(int fd) {
-  if (syscall(SYS_fallocate, fd, 1 /* FALLOC_FL_KEEP_SIZE */, long(size_), kTailReserve) == 0)
+bool Sink::reserve_tail(int fd, uint64_t from) {
+  if (syscall(SYS_fallocate, fd, 1 /* FALLOC_FL_KEEP_SIZE */, long(from), kTailReserve) == 0)
     return true;
   // Only a full disk or quota counts: a file system without fallocate has no reserve to keep.
   return errno != ENOSPC && errno != EDQUOT;
@@ -131,36 +131,31 @@ bool Sink::write_raw(const char* p, size_t n, bool last) {
     err_ = errno;
     return false;
   }
-  size_t left = n;
-  while (left > 0) {
+  int err = 0;
+  for (size_t left = n; left > 0;) {
     long w = syscall(SYS_write, fd, p, left);
     if (w < 0 && errno == EINTR) continue;
     if (w <= 0) {
-      // Disk full or similar: the tracer never breaks the program. Cut the partial frame off,
-      // so the file stays a run of whole frames, and take the space back for the tail reserve.
-      err_ = w < 0 ? errno : EIO;
-      syscall(SYS_ftruncate, fd, long(size_));
-      reserve_tail(fd);
-      done_with(fd);
-      return false;
+      err = w < 0 ? errno : EIO;
+      break;
     }
     p += w;
     left -= size_t(w);
   }
-  size_ += n;
-  // Appends use the reserve up: renew it (one cheap call per frame). When that fails, this
-  // frame ate into the room kept for the end: it is cut off again, as a frame that did not fit.
-  if (!reserve_tail(fd) && !last) {
-    err_ = errno;
-    size_ -= n;
+  // Appends use the reserve up: renew it (one cheap call per frame). A frame after which it
+  // cannot be renewed ate into the room kept for the end: unless it is the end, it goes too.
+  if (!err && !reserve_tail(fd, size_ + n) && !last) err = errno;
+  if (err) {
+    // Disk full or similar: the tracer never breaks the program. Cut the frame off, so the file
+    // stays a run of whole frames, and take the space back for the tail reserve.
     syscall(SYS_ftruncate, fd, long(size_));
-    reserve_tail(fd);
-    done_with(fd);
-    return false;
+    reserve_tail(fd, size_);
+  } else {
+    size_ += n;
   }
-  err_ = 0;
+  err_ = err;
   done_with(fd);
-  return true;
+  return !err;
 }
 
 bool Sink::write(const char* text, size_t n, bool last) {

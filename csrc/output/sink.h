@@ -45,9 +45,9 @@ class Sink {
 
  private:
   bool write_raw(const char* p, size_t n, bool last);
-  int file_fd();              // the kept fd, or one opened by path and checked (-1: none)
-  void done_with(int fd);     // close it unless it is the kept one
-  bool reserve_tail(int fd);  // false: no room for it (ENOSPC, EDQUOT)
+  int file_fd();           // the kept fd, or one opened by path and checked (-1: none)
+  void done_with(int fd);  // close it unless it is the kept one
+  bool reserve_tail(int fd, uint64_t from);  // false: no room for it (ENOSPC, EDQUOT)
   bool open_ = false;
   int fd_ = -1;  // kept open in the writer's table (-1: not the writer's file)
   uint64_t dev_ = 0, ino_ = 0;

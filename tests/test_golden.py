@@ -154,7 +154,39 @@ def test_analyze_counts_events(trace, tmp_path):
     assert got == {"events": n["events"], "metadata": n["metadata"]}, (
         f"iotrace-analyze {_id(trace)}: job events/metadata_events {got}, the expected JSON has "
         f"{n['events']} event lines and {n['metadata']} metadata lines")
-    assert S["damage"]["damaged_files"] == 0, f"damage reported: {S['damage']}"
+    d = S["damage"]
+    if "-main." in trace.name:  # its fork child's trace is its -fork sibling, not given here
+        child = _sibling(trace, "fork")
+        assert [(m["pid"], m["parent_pid"], m["started_by"]) for m in d["missing_children"]] == [
+            (_pid(child), _pid(trace), "fork")], f"the fork child of {_id(trace)} alone: {d}"
+        assert d["by_kind"] == {"missing-child": 1} and d["damaged_files"] == 1, d
+    else:
+        assert d["damaged_files"] == 0 and d["missing_children"] == [], f"damage reported: {d}"
+
+
+def _sibling(trace: Path, role: str) -> Path:
+    return trace.with_name(trace.name.replace("-main.", f"-{role}.").replace("-fork.", f"-{role}."))
+
+
+def _pid(trace: Path) -> int:
+    """The pid of a golden trace's iotrace_process line."""
+    for line in expected_text(trace).decode().split("\n"):
+        if '"name":"iotrace_process"' in line:
+            return json.loads(line.rstrip(",]"))["pid"]
+    raise AssertionError(f"{trace}: no iotrace_process line")
+
+
+@pytest.mark.parametrize("trace", [p for p in IOTRACE_GOLDEN if "-main." in p.name], ids=_id)
+def test_analyze_main_with_its_fork_child(trace, tmp_path):
+    """The main process and its fork child together: the child the main file started has its
+    trace, so nothing is missing and nothing is damaged."""
+    both = tmp_path / "both"
+    both.mkdir()
+    for t in (trace, _sibling(trace, "fork")):
+        shutil.copy(t, both / t.name)
+    S = run_analyze(both, tmp_path)
+    assert S["job"]["processes"] == 2
+    assert S["damage"]["damaged_files"] == 0 and S["damage"]["missing_children"] == [], S["damage"]
 
 
 @pytest.mark.parametrize("trace", IOTRACE_GOLDEN, ids=_id)

@@ -123,8 +123,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"iotrace-analyze: warning: damaged input in {d['damaged_files']} file(s): "
               f"{d['by_kind'] or ''} {d['bad_lines']} bad line(s), "
               f"{len(d['missing_metadata'])} file(s) without metadata, "
-              f"{d['unresolved_file_hashes']} unresolved file hash(es); read around, see summary",
-              file=sys.stderr)
+              f"{d['unresolved_file_hashes']} unresolved file hash(es)"
+              + (f", {d['missing_child_count']} child process(es) without a trace"
+                 if d.get("missing_child_count") else "")
+              + "; read around, see summary", file=sys.stderr)
         for r in d["records"][:10]:
             print(f"  {r['path']} @{r['offset']}: {r['kind']} {r['detail']}", file=sys.stderr)
     if S["job"]["events"] + S["job"]["metadata_events"] == 0:

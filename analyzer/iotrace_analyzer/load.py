@@ -41,6 +41,16 @@ SMALL_FILE_EVENTS = 1 << 15  # a file estimated below this joins a group (about 
 # and forked processes): a LocalCluster costs ~2 s to start and more CPU per event (worker
 # imports, transfers), for no gain on one machine. Dask is for --scheduler, or --engine dask.
 LOCAL_EVENTS = 10_000_000_000
+# Process calls that start a child process (category `process`): their `ret`, when > 0, is the
+# child's pid (docs/trace-format.md). A child's program is the parent's for fork and clone,
+# else the one the event's `fhash` names.
+START_CALLS = ("fork", "vfork", "clone", "posix_spawn", "posix_spawnp")
+CLONE_THREAD = 0x10000  # a clone that made a thread, not a process (when its flags are recorded)
+# A file of pid C on the parent's host is the child's when it started no earlier than this
+# before the call that made C (the clocks are the host's one CLOCK_MONOTONIC; the margin is
+# for the TSC mapping): a file that started before is an earlier process that had the pid.
+CHILD_CLOCK_SLACK_NS = 100_000_000
+MISSING_CHILDREN_LISTED = 1000  # summary.json lists at most this many missing children
 _BYTES_PER_EVENT = {"compact": 1.2, "zstd": 12.0, "gzip": 14.0, "plain": 170.0}
 
 # The same settings for processes started from here (Dask workers): glibc reads them at start.
@@ -84,6 +94,10 @@ class FileResult:
     missing_metadata: bool = False
     unresolved_hashes: int = 0
     events: int = 0
+    pids: list = field(default_factory=list)  # every pid the file's events carry
+    # processes this file's process started (START_CALLS): host, parent_pid, child_pid,
+    # started_by, ts_ns (the host's monotonic clock), shift (to the job clock), program
+    children: list = field(default_factory=list)
 
 
 @dataclass
@@ -110,6 +124,7 @@ class FileReader:
         self.meta_events = 0
         self.hashes_seen: set = set()
         self.pids: set = set()
+        self.starts: list = []  # (pid, tid, ts_ns, name, ret, fhash, flags) of START_CALLS
 
     def meta(self, lines: list[bytes]) -> None:
         for ln in lines:
@@ -167,9 +182,11 @@ class FileReader:
         return pa.record_batch(b)
 
     def seen(self, ev: pa.Table | pa.RecordBatch) -> None:
-        """Keep what finish() needs of a segment's events (distinct hashes and pids)."""
+        """Keep what finish() needs of a segment's events (distinct hashes and pids, the
+        calls that started child processes)."""
         self.result.events += ev.num_rows
         if ev.num_rows:
+            self._child_starts(ev)
             d = ev.column("fhash")
             d = d.combine_chunks() if isinstance(d, pa.ChunkedArray) else d
             if pa.types.is_dictionary(d.type):  # the decoder's: a value only when a row has it
@@ -184,6 +201,33 @@ class FileReader:
                     self.pids.add(int(p[0]))
                     return
             self.pids |= set(pc.unique(pid).to_pylist())
+
+    def _child_starts(self, ev: pa.Table | pa.RecordBatch) -> None:
+        """Keep the few events that started a child process (category `process`, a START_CALLS
+        name, ret > 0). The rows are found on the `name` column's dictionary codes (a block
+        without such a name costs a look at its dictionary), then only those rows are read."""
+        names = ev.schema.names
+        if not all(c in names for c in ("cat", "name", "ret")):
+            return
+        name = _array(ev.column("name"))
+        if pa.types.is_dictionary(name.type):
+            want = [i for i, v in enumerate(name.dictionary.to_pylist()) if v in START_CALLS]
+            if not want:
+                return
+            codes, _vals = summary._codes32(name)
+            rows = np.flatnonzero(codes == want[0] if len(want) == 1 else np.isin(codes, want))
+        elif pa.types.is_string(name.type) or pa.types.is_large_string(name.type):
+            hit = pc.fill_null(pc.is_in(name, value_set=pa.array(START_CALLS, name.type)), False)
+            rows = np.flatnonzero(hit.to_numpy(zero_copy_only=False))
+        else:
+            return
+        if not len(rows):
+            return
+        sel = ev.take(pa.array(rows))
+        cols = [sel.column(c).to_pylist() if c in names else [None] * len(rows)
+                for c in ("cat", "pid", "tid", "ts_ns", "name", "ret", "fhash", "flags")]
+        self.starts += [r[1:] for r in zip(*cols)
+                        if r[0] == "process" and isinstance(r[5], int) and r[5] > 0]
 
     def finish(self) -> FileResult:
         r = self.result
@@ -209,7 +253,20 @@ class FileReader:
             proc["trace_file"] = self.path
             r.processes.append(proc)
         r.threads = [dict(host=self.host, pid=p, tid=t, name=n) for (p, t), n in self.thread_names.items()]
+        r.pids = pids
+        exe = proc.get("exe")
+        for pid, _tid, ts, name, ret, fhash, flags in self.starts:
+            if name == "clone" and ((flags or 0) & CLONE_THREAD or (pid, ret) in self.thread_names):
+                continue  # a thread of the parent
+            program = self.names.get(fhash) if fhash else exe if name in ("fork", "clone") else None
+            r.children.append(dict(host=self.host, parent_pid=pid if pid is not None else proc.get("pid"),
+                                   child_pid=int(ret), started_by=name, ts_ns=ts, shift=self.shift,
+                                   program=program))
         return r
+
+
+def _array(col) -> pa.Array:
+    return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
 
 
 def _table(batches: list[pa.RecordBatch]) -> pa.Table:
@@ -560,7 +617,7 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est,
                       findings_seconds=round(t_rules, 4))
-    S["damage"] = damage_report(file_results)
+    S["damage"] = damage_report(file_results, S["job"]["start_ns"])
     if opts.out_dir:
         names = {}
         for r in results:
@@ -577,15 +634,72 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     return S, file_results
 
 
-def damage_report(results: list[FileResult]) -> dict:
-    records = [d for r in results for d in r.damage]
+def missing_children(results: list[FileResult], job_start: int | None = None) -> list[dict]:
+    """The child processes that a parent's trace says it started (START_CALLS, ret > 0) and of
+    which the job has no trace: no file of that pid on the parent's host (pids repeat across
+    hosts) that started no earlier than the call (an earlier file is an earlier process that
+    had the pid). Any file of the pid counts: an exec'd child writes one per image. Each as
+    host, pid, parent_pid, parent_trace, started_by, ts_us (the call's ts in the parent's
+    trace), at_s (seconds from the job's start, when `job_start` and the clocks are known) and
+    program (null when unknown), in the order of the calls."""
+    traced: dict = {}  # (host, pid) -> start mono_ns of each of its files (None: unknown)
+    for r in results:
+        host = ""
+        for p in r.processes:
+            host = p.get("host") or ""
+            traced.setdefault((host, p.get("pid")), []).append(p.get("mono_ns"))
+        for pid in r.pids:  # files of several pids (DFTracer): no start per pid
+            if (host, pid) not in traced:
+                traced[(host, pid)] = [None]
+    out, seen = [], set()
+    for r in results:
+        for c in r.children:
+            key = (c["host"], c["child_pid"], c["ts_ns"], c["started_by"])
+            if key in seen:
+                continue
+            seen.add(key)
+            ts = c["ts_ns"]
+            starts = traced.get((c["host"], c["child_pid"]), [])
+            if any(s is None or ts is None or s >= ts - CHILD_CLOCK_SLACK_NS for s in starts):
+                continue
+            wall = ts + c["shift"] if ts is not None and c["shift"] else None
+            out.append(dict(host=c["host"], pid=c["child_pid"], parent_pid=c["parent_pid"],
+                            parent_trace=r.path, started_by=c["started_by"],
+                            ts_us=round(ts / 1000.0, 3) if ts is not None else None,
+                            at_s=round((wall - job_start) / 1e9, 6) if wall is not None and job_start else None,
+                            program=c["program"]))
+    return out
+
+
+def missing_child_detail(m: dict) -> str:
+    """The damage line of a missing child."""
+    prog = f" running {m['program']}" if m.get("program") else ""
+    at = f" at ts {m['ts_us']} µs" if m.get("ts_us") is not None else ""
+    if m.get("at_s") is not None:
+        at += f" ({m['at_s']:.3f} s into the job)"
+    return (f"child pid {m['pid']}{prog}, started by {m['started_by']} of pid {m['parent_pid']}{at} "
+            f"on {m['host'] or 'its host'}, has no trace: its I/O is in no figure (it may have run "
+            f"untraced: a static or setuid program, IOTRACE_ENABLE=0; or died before writing anything)")
+
+
+def damage_report(results: list[FileResult], job_start: int | None = None) -> dict:
+    """The `damage` section: what each file's reading met, and the children that the parents'
+    traces started but that left no trace (`missing-child`, a record on the parent's file)."""
+    missing = missing_children(results, job_start)
+    by_parent: dict = {}
+    for m in missing:
+        by_parent.setdefault(m["parent_trace"], []).append(
+            Damage(m["parent_trace"], -1, "missing-child", missing_child_detail(m)))
+    records = [d for r in results for d in (*r.damage, *by_parent.get(r.path, ()))]
     kinds: dict = {}
     for d in records:
         kinds[d.kind] = kinds.get(d.kind, 0) + 1
     return dict(
-        damaged_files=sum(1 for r in results if r.damage or r.bad_lines or r.missing_metadata),
+        damaged_files=sum(1 for r in results
+                          if r.damage or r.bad_lines or r.missing_metadata or r.path in by_parent),
         by_kind=kinds, bad_lines=sum(r.bad_lines for r in results),
         bad_line_examples=[e.decode("utf-8", "replace") for r in results for e in r.bad_examples][:5],
         missing_metadata=[r.path for r in results if r.missing_metadata],
         unresolved_file_hashes=sum(r.unresolved_hashes for r in results),
-        records=[dict(path=d.path, offset=d.offset, kind=d.kind, detail=d.detail) for d in records[:50]])
+        records=[dict(path=d.path, offset=d.offset, kind=d.kind, detail=d.detail) for d in records[:50]],
+        missing_children=missing[:MISSING_CHILDREN_LISTED], missing_child_count=len(missing))

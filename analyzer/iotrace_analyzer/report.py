@@ -154,6 +154,15 @@ def text_report(S: dict, top: int = 10) -> str:
         parts.append(f"Damaged input: {d['damaged_files']} file(s); {d['by_kind']}; "
                      f"{d['bad_lines']} bad line(s); missing metadata in {len(d['missing_metadata'])} file(s); "
                      f"{d['unresolved_file_hashes']} unresolved file hash(es)\n")
+    if d.get("missing_child_count"):
+        parts.append(_table(
+            f"Child processes without a trace ({d['missing_child_count']}; damage `missing-child`): "
+            "started by a traced parent,\ntheir I/O is in no figure. They may have run untraced "
+            "(a static or setuid program, IOTRACE_ENABLE=0) or died before writing anything.",
+            ["host", "pid", "started by", "parent pid", "at", "program", "parent trace"],
+            [[m["host"], m["pid"], m["started_by"], m["parent_pid"],
+              f"{m['at_s']:.3f} s" if m.get("at_s") is not None else None, m.get("program"),
+              m["parent_trace"]] for m in d["missing_children"][:top]]))
     return "\n".join(parts)
 
 

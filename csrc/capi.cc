@@ -49,6 +49,8 @@ void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_
   r->cat = const_cast<Str*>(cat);
   if (len) memcpy(r + 1, args, len);
   commit(ts, size);
+  name_string(ts, name);
+  name_string(ts, cat);
 }
 }  // namespace
 
@@ -92,6 +94,8 @@ IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t 
   r->cat = const_cast<Str*>(cat);
   if (len) memcpy(r + 1, args, len);
   commit(ts, size);
+  name_string(ts, name);
+  name_string(ts, cat);
 }
 
 IOT_API void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args,

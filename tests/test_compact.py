@@ -372,16 +372,19 @@ def test_many_frames_and_files(many):
     assert path.endswith(".iotc.zst")
     fr = frames(Path(path).read_bytes())
     heads = [block_header(c) for _, _, c in fr]
-    assert len(fr) >= 3
-    assert [h["rows"] for h in heads[:2]] in ([FRAME_ROWS] * 2, [FRAME_ROWS, FRAME_ROWS + 1],
-                                              [FRAME_ROWS + 1, FRAME_ROWS])
+    assert len(fr) >= 4
+    # The file's start is written when the process starts, in a frame of its own: `[` (not a
+    # row) and the header lines (iotrace_process, process_name).
+    assert heads[0]["rows"] == 2 and render(fr[0][2]).startswith(b'[\n{"ph":"M","name":"iotrace_process"')
+    assert [h["rows"] for h in heads[1:3]] in ([FRAME_ROWS] * 2, [FRAME_ROWS, FRAME_ROWS + 1],
+                                               [FRAME_ROWS + 1, FRAME_ROWS])
     assert all(h["rows"] <= FRAME_ROWS + 1 for h in heads)
     assert {h["pid"] for h in heads} == {ts.pid} and {h["res"] for h in heads} == {1}
     assert b"".join(render(c) for _, _, c in fr).decode() == ts.files[0].text
     # Each frame lists its own files: the second names its new files (FH lines) and lists them
     # with big.bin (and the file open across the cut, if any) again, 8 bytes each.
-    new_files = render(fr[1][2]).count(b'"ph":"M","name":"FH"')
-    assert new_files > 0 and heads[1]["lens"][6] in (8 * (new_files + 1), 8 * (new_files + 2))
+    new_files = render(fr[2][2]).count(b'"ph":"M","name":"FH"')
+    assert new_files > 0 and heads[2]["lens"][6] in (8 * (new_files + 1), 8 * (new_files + 2))
 
     n_io = MANY_FILES * MANY_PER_FILE
     assert ts.counts() == {"open": MANY_FILES + 1, "write": MANY_FILES, "close": MANY_FILES + 1,
@@ -611,8 +614,8 @@ print(seen["none"], seen["damaged"], seen["clean"])
 def test_renderer_survives_mutations(workload, many, tmp_path):
     """~4000 truncated and mutated compact blocks: compact_to_json never crashes, and a cut block is
     always reported damaged."""
-    small = frames(Path(only_file(workload["compact"])).read_bytes())[0][2]
-    big = frames(Path(only_file(many["compact"])).read_bytes())[1][2]
+    small = frames(Path(only_file(workload["compact"])).read_bytes())[1][2]  # [0]: the header alone
+    big = frames(Path(only_file(many["compact"])).read_bytes())[2][2]
     (tmp_path / "small").write_bytes(small)
     (tmp_path / "big").write_bytes(big)
     (tmp_path / "fuzz.py").write_text(FUZZ)

@@ -244,6 +244,12 @@ class TraceSet:
 
     @classmethod
     def load(cls, folder: str | os.PathLike, **kw) -> TraceSet:
+        """The folder's traces, those of processes that died finished from their live files
+        first (as every reader does: iotrace_format.reader.settle_live)."""
+        from iotrace_format.reader import settle_live
+
+        if os.path.isdir(folder):
+            settle_live([os.fspath(folder)])
         return cls(os.fspath(folder), [read_trace_file(p) for p in trace_files(folder)], **kw)
 
     @property

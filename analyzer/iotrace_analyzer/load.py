@@ -29,7 +29,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
-from iotrace_format.reader import Damage, find_traces, iter_batches
+from iotrace_format.reader import Damage, find_traces, iter_batches, settle_live
 
 from . import file_class, insights, parquet, summary
 
@@ -555,6 +555,7 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     """Read, write Parquet (if opts.out_dir) and summarize; returns (summary, file results).
     `page`, when given, gets what the report page draws beyond the summary (activity.summarize)."""
     tune_process()
+    recovered, live_notes = settle_live(paths)  # the traces of processes that died, finished
     files = find_traces(paths)
     sizes = {f: os.path.getsize(f) for f in files}
     est = sum(_estimate(f, s) for f, s in sizes.items())
@@ -605,6 +606,10 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
         runner.close()
     order = {f: i for i, f in enumerate(files)}
     file_results = sorted((f for r in results for f in r.files), key=lambda r: order[r.path])
+    by_path = {os.path.realpath(f.path): f for f in file_results}
+    for d in live_notes:  # a live file left: those events are not in the figures
+        if (r := by_path.get(os.path.realpath(d.path))) is not None:
+            r.damage.append(d)
     prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
     detail: dict = {}
     dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
@@ -614,7 +619,7 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     t_rules = time.perf_counter() - t_rules
     if page is not None:
         page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events")})
-    S["input"] = dict(files=len(files), stored_bytes=sum(sizes.values()), tasks=len(tasks),
+    S["input"] = dict(files=len(files), recovered=len(recovered), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est,
                       findings_seconds=round(t_rules, 4))
     S["damage"] = damage_report(file_results, S["job"]["start_ns"])

@@ -1,7 +1,8 @@
-// Per-thread event buffers: the hot path appends a record with plain stores and publishes it
-// with one release store; no lock, no syscall, no allocation. Each buffer has one producer
-// (its thread) and one consumer (the writer), which reads up to `committed` at any time, so a
-// time-bound flush needs no cooperation from the traced thread.
+// Per-thread record buffers: chunks of the live file (live.h, region.h). The hot path appends a
+// record with plain stores and publishes it with one release store; no lock, no syscall, no
+// allocation. Each chunk has one producer (its thread) and one consumer (the writer), which
+// reads up to `committed` at any time, so a time-bound flush needs no cooperation from the
+// traced thread, and what is committed is in the file whatever happens to the process next.
 #pragma once
 #include <atomic>
 #include <errno.h>
@@ -9,25 +10,21 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "intern.h"
+#include "live.h"
+
 namespace iot {
 
-struct Buffer {
-  std::atomic<uint32_t> committed{0};  // bytes published by the producer
-  std::atomic<bool> sealed{false};     // producer moved on to `next`; no more writes here
-  uint32_t consumed = 0;               // writer-only
-  uint32_t cap = 0;
-  Buffer* next = nullptr;       // set before `sealed`
-  Buffer* pool_next = nullptr;  // free pool link
-  char* data = nullptr;
-};
-
 struct ThreadState {
-  Buffer* cur = nullptr;  // producer's buffer
-  uint32_t pos = 0;       // producer's write position in cur
+  // The producer's: its chunk, the chunk's records, the write position and the end.
+  live::Chunk* cur = nullptr;
+  char* data = nullptr;
+  uint32_t pos = 0, cap = 0;
   int32_t tid = 0;
-  Buffer* read = nullptr;  // writer's buffer (oldest not yet consumed)
+  uint32_t want = 0;  // the size of the next chunk: threads that record more get bigger ones
+  live::Chunk* read = nullptr;  // the writer's: the oldest chunk of the thread it still reads
   std::atomic<bool> dead{false};
-  bool named = false;           // writer: thread_name written to the current file
+  uint32_t named_gen = 0;       // writer: the file generation its thread_name was written in
   char name[16] = "";           // saved at thread exit (the kernel forgets it with the thread)
   uint64_t recorded = 0;        // producer: records appended
   ThreadState* next = nullptr;  // registry
@@ -42,9 +39,12 @@ extern __thread int t_guard __attribute__((tls_model("initial-exec")));
 extern __thread ThreadState* t_state __attribute__((tls_model("initial-exec")));
 
 ThreadState* thread_state_create();
-// The current buffer cannot hold `need` bytes: seal it, take a fresh one. NULL: drop the event.
-Buffer* buffer_swap(ThreadState* ts, uint32_t need);
+// The current chunk cannot hold `need` bytes: seal it, take a fresh one. false: drop the event.
+bool buffer_swap(ThreadState* ts, uint32_t need);
 void count_dropped();
+// The strings a committed record names, in the live file once each (record.h, StrRec).
+void define_string(ThreadState* ts, const Str* s);
+extern uint32_t g_live_gen;
 
 struct Guard {
   Guard() { ++t_guard; }
@@ -63,13 +63,12 @@ struct KeepErrno {
 inline char* reserve(uint32_t size, ThreadState** out) {
   ThreadState* ts = t_state;
   if (__builtin_expect(ts == nullptr, 0) && !(ts = thread_state_create())) return nullptr;
-  Buffer* b = ts->cur;
-  if (__builtin_expect(ts->pos + size > b->cap, 0) && !(b = buffer_swap(ts, size))) {
+  if (__builtin_expect(ts->pos + size > ts->cap, 0) && !buffer_swap(ts, size)) {
     count_dropped();
     return nullptr;
   }
   *out = ts;
-  return b->data + ts->pos;
+  return ts->data + ts->pos;
 }
 inline void commit(ThreadState* ts, uint32_t size) {
   ts->pos += size;
@@ -83,5 +82,8 @@ inline void append(const void* rec, uint32_t size) {
     commit(ts, size);
   }
 }
-
+// After a record naming `s` is committed: say what `s` is, the first time this live file sees it.
+inline void name_string(ThreadState* ts, const Str* s) {
+  if (s && __builtin_expect(s->live_gen != g_live_gen, 0)) define_string(ts, s);
+}
 }  // namespace iot

@@ -10,6 +10,7 @@ struct iotrace_str {
   uint32_t len;
   bool traced;           // paths: passes the include/exclude filter
   uint32_t written_gen;  // writer-only: FH metadata written for this generation (file)
+  uint32_t live_gen;     // an R_STR record of it is in the live file of this generation
   iotrace_str* next;     // bucket chain
   char str[];            // NUL-terminated
 };

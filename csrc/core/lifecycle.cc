@@ -107,13 +107,13 @@ void atfork_child() {
   if (!g_started) return;
   int parent = g_pid;
   g_pid = int(syscall(SYS_getpid));
-  writer_child_after_fork();
   snprintf(g_proc.role, sizeof g_proc.role, "fork");
   g_proc.parent_pid = parent;
   g_proc.ppid = parent;
   g_proc.worker_id = -1;
   g_proc.wall_ns = wall_ns();
   g_proc.mono_ns = now_ns();
+  if (!writer_child_after_fork()) g_recording.store(false);
   if (g_recording.load()) writer_start();
 }
 
@@ -191,8 +191,10 @@ bool core_start(bool preloaded) {
       atexit(at_exit);
       // Only preloaded: then interpose/signal.cc keeps the stand-in invisible to the program.
       if (g_config.signals && preloaded) signals_install();
-      g_recording.store(true);
-      writer_start();
+      if (writer_begin()) {
+        g_recording.store(true);
+        writer_start();
+      }
       g_started = true;
     }
   }

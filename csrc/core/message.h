@@ -12,6 +12,7 @@ enum MessageKind : unsigned {
   kMsgLost = 1u << 1,      // events lost: the file cannot be written (disk full, I/O error)
   kMsgReplaced = 1u << 2,  // the trace file was swapped for another file or a symlink
   kMsgDropped = 1u << 3,   // events dropped: no buffer could be had
+  kMsgNoLive = 1u << 4,    // no live file: records are in memory only
 };
 
 // The calling thread's private copy of the starting stderr (the writer, at its start);

@@ -9,7 +9,11 @@
 namespace iot {
 
 void CompactBuilder::reset() {
-  for (Out& c : col_) c.n = 0;
+  for (Out& c : col_) {
+    if (c.failed) c.release();
+    c.n = 0;
+  }
+  if (tmp_.failed) tmp_.release();
   rows_ = 0;
   prev_tid_ = 0;
   prev_end_ = 0;
@@ -17,6 +21,18 @@ void CompactBuilder::reset() {
   memset(file_idx_, 0, sizeof file_idx_);
   memset(str_idx_, 0, sizeof str_idx_);
   memset(known_, 0, sizeof known_);
+}
+
+bool CompactBuilder::failed() const {
+  for (const Out& c : col_)
+    if (c.failed) return true;
+  return tmp_.failed;
+}
+
+void CompactBuilder::release() {
+  reset();
+  for (Out& c : col_) c.release();
+  tmp_.release();
 }
 
 size_t CompactBuilder::bytes() const {

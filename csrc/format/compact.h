@@ -58,6 +58,8 @@ class CompactBuilder {
   size_t bytes() const;                     // raw bytes so far (frames are cut on it)
   void finish(Out& out, int pid, int res);  // header + columns into `out`; then empty
   void reset();                             // drop the frame being built (a fork child's)
+  bool failed() const;                      // memory ran out while building it
+  void release();                           // give the columns' memory back
  private:
   enum {
     kKinds,

@@ -57,14 +57,29 @@ inline void write_u64(char* end, uint64_t v) {
 }
 }  // namespace
 
+namespace {
+char g_scratch[1 << 16];  // where a failed Out writes: its text is thrown away
+}  // namespace
+
 void Out::grow(size_t need) {
-  size_t c = cap >= (1 << 16) ? cap : 1 << 16;
-  while (c < need) c *= 2;
-  char* q = static_cast<char*>(mapped ? sys_remap(p, cap, c) : sys_map(c));
-  if (q && !mapped && n) memcpy(q, p, n);  // out of the caller's buffer
-  p = q;
-  cap = q ? c : 0;
-  mapped = q != nullptr;
+  if (!failed) {
+    size_t c = cap >= (1 << 16) ? cap : 1 << 16;
+    while (c < need) c *= 2;
+    char* q = static_cast<char*>(mapped ? sys_remap(p, cap, c) : sys_map(c));
+    if (q) {
+      if (!mapped && n) memcpy(q, p, n);  // out of the caller's buffer
+      p = q;
+      cap = c;
+      mapped = true;
+      return;
+    }
+    if (mapped) sys_unmap(p, cap);
+    mapped = false;
+    failed = true;
+  }
+  p = g_scratch;
+  cap = sizeof g_scratch;
+  n = 0;
 }
 
 void Out::release() {
@@ -72,6 +87,7 @@ void Out::release() {
   p = nullptr;
   n = cap = 0;
   mapped = false;
+  failed = false;
 }
 
 void Out::i64(int64_t v) {
@@ -107,6 +123,7 @@ void Out::usec(int64_t q, int res) {
 
 void Out::json_str(const char* s, size_t len) {
   reserve(json_quoted_max(len));
+  if (n + json_quoted_max(len) > cap) return;  // failed, and longer than the scratch
   n += json_quote(p + n, s, len);
 }
 
@@ -151,10 +168,6 @@ void encode_fh(Out& o, Str* s, int tid, const EncodeCtx& ctx) {
 
 // The constant start of an I/O event line, `{"ph":"X",...,"tid":T,"ts":`, built once per
 // (thread, call) and copied afterwards: most of a line, for one memcpy.
-namespace {
-IoPrefixCache g_prefix;  // the writer's
-}  // namespace
-
 static void io_prefix(Out& o, IoPrefixCache& c, uint16_t call, int tid, const EncodeCtx& ctx) {
   if (c.tid != tid || c.pid != ctx.pid || c.gen != ctx.gen) {
     c.tid = tid;
@@ -271,7 +284,7 @@ int encode_new_files(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
 
 static int encode_io(Out& o, const IoRec* r, int tid, const EncodeCtx& ctx) {
   int events = 1 + encode_new_files(o, r, tid, ctx);
-  encode_io_line(o, g_prefix, r, io_times(r, ctx), tid, ctx);
+  encode_io_line(o, *ctx.prefix, r, io_times(r, ctx), tid, ctx);
   return events;
 }
 

@@ -17,15 +17,20 @@ struct Out {
   char* p = nullptr;
   size_t n = 0, cap = 0;
   bool mapped = false;  // p is a mapping of ours (else NULL or the caller's buffer)
+  bool failed = false;  // memory ran out: what was written is gone, writes go to a scratch
   Out() = default;
   Out(char* buf, size_t size) : p(buf), cap(size) {}
   void reserve(size_t more) {
     if (n + more > cap) grow(n + more);
   }
-  void grow(size_t need);  // to at least `need` bytes; on failure (no memory) p is NULL, cap 0
-  void release();          // unmap (when mapped); empty again
+  // To at least `need` bytes. When no memory can be had, `failed` is set and writing goes on,
+  // harmlessly, into a scratch buffer (a tracer never crashes its program for want of memory):
+  // the owner throws the text away.
+  void grow(size_t need);
+  void release();  // unmap (when mapped); empty again, failed no more
   void put(const char* s, size_t len) {
     reserve(len);
+    if (__builtin_expect(n + len > cap, 0)) return;  // failed, and longer than the scratch
     memcpy(p + n, s, len);
     n += len;
   }
@@ -49,11 +54,13 @@ struct Out {
   }
 };
 
+struct IoPrefixCache;
 struct EncodeCtx {
   int pid;
-  uint32_t gen;  // file generation: FH lines are written once per (path, gen)
-  ClockMap clk;  // record ticks → CLOCK_MONOTONIC ns, for this drain
-  int res = 1;   // ns per unit of the written times (IOTRACE_RESOLUTION)
+  uint32_t gen;                     // file generation: FH lines are written once per (path, gen)
+  ClockMap clk;                     // record ticks → CLOCK_MONOTONIC ns, for this drain
+  int res = 1;                      // ns per unit of the written times (IOTRACE_RESOLUTION)
+  IoPrefixCache* prefix = nullptr;  // the JSON form's line starts (needed for I/O records)
 };
 
 // Times in units of IOTRACE_RESOLUTION (`res` ns), rounded to nearest. An event's start and end
@@ -65,7 +72,7 @@ struct IoPrefixCache {
   int pid = -1, tid = -1;
   uint32_t gen = 0;
   uint8_t len[C_COUNT] = {};
-  char text[C_COUNT][96];
+  char text[C_COUNT][96] = {};
 };
 
 // What an I/O event line needs beyond its record: times in units of `res`, the file hashes.

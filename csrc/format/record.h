@@ -49,6 +49,7 @@ enum RecKind : uint16_t {
   R_IO = 1,    // an intercepted call: IoRec
   R_SPAN = 2,  // a Python/C API complete event: SpanRec + args text
   R_MARK = 3,  // metadata (M), instant (i) or counter (C) event: MarkRec + args text
+  R_STR = 4,   // live file only: the string an address named (StrRec + its bytes); no event
 };
 
 struct RecHeader {
@@ -163,6 +164,18 @@ struct MarkRec {
   Str* name;
   Str* cat;  // may be NULL
   // followed by args_len bytes of a JSON object body
+};
+
+// What a record's string pointer (file, name, cat) held: written once per string and live file
+// (Str::live_gen) after the record that first names it, so that a live file read by another
+// process can name every file and event of its records (live.h).
+struct StrRec {
+  RecHeader h;
+  uint32_t len;
+  uint32_t pad;
+  uint64_t addr;  // the Str's address in the process
+  uint64_t hash;  // its fhash
+  // followed by len bytes and a NUL
 };
 
 inline uint32_t rec_align(uint32_t n) { return (n + 7u) & ~7u; }

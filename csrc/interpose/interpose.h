@@ -71,7 +71,13 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
     IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
     IoRec& r = rec ? *rec : spare;
     r.init(id, t0, t1);
-    if (fill(r, ret, err) && rec) commit(ts, sizeof(IoRec));
+    if (fill(r, ret, err) && rec) {
+      Str* f1 = (r.fields & F_FHASH) ? r.file : nullptr;
+      Str* f2 = (r.fields & F_FHASH2) ? r.file2 : nullptr;
+      commit(ts, sizeof(IoRec));
+      name_string(ts, f1);
+      name_string(ts, f2);
+    }
   }
   errno = err;
   return ret;

@@ -28,6 +28,7 @@ void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret,
   if (fd >= 0) rec.set_fd(fd);
   if (failed) set_result(rec, ret, err);
   append(&rec, sizeof rec);
+  if (t_state) name_string(t_state, prog);
 }
 
 // The environment for the next image: the same, plus IOTRACE_ROLE=exec when it will be traced.

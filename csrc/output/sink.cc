@@ -47,44 +47,50 @@ void mkdirs(const char* dir) {
 }
 }  // namespace
 
-void Sink::set_writer_thread() { t_writer = true; }
+void Sink::set_writer_thread(bool own_table) { t_writer = own_table; }
 
-bool Sink::open(const char* dir, const char* name, const char* host, int pid, Compression c,
-                int level, bool compact) {
-  comp_ = c;
-  level_ = level;
-  const char* ext = compact                  ? ".iotc.zst"
-                    : c == Compression::zstd ? ".pfw.zst"
-                    : c == Compression::gzip ? ".pfw.gz"
-                                             : ".pfw";
+const char* trace_suffix(bool compact, Compression c) {
+  return compact                  ? ".iotc.zst"
+         : c == Compression::zstd ? ".pfw.zst"
+         : c == Compression::gzip ? ".pfw.gz"
+                                  : ".pfw";
+}
+
+bool Sink::create(const char* dir, const char* name, const char* host, int pid, const char* suffix,
+                  TraceFileId* out) {
   mkdirs(dir);
   long fd = -1;
   for (int n = 0; n < 1000; n++) {
     if (n == 0)
-      snprintf(path_, sizeof path_, "%s/%s-%s-%d%s", dir, name, host, pid, ext);
+      snprintf(out->path, sizeof out->path, "%s/%s-%s-%d%s", dir, name, host, pid, suffix);
     else
-      snprintf(path_, sizeof path_, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, ext);
+      snprintf(out->path, sizeof out->path, "%s/%s-%s-%d-%d%s", dir, name, host, pid, n, suffix);
     // O_EXCL never follows a symlink and never opens a file someone else made.
-    fd = syscall(SYS_openat, AT_FDCWD, path_, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC,
-                 0644);
+    fd = syscall(SYS_openat, AT_FDCWD, out->path,
+                 O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_CLOEXEC, 0644);
     if (fd >= 0 || errno != EEXIST) break;
   }
   if (fd < 0) {
-    path_[0] = 0;
+    out->path[0] = 0;
     return false;
   }
   struct stat st;
   syscall(SYS_fstat, fd, &st);
-  dev_ = st.st_dev;
-  ino_ = st.st_ino;
-  size_ = 0;
-  err_ = 0;
-  open_ = true;
+  out->dev = st.st_dev;
+  out->ino = st.st_ino;
   reserve_tail(int(fd), 0);
-  if (t_writer)
-    fd_ = int(fd);  // in the writer's own table: kept, never reopened by path
-  else
-    syscall(SYS_close, fd);
+  syscall(SYS_close, fd);
+  return true;
+}
+
+void Sink::attach(const TraceFileId& file, uint64_t size, Compression c, int level) {
+  id_ = file;
+  comp_ = c;
+  level_ = level;
+  size_ = size;
+  err_ = 0;
+  fd_ = -1;
+  open_ = true;
   if (c == Compression::gzip) {
     memset(&zs_, 0, sizeof zs_);
     zs_.zalloc = z_alloc;
@@ -95,22 +101,76 @@ bool Sink::open(const char* dir, const char* name, const char* host, int pid, Co
     zs_live_ = deflateInit2(&zs_, level_, Z_DEFLATED, -15, 8, Z_DEFAULT_STRATEGY) == Z_OK;
     crc_ = uint32_t(crc32(0, nullptr, 0));
     isize_ = 0;
+    if (size > 0) resume_gzip();
   }
-  return true;
+}
+
+// A gzip file written in part by another writer (a process that died): its trailer, written
+// at the end, must cover the text already in it, so that text is inflated once here to count
+// it. Its frames end in full flushes, so new deflate blocks simply follow.
+void Sink::resume_gzip() {
+  int fd = file_fd();
+  if (fd < 0) return;
+  z_stream in{};
+  in.zalloc = z_alloc;
+  in.zfree = z_free;
+  constexpr size_t kIn = 64 << 10, kOut = 256 << 10;
+  char* ibuf = static_cast<char*>(sys_map(kIn));
+  char* obuf = static_cast<char*>(sys_map(kOut));
+  if (ibuf && obuf && inflateInit2(&in, -15) == Z_OK) {
+    int r = Z_OK;
+    for (uint64_t off = 10; off < size_ && r == Z_OK;) {
+      long got = syscall(SYS_pread64, fd, ibuf, kIn, long(off));
+      if (got <= 0) break;
+      off += uint64_t(got);
+      in.next_in = reinterpret_cast<Bytef*>(ibuf);
+      in.avail_in = uInt(got);
+      do {
+        in.next_out = reinterpret_cast<Bytef*>(obuf);
+        in.avail_out = uInt(kOut);
+        r = inflate(&in, Z_NO_FLUSH);
+        size_t made = kOut - in.avail_out;
+        crc_ = uint32_t(crc32(crc_, reinterpret_cast<const Bytef*>(obuf), uInt(made)));
+        isize_ += uint32_t(made);
+      } while (r == Z_OK && in.avail_out == 0);
+      if (r == Z_BUF_ERROR) r = Z_OK;  // it wants more input
+    }
+    inflateEnd(&in);
+  }
+  sys_unmap(ibuf, kIn);
+  sys_unmap(obuf, kOut);
+  done_with(fd);
+}
+
+void Sink::release_buffers() {
+  if (zc_) ZSTD_freeCCtx(zc_);
+  zc_ = nullptr;
+  if (cbuf_) sys_unmap(cbuf_, ccap_);
+  cbuf_ = nullptr;
+  ccap_ = 0;
+}
+
+void Sink::release_fd() {
+  if (fd_ >= 0) syscall(SYS_close, fd_);
+  fd_ = -1;
 }
 
 int Sink::file_fd() {
   if (fd_ >= 0) return fd_;
-  long fd = syscall(SYS_openat, AT_FDCWD, path_,
+  long fd = syscall(SYS_openat, AT_FDCWD, id_.path,
                     O_WRONLY | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
-  if (fd < 0) return -1;
+  if (fd < 0) {
+    if (errno == ELOOP) errno = ESTALE;  // a symlink where the file was: never followed
+    return -1;
+  }
   struct stat st;
-  if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_dev) != dev_ ||
-      uint64_t(st.st_ino) != ino_) {
+  if (syscall(SYS_fstat, fd, &st) != 0 || !S_ISREG(st.st_mode) || uint64_t(st.st_dev) != id_.dev ||
+      uint64_t(st.st_ino) != id_.ino) {
     syscall(SYS_close, fd);
     errno = ESTALE;  // not the file we created: never written through
     return -1;
   }
+  if (t_writer) fd_ = int(fd);  // in the writer's own table: kept while it runs
   return int(fd);
 }
 
@@ -125,12 +185,13 @@ bool Sink::reserve_tail(int fd, uint64_t from) {
   return errno != ENOSPC && errno != EDQUOT;
 }
 
-bool Sink::write_raw(const char* p, size_t n, bool last) {
+bool Sink::write_raw(const char* p, size_t n, bool last, const WriteHook* hook) {
   int fd = file_fd();
   if (fd < 0) {
     err_ = errno;
     return false;
   }
+  if (hook) hook->fn(hook->arg, size_, size_ + n);
   int err = 0;
   for (size_t left = n; left > 0;) {
     long w = syscall(SYS_write, fd, p, left);
@@ -158,12 +219,12 @@ bool Sink::write_raw(const char* p, size_t n, bool last) {
   return !err;
 }
 
-bool Sink::write(const char* text, size_t n, bool last) {
+bool Sink::write(const char* text, size_t n, bool last, const WriteHook* hook) {
   if (!open_ || n == 0) return open_;
   int saved = errno;
   bool ok = false;
   if (comp_ == Compression::none) {
-    ok = write_raw(text, n, last);
+    ok = write_raw(text, n, last, hook);
   } else if (comp_ == Compression::zstd) {
     if (!zc_) {
       zc_ = ZSTD_createCCtx_advanced(ZSTD_customMem{zstd_alloc, zstd_free, nullptr});
@@ -180,7 +241,7 @@ bool Sink::write(const char* text, size_t n, bool last) {
     }
     size_t r = zc_ && need <= ccap_ ? ZSTD_compress2(zc_, cbuf_, ccap_, text, n) : size_t(-1);
     if (!ZSTD_isError(r))
-      ok = write_raw(cbuf_, r, last);
+      ok = write_raw(cbuf_, r, last, hook);
     else
       err_ = ENOMEM;
   } else if (zs_live_) {
@@ -198,7 +259,7 @@ bool Sink::write(const char* text, size_t n, bool last) {
       // Full flush: byte-aligned and the window reset, so the stream still inflates from here
       // on when a flush before it was lost.
       deflate(&zs_, Z_FULL_FLUSH);
-      ok = write_raw(cbuf_, ccap_ - zs_.avail_out, last);
+      ok = write_raw(cbuf_, ccap_ - zs_.avail_out, last, hook);
       if (ok) {
         crc_ = uint32_t(crc32(crc_, reinterpret_cast<const Bytef*>(text), uInt(n)));
         isize_ += uint32_t(n);  // mod 2^32, as gzip says
@@ -247,7 +308,7 @@ void Sink::abandon() {
   zc_ = nullptr;
   cbuf_ = nullptr;
   ccap_ = 0;
-  path_[0] = 0;
+  id_.path[0] = 0;
 }
 
 }  // namespace iot

@@ -18,10 +18,11 @@
 
 #include "buffer.h"
 #include "clock.h"
-#include "compact.h"
 #include "config.h"
+#include "converter.h"
 #include "message.h"
 #include "metadata.h"
+#include "region.h"
 #include "sink.h"
 #include "sysmem.h"
 
@@ -29,27 +30,25 @@ namespace iot {
 
 std::atomic<bool> g_recording{false};
 int g_pid = 0;
+uint32_t g_live_gen = 0;
 __thread int t_guard __attribute__((tls_model("initial-exec"))) = 0;
 __thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
-constexpr size_t kFrameBytes = 4 << 20;  // text per zstd frame: large frames compress better
-constexpr size_t kCompactRows = 65536;   // rows per compact frame (~1 B/event there, 1.5 at 4096)
+// A thread's chunks grow from 16 KiB (most threads record little: thousands of threads fit)
+// to IOTRACE_BUFFER_SIZE as it records more.
+constexpr uint32_t kFirstChunk = 16 << 10;
 
 // Only the writer drains (and fork holds the lock across fork). Threads register under
 // reg_mu; the writer walks the registry without it (only the writer unlinks) and unlinks
-// ended threads only when it gets the lock at once. The pool has its own lock; the writer
-// never waits for it either (see pool_give_back). So the writer never waits on a lock that a
-// program thread could hold while that thread waits for the writer from a signal handler.
+// ended threads only when it gets the lock at once. It gives chunks back to the region only
+// when the region's lock is free at once (see give_back). So the writer never waits on a lock
+// that a program thread could hold while that thread waits for the writer from a signal handler.
 pthread_mutex_t g_reg_mu = PTHREAD_MUTEX_INITIALIZER;
-pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;
 
 std::atomic<ThreadState*> g_threads{nullptr};
 ThreadState* g_free_states = nullptr;  // ended threads' states, for reuse (reg_mu)
-Buffer* g_pool = nullptr;
-Buffer* g_give_later = nullptr;  // writer-only: buffers to return when the pool lock is free
-size_t g_in_flight = 0;          // bytes of buffers allocated (pool_mu)
 pthread_key_t g_key;
 std::atomic<bool> g_writer_running{false};
 
@@ -62,20 +61,20 @@ std::atomic<const char*> g_end_reason{nullptr};  // the asked drain also ends th
 std::atomic<bool> g_end_final{false};            // ... and no file is opened after it
 std::atomic<int> g_end_tid{0};                   // the thread that ended it
 
-Sink g_sink;
-Out g_text;                // the frame being built (JSON form), or the compact frame's bytes
-CompactBuilder g_compact;  // the frame being built (compact form)
-uint32_t g_gen = 1;        // file generation: FH metadata is rewritten for each file
-bool g_file_failed = false;
-bool g_exec_closed = false;  // the file was ended for an exec: no new one until it fails
+Converter g_conv;  // the trace file and the frame being built
+TraceFileId g_file;
+char g_head[1 << 17];  // the process's header lines (64 KiB of them at most are its cmdline)
+size_t g_head_len = 0;
+bool g_exec_closed = false;  // the file was ended for an exec: nothing more until it fails
 std::atomic<uint64_t> g_written{0}, g_dropped{0}, g_recorded_dead{0};
-uint64_t g_file_events = 0;     // event lines written to the current file
-uint64_t g_frame_events = 0;    // event lines in the frame being built
-bool g_frame_has_loss = false;  // the frame holds an iotrace_lost record
-uint64_t g_lost = 0;            // event lines of this file lost to failed writes
-uint64_t g_lost_unsaid = 0;     // of them (and drops), not yet told by an iotrace_lost record
-uint64_t g_drops_said = 0;      // g_dropped already counted into g_lost_unsaid
-int g_lost_errno = 0;           // why they were lost (0: no buffer could be had)
+
+// Chunks the writer holds: read into the frame being built and not yet in the file
+// (kInFrame), or done with by their thread and read whole (kOutOfChain). One is given back to
+// the region once it is both out of its chain and in the file.
+enum Held : uint32_t { kInFrame = 1, kOutOfChain = 2, kStrings = 4 };
+live::Chunk** g_held = nullptr;
+size_t g_n_held = 0, g_held_cap = 0;
+live::Chunk* g_strings = nullptr;  // the writer's chunk of R_STR records kept past their chunk
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const struct timespec* rel) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, rel, nullptr, 0);
@@ -94,77 +93,103 @@ void wake_writer() {
   errno = saved;
 }
 
-Buffer* new_buffer(uint32_t cap) {
-  void* mem = arena_alloc(sizeof(Buffer));
-  char* data = static_cast<char*>(sys_map(cap));
-  if (!mem || !data) {
-    sys_unmap(data, cap);
-    return nullptr;  // the Buffer's few bytes stay in the arena
-  }
-  Buffer* b = new (mem) Buffer();
-  b->data = data;
-  b->cap = cap;
-  return b;
-}
-
-void reset_buffer(Buffer* b) {
-  b->committed.store(0, std::memory_order_relaxed);
-  b->sealed.store(false, std::memory_order_relaxed);
-  b->consumed = 0;
-  b->next = nullptr;
-}
-
-// A free buffer of at least `need` bytes. While more than IOTRACE_MAX_BUFFERED is in flight
-// the producer waits for the writer (back-pressure), but never more than ~50 ms per buffer: the
-// writer may be unable to free anything (its only candidates are not sealed yet), and the
-// traced program must never hang. NULL once recording has stopped, or when no memory is left.
-Buffer* pool_take(uint32_t need) {
-  uint32_t cap = uint32_t(g_config.buffer_size);
-  if (need > cap) cap = rec_align(need);
+// A chunk for a thread's next `need` bytes. At the cap, the producer waits for the writer
+// (back-pressure), but never more than ~50 ms per chunk: the writer may be unable to free
+// anything (its only candidates are not sealed yet), and the traced program must never hang.
+live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
+  uint32_t want = ts->want ? ts->want : kFirstChunk;  // the chunk's bytes, its header included
   for (int waits = 0;; waits++) {
-    pthread_mutex_lock(&g_pool_mu);
-    Buffer** pp = &g_pool;
-    while (*pp && (*pp)->cap < need) pp = &(*pp)->pool_next;
-    if (Buffer* b = *pp) {
-      *pp = b->pool_next;
-      pthread_mutex_unlock(&g_pool_mu);
-      reset_buffer(b);
-      return b;
+    if (live::Chunk* c = region_take(need, want, ts->tid)) {
+      uint32_t max = uint32_t(g_config.buffer_size);
+      ts->want = want < max ? want * 2 : max;
+      prctl(PR_GET_NAME, c->name);
+      return c;
     }
-    bool room = g_in_flight + cap <= g_config.max_buffered ||
-                !g_writer_running.load(std::memory_order_relaxed) || waits >= 250;
-    if (room) g_in_flight += cap;
-    pthread_mutex_unlock(&g_pool_mu);
-    if (room) {
-      Buffer* b = new_buffer(cap);
-      if (!b) {
-        pthread_mutex_lock(&g_pool_mu);
-        g_in_flight -= cap;
-        pthread_mutex_unlock(&g_pool_mu);
-      }
-      return b;
-    }
-    if (!g_recording.load(std::memory_order_relaxed)) return nullptr;
+    if (!g_recording.load(std::memory_order_relaxed) ||
+        !g_writer_running.load(std::memory_order_relaxed) || waits >= 250 || region_in_use() == 0)
+      return nullptr;
     wake_writer();
-    struct timespec ts = {0, 200000};
-    nanosleep(&ts, nullptr);
+    struct timespec t = {0, 200000};
+    nanosleep(&t, nullptr);
   }
 }
 
-// The writer returns consumed buffers. It never waits for the pool lock: a program thread
-// that a signal interrupted inside pool_take holds it, and may be waiting for the writer.
-void pool_give_back(Buffer* b) {
-  if (b) {
-    b->pool_next = g_give_later;
-    g_give_later = b;
+void hold(live::Chunk* c, uint32_t flag) {
+  if (!c->held) {
+    if (g_n_held == g_held_cap) {
+      size_t cap = g_held_cap ? 2 * g_held_cap : 4096;
+      void* p = g_held ? sys_remap(g_held, g_held_cap * sizeof *g_held, cap * sizeof *g_held)
+                       : sys_map(cap * sizeof *g_held);
+      if (!p) return;  // not held: given back at the end instead (the region is lost with it)
+      g_held = static_cast<live::Chunk**>(p);
+      g_held_cap = cap;
+    }
+    g_held[g_n_held++] = c;
   }
-  if (!g_give_later || pthread_mutex_trylock(&g_pool_mu) != 0) return;
-  Buffer* last = g_give_later;
-  while (last->pool_next) last = last->pool_next;
-  last->pool_next = g_pool;
-  g_pool = g_give_later;
-  g_give_later = nullptr;
-  pthread_mutex_unlock(&g_pool_mu);
+  c->held |= flag;
+}
+
+// Held chunks that are done go back to the region, when its lock is free now (a program
+// thread that a signal interrupted inside region_take holds it, and may be waiting for us).
+void give_back() {
+  size_t k = 0;
+  for (size_t i = 0; i < g_n_held; i++) {
+    live::Chunk* c = g_held[i];
+    bool done = (c->held & kOutOfChain) && !(c->held & kInFrame) &&
+                c->durable == c->committed.load(std::memory_order_relaxed);
+    if (done) {
+      c->held = 0;
+      if (region_give(c, /*try_only=*/true)) continue;
+      c->held = kOutOfChain;
+    }
+    g_held[k++] = c;
+  }
+  g_n_held = k;
+}
+
+// The frame about to be written holds the records of the held chunks up to `encoded`: should
+// the process die now, the live file says what the trace file holds if the write completes.
+void before_frame(void*, uint64_t from, uint64_t to, uint64_t lines) {
+  live::Header* h = region();
+  if (!h) return;
+  for (size_t i = 0; i < g_n_held; i++)
+    if (g_held[i]->held & kInFrame) g_held[i]->pending = g_held[i]->encoded;
+  h->pending_events = g_conv.file_events() + lines;
+  h->pending_lost = g_conv.lost();
+  h->pending_from = from;
+  __atomic_store_n(&h->pending_size, to, __ATOMIC_RELEASE);
+}
+
+// Written (or lost, and counted so): those records are done with.
+void after_frame(void*, bool ok) {
+  for (size_t i = 0; i < g_n_held; i++) {
+    live::Chunk* c = g_held[i];
+    if (!(c->held & kInFrame)) continue;
+    c->durable = c->pending;
+    if (c->durable == c->encoded) c->held &= ~uint32_t(kInFrame);
+  }
+  if (live::Header* h = region()) {
+    h->file_events = g_conv.file_events();
+    h->file_lost = g_conv.lost();
+    __atomic_store_n(&h->pending_size, 0, __ATOMIC_RELEASE);
+    h->pending_from = 0;
+  }
+}
+
+// An R_STR record of a chunk that will be given back goes on in the writer's own chunk: later
+// records may name the same string, and the live file must still say what it is.
+void keep_string(const RecHeader* r) {
+  if (!region()) return;
+  if (!g_strings ||
+      g_strings->committed.load(std::memory_order_relaxed) + r->size > g_strings->cap) {
+    if (g_strings) g_strings->state.store(live::kSealed, std::memory_order_release);
+    g_strings = region_take(r->size, 64 << 10, 0);
+    if (!g_strings) return;
+    g_strings->held = kStrings;
+  }
+  uint32_t at = g_strings->committed.load(std::memory_order_relaxed);
+  memcpy(g_strings->data() + at, r, r->size);
+  g_strings->committed.store(at + r->size, std::memory_order_release);
 }
 
 void thread_exit(void* p) {
@@ -172,157 +197,18 @@ void thread_exit(void* p) {
   if (!ts) return;
   t_state = nullptr;
   prctl(PR_GET_NAME, ts->name);
+  memcpy(ts->cur->name, ts->name, sizeof ts->name);
   g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
   ts->recorded = 0;
-  ts->cur->sealed.store(true, std::memory_order_release);  // next stays NULL: the last one
+  ts->cur->state.store(live::kSealed, std::memory_order_release);  // next stays NULL: the last
   ts->dead.store(true, std::memory_order_release);
 }
 
 // --- draining (g_drain_mu held) -------------------------------------------------------------
 
-// Text into the frame being built; emit() then cuts the frame when it is full.
-void append_text(const char* s, size_t n) {
-  if (g_config.compact)
-    g_compact.text(s, n);
-  else
-    g_text.put(s, n);
-}
-void emit(const char* s, size_t n);
-
-// An event line the tracer writes itself (metadata), counted like the others.
-void emit_line(const Out& o) {
-  g_frame_events++;
-  emit(o.p, o.n);
-}
-
-// `{"ph":"M","name":"iotrace_lost",...}`: events of this process that are not in the file
-// (their frame could not be written, or no buffer could be had), and why.
-void emit_loss_record() {
-  char buf[512];
-  Out o(buf, sizeof buf);
-  const char* why = g_lost_errno ? strerrordesc_np(g_lost_errno) : "no trace buffer could be had";
-  meta_lost(o, g_pid, g_lost_unsaid, why ? why : "write error");
-  g_frame_events++;
-  append_text(o.p, o.n);  // no cut here: frame_write is on its way
-  o.release();
-  g_frame_has_loss = true;
-}
-
-void begin_file();
-
-// FH lines and thread names are written once per generation (a file, or what follows a lost
-// frame of it).
-void new_generation() {
-  g_gen++;
-  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) t->named = false;
-}
-
-// Events lost or dropped and not yet told go into the frame being built, as one record.
-void tell_losses() {
-  uint64_t dropped = g_dropped.load(std::memory_order_relaxed);
-  if (dropped > g_drops_said && g_sink.is_open()) {
-    g_lost_unsaid += dropped - g_drops_said;
-    g_drops_said = dropped;
-    if (!g_lost_errno) {
-      say_once(kMsgDropped, "events were dropped (no trace buffer could be had); ",
-               "the trace counts them (iotrace_lost)");
-    }
-  }
-  if (g_lost_unsaid && !g_frame_has_loss && g_sink.is_open()) emit_loss_record();
-}
-
-// The frame being built: JSON text, or compact rows. A full frame is written at once. A
-// frame that cannot be written is counted as lost and told in the next frame that can.
-// `last`: the end of the file, which may use the room the sink keeps for it on a full disk.
-void frame_write(bool last = false) {
-  tell_losses();
-  if (g_config.compact) {
-    if (!g_compact.rows()) return;
-    g_text.n = 0;
-    g_compact.finish(g_text, g_pid, g_config.res_ns);
-  }
-  bool ok = !g_text.n || g_sink.write(g_text.p, g_text.n, last);
-  g_text.n = 0;
-  uint64_t lines = g_frame_events, told = g_frame_has_loss ? 1 : 0;
-  g_frame_events = 0;
-  g_frame_has_loss = false;
-  if (ok) {
-    g_file_events += lines;
-    if (told) g_lost_unsaid = 0;
-    return;
-  }
-  g_lost += lines - told;
-  g_lost_unsaid += lines - told;
-  g_lost_errno = g_sink.error();
-  if (g_lost_errno == ESTALE) {
-    say_once(kMsgReplaced, g_sink.path(), ": the trace file was replaced by another file or a ",
-             "symlink; it is not written to any more");
-  } else {
-    const char* why = strerrordesc_np(g_lost_errno);
-    say_once(kMsgLost, "cannot write ", g_sink.path(), ": ", why ? why : "write error",
-             "; events are being lost (the trace counts them: iotrace_lost)");
-  }
-  // The lost frame may have held the first FH line of a file or a thread's name: the next
-  // frames write them again. A file that holds nothing yet starts again, header first.
-  new_generation();
-  if (g_sink.size() == 0) begin_file();
-}
-
-void frame_cut_if_full() {
-  if (g_config.compact ? g_compact.rows() >= kCompactRows || g_compact.bytes() >= kFrameBytes
-                       : g_text.n >= kFrameBytes)
-    frame_write();
-}
-
-void emit(const char* s, size_t n) {
-  append_text(s, n);
-  frame_cut_if_full();
-}
-
-int frame_record(const RecHeader* r, int tid, const EncodeCtx& ctx) {
-  int events =
-      g_config.compact ? g_compact.record(r, tid, ctx) : encode_record(g_text, r, tid, ctx);
-  g_frame_events += uint64_t(events);
-  frame_cut_if_full();
-  return events;
-}
-
-bool ensure_file() {
-  if (g_sink.is_open()) return true;
-  if (g_file_failed || g_exec_closed) return false;
-  const char *dir, *name, *host;
-  trace_file_parts(&dir, &name, &host);
-  if (!g_sink.open(dir, name, host, g_pid, g_config.compression, g_config.level,
-                   g_config.compact)) {
-    g_file_failed = true;
-    const char* why = strerrordesc_np(errno);
-    say_once(kMsgNoFile, "cannot create a trace file in ", dir, ": ", why ? why : "error",
-             " (this process is not traced)");
-    return false;
-  }
-  begin_file();
-  return true;
-}
-
-// The start of a file's text, `[` and the process's header lines, into the (empty) frame.
-void begin_file() {
-  new_generation();
-  g_file_events = g_frame_events = 0;
-  char buf[4096];
-  Out head(buf, sizeof buf);
-  EncodeCtx ctx{g_pid, g_gen, ClockMap(), g_config.res_ns};
-  head.put("[\n");
-  write_process_header(head, ctx);
-  uint64_t lines = 0;
-  for (size_t i = 0; i < head.n; i++) lines += head.p[i] == '\n';
-  g_frame_events += lines - 1;  // the "[" line is not an event
-  emit(head.p, head.n);
-  head.release();
-}
-
 // The kernel's name of a thread (comm); a thread that has ended left its name in ts->name.
-void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
-  ts->named = true;
+void name_thread(ThreadState* ts) {
+  ts->named_gen = g_conv.generation();
   char name[64] = "";
   char path[64];
   snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts->tid);
@@ -335,45 +221,48 @@ void name_thread(ThreadState* ts, const EncodeCtx& ctx) {
   }
   if (!name[0] || ts->dead.load(std::memory_order_acquire))
     snprintf(name, sizeof name, "%s", ts->name);
-  if (!name[0]) return;
-  char buf[512];
-  Out o(buf, sizeof buf);
-  meta_thread_name(o, ctx.pid, ts->tid, name, strlen(name));
-  emit_line(o);
-  o.release();
+  if (name[0]) g_conv.thread_name(ts->tid, name, strlen(name));
 }
 
-// `sealed_only`: leave a buffer its thread is still writing to alone (no cache lines pulled
+// `sealed_only`: leave a chunk its thread is still writing to alone (no cache lines pulled
 // away from the traced thread); the time-bound and final flushes take everything.
-// `discard`: no file to write to; the records are consumed and thrown away.
-void drain_thread(ThreadState* ts, const EncodeCtx& ctx, bool sealed_only = false,
-                  bool discard = false) {
-  Buffer* b = ts->read;
-  while (b) {
-    bool sealed = b->sealed.load(std::memory_order_acquire);
+void drain_thread(ThreadState* ts, const ClockMap& clk, bool sealed_only = false) {
+  live::Chunk* c = ts->read;
+  while (c) {
+    bool sealed = c->state.load(std::memory_order_acquire) == live::kSealed;
     if (sealed_only && !sealed) break;
-    uint32_t end = b->committed.load(std::memory_order_acquire);
-    if (b->consumed < end && !ts->named && !discard) name_thread(ts, ctx);
+    uint32_t end = c->committed.load(std::memory_order_acquire);
     uint64_t events = 0;
-    for (uint32_t at = b->consumed; at < end;) {
-      auto* r = reinterpret_cast<const RecHeader*>(b->data + at);
-      if (discard)
-        events++;
-      else
-        events += uint64_t(frame_record(r, ts->tid, ctx));
-      at += r->size;
+    if (c->encoded < end) hold(c, kInFrame);
+    while (c->encoded < end) {
+      auto* r = reinterpret_cast<const RecHeader*>(c->data() + c->encoded);
+      if (r->size < sizeof(RecHeader) || r->size > end - c->encoded) {
+        c->encoded = end;  // not a record: the rest of the chunk cannot be read
+        break;
+      }
+      // Counted as read before it is encoded: a frame cut by this record holds it.
+      c->encoded += r->size;
+      if (r->kind == R_STR) {
+        keep_string(r);
+        continue;
+      }
+      // A lost frame starts a new generation, which names the thread again.
+      if (ts->named_gen != g_conv.generation()) name_thread(ts);
+      events += uint64_t(g_conv.record(r, ts->tid, clk));
     }
-    (discard ? g_dropped : g_written).fetch_add(events, std::memory_order_relaxed);
-    b->consumed = end;
+    // Records read since the last frame was cut (a cut inside this chunk's records clears the
+    // flag) are in the frame being built.
+    if (c->encoded > c->durable) hold(c, kInFrame);
+    g_written.fetch_add(events, std::memory_order_relaxed);
     if (!sealed) break;
-    Buffer* next = b->next;
-    pool_give_back(b);
-    b = next;
-    ts->read = b;
+    live::Chunk* next = c->next;
+    hold(c, kOutOfChain);
+    c = next;
+    ts->read = c;
   }
 }
 
-// Ended threads whose buffers are all consumed leave the registry, when its lock is free now.
+// Ended threads whose chunks are all read leave the registry, when its lock is free now.
 void unlink_ended_threads() {
   if (pthread_mutex_trylock(&g_reg_mu) != 0) return;
   ThreadState* prev = nullptr;
@@ -396,51 +285,36 @@ void unlink_ended_threads() {
 }
 
 void drain_all(bool sealed_only = false) {
-  if (!ensure_file()) {
-    // No file: consume and count as dropped so memory does not grow.
-    for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
-      drain_thread(t, EncodeCtx{g_pid, g_gen, ClockMap(), g_config.res_ns}, false,
-                   /*discard=*/true);
-    unlink_ended_threads();
-    return;
-  }
-  EncodeCtx ctx{g_pid, g_gen, clock_calibrate(), g_config.res_ns};
-  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next) {
-    if (ctx.gen != g_gen) ctx.gen = g_gen;  // a lost frame started a new generation
-    drain_thread(t, ctx, sealed_only);
-  }
+  if (!g_conv.writable()) return;
+  ClockMap clk = clock_calibrate();
+  g_conv.set_dropped(g_dropped.load(std::memory_order_relaxed));
+  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
+    drain_thread(t, clk, sealed_only);
   unlink_ended_threads();
-  pool_give_back(nullptr);
-  // A drain for a full buffer leaves a partial frame open (bigger frames compress better:
-  // compact ~1.0 B/event at 65,536 rows against ~1.4 at one buffer's ~9,000); every other
-  // drain (the time bound, exit, exec, signals, explicit flushes) writes it, so a killed
-  // process still loses at most one flush interval.
-  if (!sealed_only) frame_write();
+  // A drain for a full chunk leaves a partial frame open (bigger frames compress better:
+  // compact ~1.0 B/event at 65,536 rows against ~1.4 at one chunk's ~9,000); every other
+  // drain (the time bound, exit, exec, explicit flushes) writes it.
+  if (!sealed_only) g_conv.frame_write();
+  give_back();
 }
 
 // The end marker and `]`, then close (drain lock held, everything drained).
 void end_file(const char* reason, int tid) {
-  if (!g_sink.is_open()) return;
-  frame_write();  // what is pending, as any frame
-  // The loss record, if any, and the end marker: one small frame, in the room kept for it.
-  tell_losses();
-  char buf[512];
-  Out o(buf, sizeof buf);
-  meta_end(o, g_pid, tid, now_ns(), g_file_events + g_frame_events, reason, g_lost,
-           g_dropped.load(std::memory_order_relaxed));
-  append_text(o.p, o.n);
-  frame_write(/*last=*/true);
-  o.release();
-  g_sink.close();
+  g_conv.set_dropped(g_dropped.load(std::memory_order_relaxed));
+  g_conv.end(reason, tid, now_ns());
+  give_back();
 }
 
-// After the end of a file: `final`, no file is opened again (exit); an exec's, none until the
-// exec fails (else the writer's next periodic drain would start one in the exec's window).
+// After the end of a file: the live file goes. Not for an exec: the image may go on if the exec
+// fails, recording into the same live file for a new trace file; the next image (or a reader)
+// removes it, closed, when the exec worked.
 void close_for(const char* reason, bool final) {
-  if (final)
-    g_file_failed = true;
-  else if (strcmp(reason, "exec") == 0)
+  if (!final && strcmp(reason, "exec") == 0) {
+    if (live::Header* h = region()) h->closed.store(1, std::memory_order_release);
     g_exec_closed = true;
+  } else {
+    region_remove();
+  }
 }
 
 // A drain asked for by another thread: everything, then the end of the file if asked.
@@ -472,26 +346,28 @@ void* writer_main(void*) {
   prctl(PR_SET_NAME, "iotrace-writer");
   // A private fd table for the writer: the program's table stops being shared, which keeps
   // the kernel's single-owner fast path for every fd syscall the program makes (no refcount
-  // atomics, no f_pos lock), and the trace file never takes one of the program's fd numbers.
+  // atomics, no f_pos lock), and the trace file's fd never takes one of the program's numbers.
   // The copies of the program's fds that unshare made are closed at once, but for one of its
   // stderr: the tracer's messages go there, wherever the program points fd 2 later.
   // (close_range is probed first: without it, Linux < 5.9, the writer keeps the shared table.)
+  bool own_table = false;
   if (syscall(SYS_close_range, ~0U, ~0U, 0U) == 0 && syscall(SYS_unshare, CLONE_FILES) == 0) {
+    own_table = true;
     long err = syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, 3);
     if (err > 3) syscall(SYS_dup3, err, 3, O_CLOEXEC), syscall(SYS_close, err);
     syscall(SYS_close_range, 0U, 2U, 0U);
     syscall(SYS_close_range, err >= 0 ? 4U : 3U, ~0U, 0U);
     message_fd_set(err >= 0 ? 3 : kNoMessages);
   }
-  Sink::set_writer_thread();
-  // The time bound holds even when full buffers wake the writer more often than the flush
-  // interval: a drain that comes due takes everything (unsealed buffers, the open frame).
+  Sink::set_writer_thread(own_table);
+  // The time bound holds even when full chunks wake the writer more often than the flush
+  // interval: a drain that comes due takes everything (unsealed chunks, the open frame).
   int64_t last_full = now_ns();
   for (;;) {
     uint32_t seen = g_wake.load(std::memory_order_acquire);
     bool asked =
         g_asked.load(std::memory_order_acquire) != g_served.load(std::memory_order_relaxed);
-    bool woken = true;  // by a full buffer or a request (else: the time bound)
+    bool woken = true;  // by a full chunk or a request (else: the time bound)
     if (!asked) {
       struct timespec rel = ms_span(g_config.flush_ms);
       woken = futex(&g_wake, FUTEX_WAIT_PRIVATE, seen, &rel) == 0 || errno == EAGAIN;
@@ -540,12 +416,10 @@ bool ask_writer(const char* end_reason, bool final, int64_t ms) {
 // rather than waiting long for the lock.
 void drain_here(const char* end_reason, bool final, int64_t ms) {
   if (!lock_drain_bounded(ms)) return;
+  drain_all();
   if (end_reason) {
-    drain_all();
     end_file(end_reason, t_state ? t_state->tid : g_pid);
     close_for(end_reason, final);
-  } else {
-    drain_all();
   }
   pthread_mutex_unlock(&g_drain_mu);
 }
@@ -553,11 +427,58 @@ void drain_here(const char* end_reason, bool final, int64_t ms) {
 void sync_drain(const char* end_reason, bool final, int64_t ms) {
   int saved = errno;
   Guard g;
+  if (end_reason)
+    region_end(end_reason, t_state ? t_state->tid : int(syscall(SYS_gettid)), now_ns());
   if (g_writer_running.load(std::memory_order_acquire))
     ask_writer(end_reason, final, ms);
   else
     drain_here(end_reason, final, ms);
   errno = saved;
+}
+
+// The trace file and the live file of this process (at start, in a fork child, after a failed
+// exec), with the header lines of the process as they are now.
+bool begin_files() {
+  const char *dir, *name, *host;
+  trace_file_parts(&dir, &name, &host);
+  if (!Sink::create(dir, name, host, g_pid, trace_suffix(g_config.compact, g_config.compression),
+                    &g_file)) {
+    const char* why = strerrordesc_np(errno);
+    say_once(kMsgNoFile, "cannot create a trace file in ", dir, ": ", why ? why : "error",
+             " (this process is not traced)");
+    return false;
+  }
+  Out head(g_head, sizeof g_head);
+  EncodeCtx ctx{g_pid, 0, ClockMap(), g_config.res_ns};
+  write_process_header(head, ctx);
+  g_head_len = head.p == g_head ? head.n : 0;  // it never outgrows the buffer (cmdline <= 64 KiB)
+  head.release();
+  const char* slash = strrchr(g_file.path, '/');
+  RegionSetup rs{g_file.path,
+                 slash ? slash + 1 : g_file.path,
+                 g_pid,
+                 host,
+                 g_config.compact,
+                 uint32_t(g_config.compression),
+                 uint32_t(g_config.level),
+                 uint32_t(g_config.res_ns),
+                 g_head,
+                 g_head_len,
+                 g_config.max_buffered};
+  if (!region_create(rs)) {
+    const char* why = strerrordesc_np(errno);
+    say_once(kMsgNoFile, "cannot create the live file beside ", g_file.path, ": ",
+             why ? why : "error", " (this process is not traced)");
+    syscall(SYS_unlinkat, AT_FDCWD, g_file.path, 0);
+    return false;
+  }
+  g_conv.setup(ConverterSetup{g_pid, g_config.compact, g_config.compression, g_config.level,
+                              g_config.res_ns});
+  g_conv.set_hooks(FrameHooks{before_frame, after_frame, nullptr});
+  g_conv.attach(g_file, 0, g_head, g_head_len);
+  g_conv.frame_write();  // the file's start, now: the file says whose it is from the first
+  g_live_gen = region_generation() | (uint32_t(g_pid) << 12);
+  return true;
 }
 }  // namespace
 
@@ -571,7 +492,7 @@ ThreadState* thread_state_create() {
   if (!mem && !(mem = arena_alloc(sizeof(ThreadState)))) return nullptr;
   auto* ts = new (mem) ThreadState();
   ts->tid = int32_t(syscall(SYS_gettid));
-  ts->cur = ts->read = pool_take(0);
+  ts->cur = ts->read = take_chunk(ts, 0);
   if (!ts->cur) {
     ts->~ThreadState();
     pthread_mutex_lock(&g_reg_mu);
@@ -580,6 +501,8 @@ ThreadState* thread_state_create() {
     pthread_mutex_unlock(&g_reg_mu);
     return nullptr;
   }
+  ts->data = ts->cur->data();
+  ts->cap = ts->cur->cap;
   pthread_mutex_lock(&g_reg_mu);
   ts->next = g_threads.load(std::memory_order_relaxed);
   g_threads.store(ts, std::memory_order_release);
@@ -589,19 +512,41 @@ ThreadState* thread_state_create() {
   return ts;
 }
 
-Buffer* buffer_swap(ThreadState* ts, uint32_t need) {
-  Buffer* nb = pool_take(need);
-  if (!nb) return nullptr;
-  Buffer* old = ts->cur;
-  old->next = nb;
-  old->sealed.store(true, std::memory_order_release);
-  ts->cur = nb;
+bool buffer_swap(ThreadState* ts, uint32_t need) {
+  live::Chunk* c = take_chunk(ts, need);
+  if (!c) return false;
+  live::Chunk* old = ts->cur;
+  old->next = c;
+  old->state.store(live::kSealed, std::memory_order_release);
+  ts->cur = c;
+  ts->data = c->data();
+  ts->cap = c->cap;
   ts->pos = 0;
   wake_writer();
-  return nb;
+  return true;
 }
 
-void count_dropped() { g_dropped.fetch_add(1, std::memory_order_relaxed); }
+void count_dropped() {
+  g_dropped.fetch_add(1, std::memory_order_relaxed);
+  if (live::Header* h = region()) h->dropped.fetch_add(1, std::memory_order_relaxed);
+}
+
+void define_string(ThreadState* ts, const Str* s) {
+  uint32_t size = rec_align(uint32_t(sizeof(StrRec)) + s->len + 1);
+  ThreadState* t;
+  char* p = reserve(size, &t);
+  if (!p) return;
+  auto* r = reinterpret_cast<StrRec*>(p);
+  r->h = RecHeader{size, R_STR, 0};
+  r->len = s->len;
+  r->pad = 0;
+  r->addr = reinterpret_cast<uint64_t>(s);
+  r->hash = s->hash;
+  memcpy(r + 1, s->str, s->len + 1);
+  t->pos += size;  // committed like a record, but not counted as one: it is no event
+  t->cur->committed.store(t->pos, std::memory_order_release);
+  const_cast<Str*>(s)->live_gen = g_live_gen;
+}
 
 void writer_init() {
   static bool done = false;
@@ -609,6 +554,8 @@ void writer_init() {
   done = true;
   pthread_key_create(&g_key, thread_exit);
 }
+
+bool writer_begin() { return begin_files(); }
 
 void writer_start() {
   pthread_t th;
@@ -623,7 +570,21 @@ void writer_start() {
 
 void writer_exec_failed() {
   pthread_mutex_lock(&g_drain_mu);
-  g_exec_closed = false;
+  if (g_exec_closed) {
+    g_exec_closed = false;
+    // The image goes on: a new trace file, written from the same live file.
+    const char *dir, *name, *host;
+    trace_file_parts(&dir, &name, &host);
+    if (Sink::create(dir, name, host, g_pid, trace_suffix(g_config.compact, g_config.compression),
+                     &g_file)) {
+      const char* slash = strrchr(g_file.path, '/');
+      region_retarget(slash ? slash + 1 : g_file.path);
+      g_conv.attach(g_file, 0, g_head, g_head_len);
+      g_conv.frame_write();
+    } else {
+      g_recording.store(false);
+    }
+  }
   pthread_mutex_unlock(&g_drain_mu);
 }
 
@@ -636,48 +597,54 @@ void finish_file(const char* reason, bool final, int64_t wait_ms) {
 void writer_prepare_fork() {
   pthread_mutex_lock(&g_drain_mu);
   pthread_mutex_lock(&g_reg_mu);
-  pthread_mutex_lock(&g_pool_mu);
+  region_lock();
 }
 
 void writer_parent_after_fork() {
-  pthread_mutex_unlock(&g_pool_mu);
+  region_unlock();
   pthread_mutex_unlock(&g_reg_mu);
   pthread_mutex_unlock(&g_drain_mu);
 }
 
-void writer_child_after_fork() {
-  // Only this thread exists now. What the parent had buffered is the parent's to write.
+bool writer_child_after_fork() {
+  // Only this thread exists now. What the parent had recorded is the parent's to write, in
+  // its live file: the child makes its own, and its records start in a chunk of it.
+  region_reinit_lock();
+  pthread_mutex_init(&g_reg_mu, nullptr);
+  pthread_mutex_init(&g_drain_mu, nullptr);
   g_threads.store(nullptr, std::memory_order_relaxed);
-  if (ThreadState* ts = t_state) {
-    ts->tid = int32_t(syscall(SYS_gettid));
-    ts->read = ts->cur;
-    ts->pos = 0;
-    ts->recorded = 0;
-    ts->named = false;
-    reset_buffer(ts->cur);
-    ts->next = nullptr;
-    g_threads.store(ts, std::memory_order_relaxed);
-  }
-  g_give_later = nullptr;
-  g_sink.abandon();
-  g_text.n = 0;  // its mapping is this process's own copy now
-  g_compact.reset();
-  g_file_failed = g_exec_closed = false;
-  g_file_events = g_frame_events = 0;
-  g_frame_has_loss = false;
-  g_lost = g_lost_unsaid = g_drops_said = 0;
-  g_lost_errno = 0;
+  g_free_states = nullptr;
+  g_n_held = 0;
+  g_strings = nullptr;
+  g_conv.forget();
+  g_exec_closed = false;
   g_written.store(0);
   g_dropped.store(0);
   g_recorded_dead.store(0);
   g_asked.store(0);
   g_served.store(0);
   g_end_reason.store(nullptr);
-  messages_reset();
-  pthread_mutex_init(&g_pool_mu, nullptr);
-  pthread_mutex_init(&g_reg_mu, nullptr);
-  pthread_mutex_init(&g_drain_mu, nullptr);
   g_writer_running.store(false);
+  messages_reset();
+  bool ok = begin_files();
+  if (ThreadState* ts = t_state) {
+    ts->tid = int32_t(syscall(SYS_gettid));
+    ts->want = 0;
+    ts->cur = ts->read = ok ? take_chunk(ts, 0) : nullptr;
+    ts->pos = ts->cap = 0;
+    ts->data = nullptr;
+    ts->recorded = 0;
+    ts->named_gen = 0;
+    ts->next = nullptr;
+    if (ts->cur) {
+      ts->data = ts->cur->data();
+      ts->cap = ts->cur->cap;
+      g_threads.store(ts, std::memory_order_relaxed);
+    } else {
+      t_state = nullptr;  // a fresh state at its next record, if recording goes on
+    }
+  }
+  return ok;
 }
 
 uint64_t events_written() { return g_written.load(std::memory_order_relaxed); }
@@ -690,6 +657,6 @@ uint64_t events_recorded() {
   pthread_mutex_unlock(&g_reg_mu);
   return n;
 }
-const char* trace_path() { return g_sink.path(); }
+const char* trace_path() { return g_file.path; }
 
 }  // namespace iot

@@ -15,7 +15,10 @@ namespace iot {
 constexpr int64_t kSignalWaitMs = 500;
 constexpr int64_t kExitWaitMs = 10000;
 
-void writer_init();   // pools, registry, the pthread key; once per process
+void writer_init();  // registry, the pthread key; once per process
+// The trace file and the live file (live.h) of this process, made at start; false: it cannot
+// be traced (said once).
+bool writer_begin();
 void writer_start();  // the background thread (again in a fork child)
 // Drain everything recorded so far into the file, waiting `wait_ms` at most.
 void flush_now(int64_t wait_ms);
@@ -26,7 +29,7 @@ void writer_exec_failed();
 // Fork: hold the locks across fork; the child drops the parent's buffers and file.
 void writer_prepare_fork();
 void writer_parent_after_fork();
-void writer_child_after_fork();
+bool writer_child_after_fork();  // false: the child could make no files (it is not traced)
 
 uint64_t events_written();
 uint64_t events_dropped();

@@ -12,6 +12,7 @@
 #include "decode.h"
 #include "json_scan.h"
 #include "record.h"
+#include "recover.h"
 
 namespace py = pybind11;
 
@@ -45,6 +46,19 @@ py::tuple arrow_c_array(Batch& b, py::object /*requested_schema*/) {
 }
 
 py::buffer_info bytes_of(const py::buffer& data) { return data.request(); }
+
+py::dict live_dict(const iot::RecoverResult& r) {
+  py::dict d;
+  d["pid"] = r.pid;
+  d["host"] = std::string(r.host);
+  d["ended"] = r.ended;
+  d["closed"] = r.closed;
+  d["end_reason"] = std::string(r.end_reason);
+  d["events"] = r.events;
+  d["dropped"] = r.dropped;
+  d["trace_path"] = std::string(r.trace_path);
+  return d;
+}
 
 }  // namespace
 
@@ -141,4 +155,38 @@ PYBIND11_MODULE(_native, m) {
         return b;
       },
       "JSON event lines (whole lines) -> Batch");
+  m.def(
+      "live_inspect",
+      [](const std::string& path) {
+        iot::RecoverResult r;
+        if (!iot::live_inspect(path.c_str(), &r)) throw py::value_error(path + ": " + r.why);
+        return live_dict(r);
+      },
+      "What a live file (a process's record buffers, docs/trace-format.md) says of its process");
+  m.def(
+      "live_owner_alive",
+      [](const std::string& path) {
+        py::gil_scoped_release nogil;
+        return iot::live_owner_alive(path.c_str());
+      },
+      "Is the process writing this live file running on this host?");
+  m.def(
+      "live_finish",
+      [](const std::string& path, py::object reason) {
+        iot::RecoverResult r;
+        std::string why = reason.is_none() ? std::string() : py::str(reason).cast<std::string>();
+        bool ok;
+        {
+          py::gil_scoped_release nogil;
+          ok = iot::live_finish(path.c_str(), why.empty() ? nullptr : why.c_str(), &r);
+        }
+        if (!ok) {
+          errno = r.error;
+          throw py::value_error(path + ": " + r.why);
+        }
+        return live_dict(r);
+      },
+      py::arg("path"), py::arg("reason") = py::none(),
+      "Finish a trace from its live file: the records not in the trace file yet become its "
+      "frames, then the end marker; the live file goes. Its process must be gone.");
 }

@@ -37,6 +37,7 @@ import zstandard
 from . import _native
 
 TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz", ".iotc.zst")
+LIVE_SUFFIX = ".live"  # a process's record buffers beside its trace file (docs/trace-format.md)
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 COMPACT_MAGIC = b"IOTC"  # a compact frame's content starts with it
 GZIP_MAGIC = b"\x1f\x8b"
@@ -133,6 +134,60 @@ def find_traces(paths: list[str]) -> list[str]:
             seen.add(key)
             unique.append(f)
     return unique
+
+
+# --------------------------------------------------------------------------- live files
+
+
+def _live_files(paths: list[str]) -> list[str]:
+    found = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                found += [os.path.join(root, f) for f in sorted(files) if f.endswith(LIVE_SUFFIX)]
+        elif os.path.isfile(p + LIVE_SUFFIX):
+            found.append(p + LIVE_SUFFIX)
+        elif not os.path.exists(p):
+            found += [m for m in sorted(glob.glob(p + LIVE_SUFFIX, recursive=True)) if os.path.isfile(m)]
+    return found
+
+
+def _this_host() -> str:
+    return os.uname().nodename.split(".")[0]
+
+
+def settle_live(paths: list[str]) -> tuple[list[dict], list[Damage]]:
+    """Finish the traces whose process ended before it could finish them itself (killed by a
+    signal, SIGKILL and the OOM killer included): the records in its live file that are not in
+    its trace file yet are added to it, with the end marker, and the live file goes. Returns
+    what was finished, and a Damage record for each live file that stays: its process still
+    runs, or ran on another host (`iotrace recover --force` finishes those once the job is over)."""
+    finished, notes = [], []
+    for live in _live_files(paths):
+        trace = live[:-len(LIVE_SUFFIX)]
+        try:
+            info = _native.live_inspect(live)
+        except ValueError as e:
+            notes.append(Damage(trace, -1, "live-file", str(e)))
+            continue
+        if not info["closed"]:
+            if info["host"] != _this_host():
+                notes.append(Damage(trace, -1, "live-file",
+                                    f"pid {info['pid']} ran on host {info['host']}: its last events are still "
+                                    f"in {os.path.basename(live)}; once the job is over, `iotrace recover --force` "
+                                    "adds them"))
+                continue
+            if _native.live_owner_alive(live):
+                notes.append(Damage(trace, -1, "live-file",
+                                    f"pid {info['pid']} is still running: its last events are not in its trace "
+                                    "file yet"))
+                continue
+        try:
+            finished.append(_native.live_finish(live))
+        except ValueError as e:
+            notes.append(Damage(trace, -1, "live-file", f"its last events could not be added: {e}"))
+    return finished, notes
 
 
 # --------------------------------------------------------------------------- codec + zstd frames

@@ -1,8 +1,8 @@
 /* An attacker's move on a trace folder the user owns (tests/test_faults.py):
  *   swap_trace DATA TRACEDIR VICTIM
- * writes DATA/a, waits until its own trace file exists in TRACEDIR, moves it away and puts a
- * symlink to VICTIM in its place, then writes DATA/b and exits: the tracer's last frames must
- * not land in VICTIM. */
+ * writes DATA/a, waits until its own trace file exists in TRACEDIR (not its live file), moves
+ * it away and puts a symlink to VICTIM in its place, then writes DATA/b and exits: the tracer's
+ * later frames must not land in VICTIM. */
 #include <dirent.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
     DIR* d = opendir(argv[2]);
     struct dirent* e;
     while (d && (e = readdir(d)))
-      if (strstr(e->d_name, mine)) {
+      if (strstr(e->d_name, mine) && !strstr(e->d_name, ".live")) {
         char path[4096], moved[4200];
         snprintf(path, sizeof path, "%s/%s", argv[2], e->d_name);
         snprintf(moved, sizeof moved, "%s.moved", path);

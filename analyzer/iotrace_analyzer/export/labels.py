@@ -52,6 +52,12 @@ class Proc:
         return self.info.get("role") or "main"
 
     @property
+    def forked(self) -> bool:
+        """Started by a fork (its arrow comes from the fork event), whatever role it learnt
+        later (a multiprocessing or DataLoader worker says so after its trace began)."""
+        return (self.info.get("started_as") or self.role) == "fork"
+
+    @property
     def rank(self) -> int | None:
         ranks = self.info.get("ranks") or {}
         for var in RANK_VARIABLES:

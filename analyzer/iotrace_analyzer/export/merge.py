@@ -133,6 +133,8 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
     r = reader()
     filt = filt or EventFilter()
     fmt = output_format(output)
+    for d in r.settle_live(inputs)[1]:  # dead processes' traces finished; the others said
+        print(f"iotrace export: {d.path}: {d.detail}", file=log)
     paths = r.find_traces(inputs)
     with _pool(jobs) as pool:
         if len(paths) > FIRSTS_IN_POOL and not isinstance(pool, _SerialPool):
@@ -204,11 +206,13 @@ def _first_event(path: str) -> dict | None:
     lines: list = []
     try:
         if path.endswith(".iotc.zst"):
-            # A compact file's first block, decoded (not rendered): its metadata lines, the
-            # first of them the file's first line.
-            for batch in r.iter_batches(path):
-                lines = batch.meta
-                break
+            # A compact file's first blocks, decoded (not rendered): their metadata lines, the
+            # first of them the file's first line. The first block holds the header lines
+            # alone (written when the process starts); the info lines come with the events.
+            for n, batch in enumerate(r.iter_batches(path)):
+                lines += batch.meta
+                if n >= 2:
+                    break
         else:
             for n, line in enumerate(r.iter_lines(path)):
                 if n and b"iotrace_process_info" not in line:
@@ -219,6 +223,8 @@ def _first_event(path: str) -> dict | None:
         if not lines:
             return None
         first = orjson.loads(lines[0])
+        if first.get("name") == "iotrace_process":
+            first.setdefault("args", {})["started_as"] = first["args"].get("role")
         for line in lines[1:]:
             ev = orjson.loads(line)
             if ev.get("name") == "iotrace_process_info" and first.get("name") == "iotrace_process":
@@ -263,9 +269,9 @@ def _histogram(arg: tuple[str, EventFilter]) -> TimeHistogram:
 def _plan(procs: list[Proc], fmt: str, filt: EventFilter, cutoff: int | None) -> list[FileJob]:
     jobs = []
     for p in procs:
-        forks = {c.pid: c.flow_id for c in p.children if c.role == "fork"}
+        forks = {c.pid: c.flow_id for c in p.children if c.forked}
         spawns = sorted((c.start_ns, c.flow_id) for c in p.children
-                        if c.role != "fork" and c.start_ns is not None)
+                        if not c.forked and c.start_ns is not None)
         # Workers need the process's own fields, not the whole tree it links to.
         alone = replace(p, parent=None, children=[], files=[])
         for n, f in enumerate(p.files):

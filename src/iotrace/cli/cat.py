@@ -16,6 +16,8 @@ def cat(args: argparse.Namespace) -> int:
 
     damage: list = []
     try:
+        # A process that died left its last events in its live file: its trace is finished first.
+        damage += reader.settle_live(args.traces)[1]
         files = reader.find_traces(args.traces)
     except reader.TraceInputError as e:
         print(f"iotrace cat: {e}", file=sys.stderr)

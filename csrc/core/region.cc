@@ -1,0 +1,347 @@
+#include "region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "buffer.h"
+#include "clock.h"
+#include "message.h"
+
+#ifndef MADV_POPULATE_WRITE
+#define MADV_POPULATE_WRITE 23
+#endif
+
+namespace iot {
+
+namespace {
+constexpr uint64_t kPage = 4096;
+constexpr int kMinClass = 14;  // 16 KiB: a thread's first chunk; most threads need no more
+constexpr int kMaxClass = 31;
+constexpr uint64_t kFirstSegment = 64 << 10;  // the part mapped at start: small processes' all
+
+uint64_t page_up(uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }
+int class_of(uint64_t bytes) {
+  int c = kMinClass;
+  while (c < kMaxClass && (uint64_t(1) << c) < bytes) c++;
+  return c;
+}
+
+bool failed(long r) { return r < 0 && r > -4096; }
+
+struct Mapping {
+  char* addr;
+  uint64_t size;
+};
+
+struct Region {
+  live::Header* h = nullptr;
+  Mapping map[live::kMaxSegments] = {};  // [0]: header, header lines and segment 0
+  int n_maps = 0;
+  char* seg_addr[live::kMaxSegments] = {};
+  uint64_t seg_used = 0;  // bytes carved of the last segment
+  live::Chunk* free_list[kMaxClass + 1] = {};
+  uint64_t in_use = 0, chunk_bytes = 0, max = 0;
+  uint64_t file_size = 0;  // the size set at creation: segments stay within it
+  uint64_t dev = 0, ino = 0;
+  char path[PATH_MAX] = "";
+  uint32_t gen = 0;
+  bool anon = false;  // no live file could be had: memory of our own (nothing survives us)
+  pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+} g;
+
+// The live file by path, checked to be the one made (a file swapped in meanwhile is never
+// touched). A short-lived fd: only where the mapping alone cannot do (old kernels).
+long reopen() {
+  long fd = syscall(SYS_openat, AT_FDCWD, g.path, O_RDWR | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return -1;
+  struct stat st;
+  if (syscall(SYS_fstat, fd, &st) != 0 || uint64_t(st.st_dev) != g.dev ||
+      uint64_t(st.st_ino) != g.ino) {
+    syscall(SYS_close, fd);
+    return -1;
+  }
+  return fd;
+}
+
+// Blocks for [off, off + size) of the file, so that touching those pages never meets a full
+// disk (which a shared mapping reports with SIGBUS). The mapping itself asks first (no fd).
+bool allocate(char* addr, uint64_t off, uint64_t size) {
+  int saved = errno;
+  long r = syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE);
+  bool ok = r == 0;
+  if (!ok && errno == EINVAL) {  // before Linux 5.14
+    long fd = reopen();
+    ok = fd >= 0 && syscall(SYS_fallocate, fd, 0, long(off), long(size)) == 0;
+    if (fd >= 0) syscall(SYS_close, fd);
+  }
+  if (!ok) syscall(SYS_madvise, addr, size, MADV_REMOVE);  // what it did get goes back
+  errno = saved;
+  return ok;
+}
+
+// A new segment of `size` bytes after the last one, mapped from the last page of the mapping
+// before it (mremap of a shared mapping with old size 0 maps the same file again, from that
+// page on), so no fd is needed.
+char* grow(uint64_t size) {
+  live::Header* h = g.h;
+  uint32_t n = h->n_segments.load(std::memory_order_relaxed);
+  if (n >= uint32_t(live::kMaxSegments) || g.n_maps >= live::kMaxSegments) return nullptr;
+  const live::Segment& last = h->segment[n - 1];
+  uint64_t off = last.offset + last.size;
+  if (off + size > g.file_size) return nullptr;
+  const Mapping& m = g.map[g.n_maps - 1];
+  long r = g.anon ? syscall(SYS_mmap, nullptr, size, PROT_READ | PROT_WRITE,
+                            MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L)
+                  : syscall(SYS_mremap, m.addr + m.size - kPage, 0, kPage + size, MREMAP_MAYMOVE);
+  char* p = nullptr;
+  if (g.anon) {
+    if (failed(r)) return nullptr;
+    p = reinterpret_cast<char*>(r);
+  } else if (!failed(r)) {
+    syscall(SYS_munmap, reinterpret_cast<char*>(r), kPage);
+    p = reinterpret_cast<char*>(r) + kPage;
+  } else {
+    long fd = reopen();
+    if (fd < 0) return nullptr;
+    r = syscall(SYS_mmap, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, long(off));
+    syscall(SYS_close, fd);
+    if (failed(r)) return nullptr;
+    p = reinterpret_cast<char*>(r);
+  }
+  if (!g.anon && !allocate(p, off, size)) {
+    syscall(SYS_munmap, p, size);
+    return nullptr;
+  }
+  g.map[g.n_maps++] = Mapping{p, size};
+  g.seg_addr[n] = p;
+  h->segment[n] = live::Segment{off, size};
+  h->n_segments.store(n + 1, std::memory_order_release);
+  g.seg_used = 0;
+  g.chunk_bytes += size;
+  return p;
+}
+
+// Carve a chunk of class `cls` from the last segment; what is left of it when the chunk does
+// not fit becomes free chunks, so nothing of the file is lost.
+live::Chunk* carve(int cls) {
+  uint64_t bytes = uint64_t(1) << cls;
+  uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
+  uint64_t seg = g.h->segment[n - 1].size;
+  if (g.seg_used + bytes > seg) {
+    for (int c = cls - 1; c >= kMinClass; c--) {
+      uint64_t b = uint64_t(1) << c;
+      while (g.seg_used + b <= seg) {
+        auto* f = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
+        f->magic = live::kChunkMagic;
+        f->size_class = uint32_t(c);
+        f->cap = uint32_t(b - sizeof(live::Chunk));
+        f->state.store(live::kFree, std::memory_order_relaxed);
+        f->next = g.free_list[c];
+        g.free_list[c] = f;
+        g.seg_used += b;
+      }
+    }
+    // The next segment doubles what there is (fewer, bigger mappings), within the cap.
+    uint64_t want = g.chunk_bytes;
+    if (want < bytes) want = bytes;
+    if (g.chunk_bytes + want > g.max) want = g.max > g.chunk_bytes ? g.max - g.chunk_bytes : 0;
+    if (want < bytes || !grow(want)) return nullptr;
+  }
+  auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[g.h->n_segments.load() - 1] + g.seg_used);
+  g.seg_used += bytes;
+  c->magic = live::kChunkMagic;
+  c->size_class = uint32_t(cls);
+  c->cap = uint32_t(bytes - sizeof(live::Chunk));
+  return c;
+}
+
+live::Chunk* pop(int cls) {
+  live::Chunk* c = g.free_list[cls];
+  if (c) g.free_list[cls] = c->next;
+  return c;
+}
+
+void unmap_all() {
+  for (int i = 0; i < g.n_maps; i++) syscall(SYS_munmap, g.map[i].addr, g.map[i].size);
+  g.n_maps = 0;
+  g.h = nullptr;
+}
+}  // namespace
+
+bool region_create(const RegionSetup& s) {
+  KeepErrno keep;
+  unmap_all();
+  for (auto& f : g.free_list) f = nullptr;
+  g.in_use = g.chunk_bytes = g.seg_used = 0;
+  g.max = s.max_bytes;
+  g.gen++;
+  if (snprintf(g.path, sizeof g.path, "%s%s", s.trace_path, live::kSuffix) >= int(sizeof g.path))
+    return false;
+  uint64_t head_bytes = page_up(live::kHeaderBytes + s.head_len);
+  uint64_t first = kFirstSegment < g.max ? kFirstSegment : page_up(g.max);
+  // Sparse room for every segment the cap allows (and for the rounding of their sizes), but
+  // never past a file size limit: crossing it would send the program SIGXFSZ.
+  uint64_t size = head_bytes + 2 * page_up(g.max) + first;
+  struct rlimit fs;
+  bool fits = true;
+  if (getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY && size > fs.rlim_cur) {
+    size = fs.rlim_cur & ~(kPage - 1);
+    fits = size >= head_bytes + first;
+  }
+  long fd = fits ? syscall(SYS_openat, AT_FDCWD, g.path,
+                           O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)
+                 : (errno = EFBIG, -1L);
+  struct stat st;
+  bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
+            syscall(SYS_ftruncate, fd, long(size)) == 0 &&
+            syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0;
+  int err = errno;
+  long m = ok ? syscall(SYS_mmap, nullptr, head_bytes + first, PROT_READ | PROT_WRITE, MAP_SHARED,
+                        fd, 0L)
+              : -EIO;
+  if (fd >= 0) syscall(SYS_close, fd);
+  g.anon = !ok || failed(m);
+  if (g.anon) {
+    // No room for the live file (a full or tiny disk, a file system without fallocate): the
+    // process is traced all the same, from memory of its own, as a process whose records die
+    // with it. (Said once; docs/limits.md.)
+    if (fd >= 0) syscall(SYS_unlink, g.path);
+    g.path[0] = 0;
+    m = syscall(SYS_mmap, nullptr, head_bytes + first, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L);
+    if (failed(m)) return false;
+    g.dev = g.ino = 0;
+    const char* why = strerrordesc_np(err);
+    say_once(kMsgNoLive, "no live file beside ", s.trace_path, " (", why ? why : "error",
+             "): this process's last events die with it if a signal ends it");
+  } else {
+    g.dev = st.st_dev;
+    g.ino = st.st_ino;
+  }
+  g.file_size = size;
+  char* base = reinterpret_cast<char*>(m);
+  g.map[0] = Mapping{base, head_bytes + first};
+  g.n_maps = 1;
+  auto* h = reinterpret_cast<live::Header*>(base);
+  memcpy(h->magic, live::kMagic, sizeof h->magic);
+  h->version = live::kVersion;
+  h->header_bytes = uint32_t(head_bytes);
+  h->pid = s.pid;
+  h->flags = g_tsc ? live::kTscTicks : 0;
+  snprintf(h->host, sizeof h->host, "%s", s.host);
+  snprintf(h->trace_name, sizeof h->trace_name, "%s", s.trace_name);
+  h->compact = s.compact;
+  h->compression = s.compression;
+  h->level = s.level;
+  h->res_ns = s.res_ns;
+  h->head_offset = live::kHeaderBytes;
+  h->head_len = uint32_t(s.head_len);
+  memcpy(base + live::kHeaderBytes, s.head, s.head_len);
+  h->tick0 = now_ticks();
+  h->ns0 = now_ns();
+  h->segment[0] = live::Segment{head_bytes, first};
+  g.seg_addr[0] = base + head_bytes;
+  g.chunk_bytes = first;
+  h->n_segments.store(1, std::memory_order_release);
+  g.h = h;
+  return true;
+}
+
+live::Header* region() { return g.h; }
+const char* region_path() { return g.path; }
+uint32_t region_generation() { return g.gen; }
+uint64_t region_in_use() { return g.in_use; }
+uint64_t region_max() { return g.max; }
+
+live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
+  if (!g.h) return nullptr;
+  int need_cls = class_of(sizeof(live::Chunk) + need), cls = class_of(want);
+  if (cls < need_cls) cls = need_cls;
+  live::Chunk* c = nullptr;
+  pthread_mutex_lock(&g.mu);
+  // The size wanted, fresh if it must be; else any bigger free one; else a smaller one that
+  // still holds the record (the cap is near: threads get less than they wanted).
+  c = pop(cls);
+  for (int k = cls + 1; !c && k <= kMaxClass; k++) c = pop(k);
+  if (!c && g.in_use + (uint64_t(1) << cls) <= g.max) c = carve(cls);
+  for (int k = cls - 1; !c && k >= need_cls; k--) c = pop(k);
+  if (c) g.in_use += uint64_t(1) << c->size_class;
+  pthread_mutex_unlock(&g.mu);
+  if (!c) return nullptr;
+  c->committed.store(0, std::memory_order_relaxed);
+  c->durable = c->pending = c->encoded = 0;
+  c->tid = tid;
+  c->next = nullptr;
+  c->seq = g.h->chunk_seq.fetch_add(1, std::memory_order_relaxed) + 1;
+  c->tick = now_ticks();
+  c->ns = now_ns();
+  c->name[0] = 0;
+  c->state.store(live::kOpen, std::memory_order_release);
+  return c;
+}
+
+bool region_give(live::Chunk* c, bool try_only) {
+  if (try_only ? pthread_mutex_trylock(&g.mu) != 0 : pthread_mutex_lock(&g.mu) != 0) return false;
+  c->state.store(live::kFree, std::memory_order_release);
+  c->committed.store(0, std::memory_order_relaxed);
+  c->next = g.free_list[c->size_class];
+  g.free_list[c->size_class] = c;
+  g.in_use -= uint64_t(1) << c->size_class;
+  pthread_mutex_unlock(&g.mu);
+  return true;
+}
+
+void region_end(const char* reason, int tid, int64_t ns) {
+  live::Header* h = g.h;
+  if (!h || h->ended.load(std::memory_order_relaxed)) return;
+  size_t n = strnlen(reason, sizeof h->end_reason - 1);
+  memcpy(h->end_reason, reason, n);
+  h->end_reason[n] = 0;
+  h->end_tid = tid;
+  h->end_ns = ns;
+  h->ended.store(1, std::memory_order_release);
+}
+
+void region_retarget(const char* trace_name) {
+  live::Header* h = g.h;
+  if (!h) return;
+  snprintf(h->trace_name, sizeof h->trace_name, "%s", trace_name);
+  h->file_events = h->file_lost = 0;
+  h->pending_from = h->pending_size = 0;
+  h->end_reason[0] = 0;
+  h->ended.store(0, std::memory_order_relaxed);
+  h->closed.store(0, std::memory_order_release);
+}
+
+void region_remove() {
+  if (!g.h) return;
+  KeepErrno keep;
+  g.h->closed.store(1, std::memory_order_release);
+  if (g.anon) return;
+  // Only the file made at start: after a chroot or a rename the path may name another.
+  long fd = syscall(SYS_openat, AT_FDCWD, g.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd >= 0) {
+    struct stat st;
+    bool same = syscall(SYS_fstat, fd, &st) == 0 && uint64_t(st.st_dev) == g.dev &&
+                uint64_t(st.st_ino) == g.ino;
+    syscall(SYS_close, fd);
+    if (same) syscall(SYS_unlinkat, AT_FDCWD, g.path, 0);
+  }
+  // The mapping stays: threads still recording while the process exits write into it.
+}
+
+void region_lock() { pthread_mutex_lock(&g.mu); }
+void region_unlock() { pthread_mutex_unlock(&g.mu); }
+void region_reinit_lock() { pthread_mutex_init(&g.mu, nullptr); }
+
+}  // namespace iot

@@ -1,0 +1,176 @@
+"""The live file (docs/trace-format.md, "The live file"): a process's records are in a file it
+maps the moment they are committed, so a process that dies of anything (SIGKILL included, no
+code of it running) keeps its whole trace, and the first reader finishes it.
+
+The workloads count what they did themselves (the size of a file they write one byte at a time,
+the files they open), and each test checks the trace against that count exactly.
+"""
+from __future__ import annotations
+
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+from tracing import TraceSet, fresh_dir, run_traced, tracer_env
+
+import iotrace_format.reader as reader
+
+
+def _start(exe, args, out, **env):
+    e = tracer_env(out, {k: str(v) for k, v in env.items()})
+    p = subprocess.Popen([exe, *map(str, args)], env=e, stdout=subprocess.PIPE, text=True)
+    assert p.stdout.readline() == "ready\n"
+    return p
+
+
+def _pwrite_offsets(ts, path):
+    return [e["args"]["offset"] for e in ts.events(name="pwrite", fname=str(path))]
+
+
+def test_killed_at_any_moment_keeps_every_call_once(cprog, tmp_path, data_dir):
+    """SIGKILL at random moments of a process that records ~2 million calls a second, while its
+    writer writes a frame every few ms: the finished trace holds every pwrite the process made
+    exactly once (none lost with the process, none written twice by the writer and then again
+    from the live file), in order. The file's size says how many there were; the last call may
+    be missing (done, but killed before it was recorded)."""
+    exe = cprog("kill_while_writing.c", name="kill_while_writing")
+    rng = random.Random(22)
+    for run in range(8):
+        out = fresh_dir(tmp_path)
+        data = data_dir / f"w{run}"
+        p = _start(exe, [data], out, IOTRACE_FLUSH_INTERVAL_MS=rng.choice([2, 5, 20]))
+        time.sleep(rng.uniform(0.02, 0.4))
+        p.kill()
+        assert p.wait(timeout=10) == -signal.SIGKILL
+        done = os.path.getsize(data)
+        ts = TraceSet.load(out)
+        (f,) = ts.files
+        assert f.closed and f.end["reason"] == "killed" and not f.bad_lines, run
+        offsets = _pwrite_offsets(ts, data)
+        assert offsets == list(range(len(offsets))), run  # each once, in order
+        assert len(offsets) in (done, done - 1), (run, len(offsets), done)
+        assert f.end["events"] == len(f.records) - 1
+
+
+def test_killed_process_names_every_file_it_opened(cprog, tmp_path, data_dir):
+    """The records name files by address; the live file says which path each address held. A
+    process that opened 3000 files and was killed has every path named in its finished trace."""
+    code = f"""
+import os, sys
+for i in range(3000):
+    fd = os.open({str(data_dir)!r} + f"/f{{i:04d}}", os.O_WRONLY | os.O_CREAT, 0o644)
+    os.write(fd, b"x")
+    os.close(fd)
+print("ready", flush=True)
+import time
+time.sleep(60)
+"""
+    out = fresh_dir(tmp_path)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=[data_dir]))
+    assert p.stdout.readline() == "ready\n"
+    p.kill()
+    p.wait(timeout=10)
+    ts = TraceSet.load(out)
+    opened = [e["fname"] for e in ts.events(name=("open", "open64", "openat", "openat64"))]
+    assert opened == [str(data_dir / f"f{i:04d}") for i in range(3000)]
+    assert ts.count("write", under=data_dir) == 3000 and ts.count("close", under=data_dir) == 3000
+    assert "(unknown" not in str(ts.files[0].fh)
+
+
+def test_a_clean_exit_leaves_no_live_file(trace, data_dir):
+    """A process that ends normally finishes its own trace; its live file goes."""
+    (data_dir / "x").write_text("hello")
+    ts = trace(["cat", data_dir / "x"], include=[data_dir])
+    assert not [n for n in os.listdir(ts.dir) if n.endswith(".live")]
+    assert ts.count("read", fname=data_dir / "x") >= 1 and ts.files[0].end["reason"] == "exit"
+
+
+def test_a_running_process_live_file_is_left_alone(cprog, tmp_path, data_dir):
+    """Reading a job while it runs: the live file of a running process is not touched (its
+    process still writes it), and readers say its last events are not in the trace yet."""
+    exe = cprog("kill_while_writing.c", name="kill_while_writing")
+    out = fresh_dir(tmp_path)
+    p = _start(exe, [data_dir / "w"], out, IOTRACE_FLUSH_INTERVAL_MS=60000)
+    try:
+        finished, notes = reader.settle_live([str(out)])
+        assert not finished and len(notes) == 1 and "still running" in notes[0].detail
+        assert [n for n in os.listdir(out) if n.endswith(".live")]
+        cat = subprocess.run(["iotrace", "cat", str(out)], capture_output=True, text=True, timeout=60)
+        assert "still running" in cat.stderr and cat.returncode == 1
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+    finished, notes = reader.settle_live([str(out)])
+    assert len(finished) == 1 and not notes and finished[0]["pid"] == p.pid
+
+
+def test_iotrace_cat_finishes_a_dead_process_trace(cprog, tmp_path, data_dir):
+    """`iotrace cat` (as every reader) finishes the trace of a process that died first."""
+    exe = cprog("kill_while_writing.c", name="kill_while_writing")
+    out = fresh_dir(tmp_path)
+    p = _start(exe, [data_dir / "w"], out, IOTRACE_FLUSH_INTERVAL_MS=60000)
+    p.send_signal(signal.SIGKILL)
+    p.wait(timeout=10)
+    cat = subprocess.run(["iotrace", "cat", str(out)], capture_output=True, text=True, timeout=60)
+    assert cat.returncode == 0, cat.stderr
+    n = cat.stdout.count('"name":"pwrite"')
+    assert n in (os.path.getsize(data_dir / "w"), os.path.getsize(data_dir / "w") - 1)
+    assert '"reason":"killed"' in cat.stdout
+    assert not [x for x in os.listdir(out) if x.endswith(".live")]
+
+
+def test_many_threads_killed_keep_their_records(tmp_path, data_dir):
+    """64 threads, each writing its own file, their chunks spread over several segments of the
+    live file (it grows as they record): all of it comes back after SIGKILL."""
+    code = f"""
+import os, sys, threading
+d = {str(data_dir)!r}
+def work(i):
+    fd = os.open(f"{{d}}/t{{i}}", os.O_WRONLY | os.O_CREAT, 0o644)
+    for k in range(2000):
+        os.pwrite(fd, b"y", k)
+    os.close(fd)
+ts = [threading.Thread(target=work, args=(i,)) for i in range(64)]
+for t in ts: t.start()
+for t in ts: t.join()
+print("ready", flush=True)
+import time
+time.sleep(60)
+"""
+    out = fresh_dir(tmp_path)
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=[data_dir]))
+    assert p.stdout.readline() == "ready\n"
+    p.kill()
+    p.wait(timeout=10)
+    ts = TraceSet.load(out)
+    for i in range(64):
+        evs = ts.events(name=("pwrite", "pwrite64"), fname=data_dir / f"t{i}")
+        assert [e["args"]["offset"] for e in evs] == list(range(2000)), i
+        assert len({e["tid"] for e in evs}) == 1
+
+
+def test_recovered_trace_keeps_the_process_header(tmp_path, data_dir):
+    """The live file holds the process's header lines: a process killed before its writer wrote
+    anything but the file's start still names its command line, parent and role."""
+    out = fresh_dir(tmp_path)
+    code = "import time; open('/dev/null').close(); print('ready', flush=True); time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}))
+    assert p.stdout.readline() == "ready\n"
+    p.kill()
+    p.wait(timeout=10)
+    ts = TraceSet.load(out)
+    h = ts.process(p.pid)
+    assert h["cmdline"][-1] == code and h["ppid"] == os.getpid() and h["role"] == "main"
+
+
+def test_run_traced_helper_sees_recovered_traces(trace, data_dir):
+    """The suite's own loader finishes live files too (as iotrace_format.reader does)."""
+    ts = run_traced(["sh", "-c", f"echo hi > {data_dir}/a; kill -9 $$"], data_dir.parent, check=False)
+    assert ts.returncode == -signal.SIGKILL
+    assert ts.files and all(f.closed for f in ts.files)

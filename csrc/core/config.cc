@@ -1,20 +1,29 @@
 #include "config.h"
 
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "sysmem.h"
+
+extern char** environ;
+
 namespace iot {
 
 Config g_config;
 
+bool config_false(const char* v) {
+  return strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "off") == 0 ||
+         strcasecmp(v, "no") == 0;
+}
+
 static bool env_bool(const char* name, bool dflt) {
   const char* v = getenv(name);
   if (!v || !*v) return dflt;
-  return !(strcmp(v, "0") == 0 || strcasecmp(v, "false") == 0 || strcasecmp(v, "off") == 0 ||
-           strcasecmp(v, "no") == 0);
+  return !config_false(v);
 }
 
 static long env_long(const char* name, long dflt, long lo, long hi) {
@@ -62,8 +71,59 @@ void config_set_prefixes(Config& c, bool include, const char* value) {
   }
 }
 
+// `a` then `b` as one string that lives as long as the process, off the heap (the exec wrappers
+// read it in vfork children); NULL when out of memory.
+static const char* keep(const char* a, const char* b = "") {
+  size_t na = strlen(a), nb = strlen(b);
+  auto* s = static_cast<char*>(arena_alloc(na + nb + 1));
+  if (!s) return nullptr;
+  memcpy(s, a, na);
+  memcpy(s + na, b, nb + 1);
+  return s;
+}
+
+bool same_var(const char* e, const char* n) {
+  while (*e && *e == *n && *e != '=') e++, n++;
+  return *e == '=' && *n == '=';
+}
+
+// What an exec'd child needs to be traced like this process, taken once at start: the
+// IOTRACE_* variables it started with, IOTRACE_DIR as the absolute folder made above (from
+// c.dir, not environ: bash's own setenv keeps it among its shell variables), the relative
+// IOTRACE_DIR it was given (`given`: a child env that still has it gets the absolute one), and
+// this library's path for LD_PRELOAD. ROLE and PARENT_PID describe this process only.
+static void keep_for_children(Config& c, const char* given) {
+  c.n_inherited = 0;
+  c.dir_entry = c.dir_given = c.preload = c.lib_base = nullptr;
+  if ((c.dir_entry = keep("IOTRACE_DIR=", c.dir))) c.inherited[c.n_inherited++] = c.dir_entry;
+  if (given && c.dir[0] == '/' && c.dir_entry) c.dir_given = keep("IOTRACE_DIR=", given);
+  for (char** e = environ; e && *e && c.n_inherited < Config::kMaxInherited; e++) {
+    if (strncmp(*e, "IOTRACE_", 8) || !strchr(*e, '=') || same_var(*e, "IOTRACE_ROLE=") ||
+        same_var(*e, "IOTRACE_PARENT_PID="))
+      continue;
+    bool dup = false;  // IOTRACE_DIR, or a name seen before (getenv sees only the first)
+    for (int i = 0; i < c.n_inherited && !dup; i++) dup = same_var(*e, c.inherited[i]);
+    if (const char* k = dup ? nullptr : keep(*e)) c.inherited[c.n_inherited++] = k;
+  }
+  Dl_info info;
+  if (dladdr(reinterpret_cast<void*>(&config_from_env), &info) && info.dli_fname &&
+      *info.dli_fname) {
+    const char* lib = info.dli_fname;
+    char cwd[4096], abs[4096 + 16];
+    if (lib[0] != '/' && syscall(SYS_getcwd, cwd, sizeof cwd) > 0 &&
+        snprintf(abs, sizeof abs, "%s/%s", cwd, lib) < int(sizeof abs))
+      lib = abs;
+    c.preload = keep("LD_PRELOAD=", lib);
+    if (c.preload)
+      c.lib_base = strrchr(c.preload, '/') ? strrchr(c.preload, '/') + 1 : c.preload + 11;
+  }
+}
+
 void config_from_env(Config& c) {
   c.enable = env_bool("IOTRACE_ENABLE", true);
+  const char* given = getenv("IOTRACE_DIR");
+  if (given && given[0] == '/') given = nullptr;
+  if (given) given = keep(given);  // setenv below may free it
   if (const char* d = getenv("IOTRACE_DIR"); d && *d) {
     strncpy(c.dir, d, sizeof c.dir - 1);
   }
@@ -112,6 +172,8 @@ void config_from_env(Config& c) {
   c.posix = env_bool("IOTRACE_POSIX", true);
   c.stdio = env_bool("IOTRACE_STDIO", true);
   c.signals = env_bool("IOTRACE_SIGNALS", true);
+  c.inherit = env_bool("IOTRACE_INHERIT", true);
+  keep_for_children(c, given);
 }
 
 }  // namespace iot

@@ -35,10 +35,29 @@ struct Config {
   bool posix = true;    // IOTRACE_POSIX: record POSIX calls
   bool stdio = true;    // IOTRACE_STDIO: record stdio calls
   bool signals = true;  // IOTRACE_SIGNALS: flush on fatal signals
+  // IOTRACE_INHERIT: an exec'd or spawned child whose environment lacks LD_PRELOAD or the
+  // IOTRACE_* settings of this process gets them back (interpose/process.cc), so `env -i` and
+  // subprocess's env={} children stay traced. 0: the child runs with what it was given.
+  bool inherit = true;
+
+  // What the exec wrappers put back, taken at start (the program may change its environ
+  // later; exec may come after vfork, when the heap is the parent's: so never malloc'd).
+  static constexpr int kMaxInherited = 64;
+  const char* inherited[kMaxInherited] = {};  // "IOTRACE_X=v" but ROLE, PARENT_PID
+  int n_inherited = 0;
+  const char* dir_entry = nullptr;  // "IOTRACE_DIR=<absolute dir>", one of `inherited`
+  const char* dir_given = nullptr;  // "IOTRACE_DIR=<relative value>" it started with, if any
+  const char* preload = nullptr;    // "LD_PRELOAD=<absolute path of this library>"
+  const char* lib_base = nullptr;   // its file name, inside `preload`
 };
 
 // Parse the environment into `c` (defaults for unset variables).
 void config_from_env(Config& c);
+// Is a boolean setting's value one of the words that turn it off (0, false, off, no)? Also
+// for the exec wrappers, which read a child's IOTRACE_ENABLE as the child will.
+bool config_false(const char* value);
+// Do environment entries `e` and `n` ("NAME=value") set the same variable?
+bool same_var(const char* e, const char* n);
 // Replace the include or exclude list by a ':'-separated string.
 void config_set_prefixes(Config& c, bool include, const char* value);
 

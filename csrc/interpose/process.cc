@@ -1,7 +1,9 @@
 // Process events: fork (the child's own trace starts in the atfork handler), exec (flush and
-// close before the image is replaced), _exit/_Exit (flush: no atexit handlers will run), and
-// vfork, marked so that its child stays out of the parent's trace and tables.
+// close before the image is replaced), posix_spawn, _exit/_Exit (flush: no atexit handlers will
+// run), and vfork, marked so that its child stays out of the parent's trace and tables. exec and
+// posix_spawn also hand the child what it needs to be traced like this process (NextEnv).
 #include <alloca.h>
+#include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +11,7 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "sysmem.h"
 
 using namespace iot;
 
@@ -17,8 +20,21 @@ REAL_FN(fork, pid_t (*)(void))
 REAL_FN(execve, int (*)(const char*, char* const[], char* const[]))
 REAL_FN(execvpe, int (*)(const char*, char* const[], char* const[]))
 REAL_FN(fexecve, int (*)(int, char* const[], char* const[]))
+using spawn_fn = int (*)(pid_t*, const char*, const posix_spawn_file_actions_t*,
+                         const posix_spawnattr_t*, char* const[], char* const[]);
+REAL_FN(posix_spawn, spawn_fn)
+REAL_FN(posix_spawnp, spawn_fn)
 REAL_FN(_exit, void (*)(int))
 REAL_FN(_Exit, void (*)(int))
+
+// The program an exec or spawn runs, as the event's file: a name the call looks up in PATH
+// (execvp, posix_spawnp...) stays as given; any other path is resolved against the cwd.
+Str* program(const char* path, int fd, bool search) {
+  if (fd >= 0) return fd_path(fd);
+  if (!path) return nullptr;
+  if (search && !strchr(path, '/')) return intern_abs_path(path, uint32_t(strlen(path)));
+  return intern_path(path);
+}
 
 void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret, int err) {
   if (!passes(prog)) return;
@@ -31,43 +47,176 @@ void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret,
   if (t_state) name_string(t_state, prog);
 }
 
-// The environment for the next image: the same, plus IOTRACE_ROLE=exec when it will be traced.
-// Built on the stack: after vfork the heap is the parent's.
-#define EXEC_ENV(envp, out)                                                               \
-  size_t out##_n = 0;                                                                     \
-  bool out##_traced = false;                                                              \
-  for (char* const* e = (envp); e && *e && out##_n < 65536; e++, out##_n++)               \
-    if (!strncmp(*e, "LD_PRELOAD=", 11) && strstr(*e, "libiotrace")) out##_traced = true; \
-  char** out = static_cast<char**>(alloca((out##_n + 2) * sizeof(char*)));                \
-  {                                                                                       \
-    size_t k = 0;                                                                         \
-    for (size_t i = 0; i < out##_n; i++)                                                  \
-      if (strncmp((envp)[i], "IOTRACE_ROLE=", 13)) out[k++] = (envp)[i];                  \
-    if (out##_traced) out[k++] = const_cast<char*>("IOTRACE_ROLE=exec");                  \
-    out[k] = nullptr;                                                                     \
+// --- the environment of the next image ------------------------------------------------------
+// A child stays traced like this process: when the environment exec or posix_spawn is given
+// lacks them, LD_PRELOAD (this library first, the child's other entries kept) and the IOTRACE_*
+// settings this process started with go back in (not with IOTRACE_INHERIT=0); the relative
+// IOTRACE_DIR this process was given becomes the absolute one (a shell passes its own copy of
+// its variables on, not the environ that config.cc made absolute); IOTRACE_ROLE=exec tells the
+// next image of this process what it is (a new process, vfork'd or spawned, gets none: its own
+// start-up finds its role, as multiprocessing's `spawn`). A variable the child's environment sets
+// stays the child's, and its IOTRACE_ENABLE=0 leaves it as it is. An environment that needs nothing
+// is passed as it is; a changed one is built in a few hundred bytes of stack when it fits, else in
+// mapped memory: never malloc, as exec may come in a vfork child, whose heap and its locks are the
+// parent's.
+
+// A vfork child's big environments: a mapping made there stays in the parent's address space,
+// so each thread keeps one and reuses it (the parent thread is stopped while its vfork child
+// runs), and the parent frees it on its next intercepted call (vfork_child_slow).
+struct EnvMap {
+  void* p;
+  size_t n;
+};
+__thread EnvMap t_vfork_env __attribute__((tls_model("initial-exec"))) = {nullptr, 0};
+
+constexpr char kRoleExec[] = "IOTRACE_ROLE=exec";
+
+// Does the LD_PRELOAD value `v` name this library: an entry (the loader splits at ':' and ' ')
+// whose file name is ours? Another copy of iotrace counts: the child is traced either way.
+bool names_us(const char* v) {
+  const char* base = g_config.lib_base;
+  size_t bn = strlen(base);
+  while (*v) {
+    const char* end = v + strcspn(v, ": ");
+    const char* name = end;
+    while (name > v && name[-1] != '/') name--;
+    if (size_t(end - name) == bn && !memcmp(name, base, bn)) return true;
+    v = *end ? end + 1 : end;
   }
+  return false;
+}
+
+class NextEnv {
+ public:
+  // `envp`: what the program gives the child (NULL: nothing); `vfork_child`: this process is
+  // a vfork child (see t_vfork_env); `image`: the child is the next image of this process.
+  NextEnv(char* const* envp, bool vfork_child, bool image);
+  ~NextEnv() { sys_unmap(map_, map_n_); }  // exec failed, or posix_spawn returned
+  NextEnv(const NextEnv&) = delete;
+  NextEnv& operator=(const NextEnv&) = delete;
+  char* const* get() const { return env_; }
+
+ private:
+  char* room(size_t bytes, bool vfork_child);
+  char* const* env_;
+  void* map_ = nullptr;  // a mapping of this call (not in a vfork child)
+  size_t map_n_ = 0;
+  alignas(char*) char small_[256];  // the tracer's share of the program's stack
+};
+
+// Memory for `bytes` of new environment: the stack buffer, this thread's vfork mapping, or a
+// mapping of this call. NULL when out of memory (the child then gets what it was given).
+char* NextEnv::room(size_t bytes, bool vfork_child) {
+  if (bytes <= sizeof small_) return small_;
+  if (!vfork_child) {
+    map_ = sys_map(bytes);
+    map_n_ = bytes;
+    return static_cast<char*>(map_);
+  }
+  EnvMap& m = t_vfork_env;
+  if (m.n < bytes) {
+    void* p = m.p ? sys_remap(m.p, m.n, bytes) : sys_map(bytes);
+    if (!p) return nullptr;
+    m = {p, bytes};
+  }
+  return static_cast<char*>(m.p);
+}
+
+NextEnv::NextEnv(char* const* envp, bool vfork_child, bool image) : env_(envp) {
+  const Config& c = g_config;
+  if (!c.preload) return;  // nothing known to pass on
+  size_t n = 0, n_preload = 0, n_role = 0;
+  const char* preload = nullptr;  // the value of the last LD_PRELOAD entry: the loader's
+  bool enable_seen = false, role_exec = false;
+  size_t dir = ~size_t(0);  // the first IOTRACE_DIR entry: the child's getenv finds it
+  uint64_t present = 0;     // bit i: c.inherited[i]'s variable is set
+  for (; envp && envp[n]; n++) {
+    const char* e = envp[n];
+    if (!strncmp(e, "LD_PRELOAD=", 11)) {
+      preload = e + 11;
+      n_preload++;
+    }
+    if (strncmp(e, "IOTRACE_", 8)) continue;
+    if (!strncmp(e + 8, "ROLE=", 5)) {
+      n_role++;
+      role_exec = !strcmp(e, kRoleExec);
+      continue;
+    }
+    if (!enable_seen && !strncmp(e + 8, "ENABLE=", 7)) {
+      enable_seen = true;
+      if (config_false(e + 15)) return;  // the child's own opt-out: nothing added
+    }
+    if (dir == ~size_t(0) && !strncmp(e + 8, "DIR=", 4)) dir = n;
+    for (int i = 0; i < c.n_inherited; i++)
+      if (same_var(e, c.inherited[i])) present |= uint64_t(1) << i;
+  }
+  bool ours = preload && names_us(preload);
+  bool add_preload = c.inherit && !ours;
+  bool traced = ours || add_preload;
+  uint64_t add = 0;
+  if (c.inherit)
+    add = ~present & (c.n_inherited == 64 ? ~uint64_t(0) : (uint64_t(1) << c.n_inherited) - 1);
+  bool fix_dir = dir != ~size_t(0) && c.dir_given && !strcmp(envp[dir], c.dir_given);
+  bool role = traced && image;
+  bool role_kept = role ? n_role == 1 && role_exec : n_role == 0;
+  if (!add_preload && !add && !fix_dir && role_kept) return;
+
+  size_t count = n - (add_preload ? n_preload : 0) - n_role + size_t(__builtin_popcountll(add)) +
+                 add_preload + role;
+  size_t theirs = add_preload && preload && *preload ? strlen(preload) : 0;
+  size_t mine = strlen(c.preload);
+  size_t array = (count + 1) * sizeof(char*);
+  char* mem = room(array + (add_preload ? mine + 1 + theirs + 1 : 0), vfork_child);
+  if (!mem) return;
+  char** out = reinterpret_cast<char**>(mem);
+  size_t k = 0;
+  for (size_t i = 0; i < n; i++) {
+    const char* e = envp[i];
+    if ((add_preload && !strncmp(e, "LD_PRELOAD=", 11)) || !strncmp(e, "IOTRACE_ROLE=", 13))
+      continue;
+    out[k++] = const_cast<char*>(fix_dir && i == dir ? c.dir_entry : e);
+  }
+  for (int i = 0; i < c.n_inherited; i++)
+    if (add >> i & 1) out[k++] = const_cast<char*>(c.inherited[i]);
+  if (add_preload) {
+    char* s = mem + array;
+    out[k++] = s;
+    memcpy(s, c.preload, mine);
+    s += mine;
+    if (theirs) {
+      *s++ = ':';
+      memcpy(s, preload, theirs);
+      s += theirs;
+    }
+    *s = 0;
+  }
+  if (role) out[k++] = const_cast<char*>(kRoleExec);
+  out[k] = nullptr;
+  env_ = out;
+}
+
+// Is this a vfork child (posix_spawn, subprocess)? It shares the parent's memory: it must not
+// flush or close the parent's trace, nor record. It is the one process whose pid is not ours.
+bool vforked() { return syscall(SYS_getpid) != g_pid; }
 
 // exec: one event written just before the image goes (no ret: it does not come back), and if
 // it does come back, a second one with the failure, in a new file. `call(envp)` runs the real
 // exec with the environment to use.
 template <class Call>
 int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call) {
-  // A vfork child (posix_spawn, subprocess) shares the parent's memory: it must not flush or
-  // close the parent's trace. It is the one process whose pid is not ours.
-  if (!process_on() || t_guard || syscall(SYS_getpid) != g_pid) return call(envp);
+  if (!g_interposing || t_guard) return call(envp);
+  bool child = vforked();
+  NextEnv env(envp, child, !child);
+  if (child || !process_on()) return call(env.get());
   int64_t t0 = now_ticks();
   Str* prog;
   {
     Guard g;
-    prog = fd >= 0 ? fd_path(fd)
-           : strchr(path ? path : "", '/') ? intern_path(path)
-           : path ? intern_abs_path(path, uint32_t(strlen(path)))
-                  : nullptr;
+    prog = program(path, fd, id == C_execvp || id == C_execvpe || id == C_execlp);
     record_exec(id, prog, fd, t0, false, 0, 0);
   }
-  EXEC_ENV(envp, env)
   before_exec();
-  int ret = call(env);
+  int ret = call(env.get());
   int err = errno;
   after_failed_exec();
   {
@@ -78,13 +227,52 @@ int do_exec(CallId id, const char* path, int fd, char* const* envp, Call&& call)
   return ret;
 }
 
-// execl*: the variadic arguments as an argv array (on the stack: exec may follow a vfork).
-#define COLLECT_ARGS(first, ap, argv, max)                                         \
-  const char* argv[max];                                                           \
-  int argc = 0;                                                                    \
-  argv[argc++] = first;                                                            \
-  while (argc < max - 1 && argv[argc - 1]) argv[argc++] = va_arg(ap, const char*); \
-  argv[argc] = nullptr;
+// posix_spawn[p]: glibc execs the child with an internal execve no wrapper sees, so the child's
+// environment is made here, before. (envp NULL is no environment, not environ: glibc and musl
+// pass it to execve as it is.) One event in the parent: the program as its file, ret the
+// child's pid, or -1 with the returned error as errno.
+template <class Call>
+int do_spawn(CallId id, pid_t* pid, const char* path, char* const* envp, Call&& call) {
+  if (!g_interposing || t_guard) return call(pid, envp);
+  bool child = vforked();
+  NextEnv env(envp, child, false);
+  if (child || !process_on()) return call(pid, env.get());
+  pid_t spawned = -1;
+  if (!pid) pid = &spawned;
+  int64_t t0 = now_ticks();
+  int rc = call(pid, env.get());
+  int64_t t1 = now_ticks();
+  int err = errno;
+  {
+    Guard g;
+    Str* prog = program(path, -1, id == C_posix_spawnp);
+    if (passes(prog)) {
+      IoRec rec;
+      rec.init(id, t0, t1);
+      rec.set_file(prog);
+      set_result(rec, rc ? -1 : *pid, rc);
+      append(&rec, sizeof rec);
+    }
+  }
+  errno = err;
+  return rc;
+}
+
+// execl*: the variadic arguments as an argv array of exactly their number (counted first on a
+// copy of the list), on the stack as glibc's own execl has it: the same stack as untraced, and
+// no heap (exec may follow a vfork). As in glibc, the list is read up to the first NULL after
+// `first` (declared non-null), and `ap` is left after that NULL (execle's envp comes next).
+#define COLLECT_ARGS(first, ap, argv)                                            \
+  size_t argv##_n = 1;                                                           \
+  {                                                                              \
+    va_list count;                                                               \
+    va_copy(count, ap);                                                          \
+    while (va_arg(count, const char*)) argv##_n++;                               \
+    va_end(count);                                                               \
+  }                                                                              \
+  auto argv = static_cast<const char**>(alloca((argv##_n + 1) * sizeof(char*))); \
+  argv[0] = first;                                                               \
+  for (size_t i = 1; i <= argv##_n; i++) argv[i] = va_arg(ap, const char*);
 }  // namespace
 
 IOT_EXPORT pid_t fork(void) {
@@ -122,7 +310,7 @@ IOT_EXPORT int fexecve(int fd, char* const argv[], char* const envp[]) {
 IOT_EXPORT int execl(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  COLLECT_ARGS(arg, ap, argv, 4096)
+  COLLECT_ARGS(arg, ap, argv)
   va_end(ap);
   return do_exec(C_execl, path, -1, environ, [&](char* const* env) {
     return real_execve()(path, const_cast<char* const*>(argv), env);
@@ -131,7 +319,7 @@ IOT_EXPORT int execl(const char* path, const char* arg, ...) {
 IOT_EXPORT int execlp(const char* file, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  COLLECT_ARGS(arg, ap, argv, 4096)
+  COLLECT_ARGS(arg, ap, argv)
   va_end(ap);
   return do_exec(C_execlp, file, -1, environ, [&](char* const* env) {
     return real_execvpe()(file, const_cast<char* const*>(argv), env);
@@ -140,11 +328,24 @@ IOT_EXPORT int execlp(const char* file, const char* arg, ...) {
 IOT_EXPORT int execle(const char* path, const char* arg, ...) {
   va_list ap;
   va_start(ap, arg);
-  COLLECT_ARGS(arg, ap, argv, 4096)
+  COLLECT_ARGS(arg, ap, argv)
   char* const* envp = va_arg(ap, char* const*);
   va_end(ap);
   return do_exec(C_execle, path, -1, envp, [&](char* const* env) {
     return real_execve()(path, const_cast<char* const*>(argv), env);
+  });
+}
+
+IOT_EXPORT int posix_spawn(pid_t* pid, const char* path, const posix_spawn_file_actions_t* actions,
+                           const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  return do_spawn(C_posix_spawn, pid, path, envp, [&](pid_t* p, char* const* env) {
+    return real_posix_spawn()(p, path, actions, attr, argv, env);
+  });
+}
+IOT_EXPORT int posix_spawnp(pid_t* pid, const char* file, const posix_spawn_file_actions_t* actions,
+                            const posix_spawnattr_t* attr, char* const argv[], char* const envp[]) {
+  return do_spawn(C_posix_spawnp, pid, file, envp, [&](pid_t* p, char* const* env) {
+    return real_posix_spawnp()(p, file, actions, attr, argv, env);
   });
 }
 
@@ -187,7 +388,11 @@ __asm__(
 namespace iot {
 bool vfork_child_slow() {
   if (syscall(SYS_getpid) != g_pid) return true;
-  iot_vforking = 0;  // the parent, back from vfork (or vfork failed)
+  iot_vforking = 0;     // the parent, back from vfork (or vfork failed)
+  if (t_vfork_env.p) {  // its child's environment (NextEnv): the child has exec'd or exited
+    sys_unmap(t_vfork_env.p, t_vfork_env.n);
+    t_vfork_env = {nullptr, 0};
+  }
   return false;
 }
 }  // namespace iot

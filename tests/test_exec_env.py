@@ -118,8 +118,17 @@ prog, data, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
 r = subprocess.run([prog, "show", data], env={}, capture_output=True, text=True)
 print(r.stdout, end="")
 def vm_kb():
-    with open("/proc/self/status") as f:
-        return int([x for x in f if x.startswith("VmSize:")][0].split()[1])
+    # The process's mappings but the tracer's live file (its record buffers, which grow as the
+    # process records more: docs/trace-format.md), in KiB.
+    total = 0
+    with open("/proc/self/maps") as f:
+        for line in f:
+            parts = line.split()
+            if len(parts) >= 6 and parts[5].endswith(".live"):
+                continue
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            total += (hi - lo) // 1024
+    return total
 # a big environment (built in a mapping in the vfork child), found by a PATH search (execve
 # tried in each folder), n times: the mapping is reused and freed by the parent, not leaked
 big = {f"V_{i}": "x" * 20 for i in range(300)}

@@ -35,7 +35,7 @@ void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_
              const char* args, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name) return;
   if (!args) len = 0;
-  Guard g;  // between reserve and commit a signal handler's calls must not record
+  Busy busy;  // between reserve and commit a signal handler's calls are recorded aside
   uint32_t size;
   ThreadState* ts;
   MarkRec* r = reserve_rec<MarkRec>(len, &size, &ts);
@@ -80,7 +80,7 @@ IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t 
                                  int64_t start_ns, int64_t dur_ns, const char* args, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name || !cat) return;
   if (!args) len = 0;
-  Guard g;  // between reserve and commit a signal handler's calls must not record
+  Busy busy;  // between reserve and commit a signal handler's calls are recorded aside
   uint32_t size;
   ThreadState* ts;
   SpanRec* r = reserve_rec<SpanRec>(len, &size, &ts);

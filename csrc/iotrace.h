@@ -10,7 +10,7 @@ extern "C" {
 #endif
 
 /* The trace format (docs/trace-format.md); the iotrace_process event carries it. */
-#define IOTRACE_FORMAT_VERSION 4
+#define IOTRACE_FORMAT_VERSION 5
 
 /* Start the core if it is not running (reads IOTRACE_* from the environment, then applies
  * the non-NULL overrides). Returns 0 on success, -1 when tracing is disabled. */

@@ -174,3 +174,56 @@ def test_run_traced_helper_sees_recovered_traces(trace, data_dir):
     ts = run_traced(["sh", "-c", f"echo hi > {data_dir}/a; kill -9 $$"], data_dir.parent, check=False)
     assert ts.returncode == -signal.SIGKILL
     assert ts.files and all(f.closed for f in ts.files)
+
+
+def test_traced_parent_that_reaps_a_killed_child_names_the_signal(cprog, tmp_path, data_dir):
+    """A child that a signal ends runs no code of the tracer's; the traced parent that reaps it
+    (a shell's wait, Python's waitpid) finishes its trace there and then, with the signal as
+    the end's reason; a reader finishing it later could only say "killed"."""
+    exe = cprog("kill_while_writing.c", name="kill_while_writing")
+    for parent, how in (("bash", "shell"), (sys.executable, "python")):
+        out = fresh_dir(tmp_path)
+        data = data_dir / f"w-{how}"
+        if how == "shell":
+            cmd = ["bash", "-c", f'"$1" "$2" & sleep 0.3; kill -{int(signal.SIGUSR1)} $!; wait $!; '
+                   'echo "status $?"', "bash", exe, data]
+        else:
+            code = ("import subprocess, sys, time, signal\n"
+                    "p = subprocess.Popen([sys.argv[1], sys.argv[2]], stdout=subprocess.PIPE)\n"
+                    "p.stdout.readline(); time.sleep(0.1); p.send_signal(signal.SIGUSR1)\n"
+                    "print('status', p.wait())\n")
+            cmd = [parent, "-c", code, exe, data]
+        p = subprocess.run(cmd, env=tracer_env(out), capture_output=True, text=True, timeout=60)
+        assert p.stdout.split()[-1] in (str(128 + signal.SIGUSR1), str(-signal.SIGUSR1)), (how, p.stdout)
+        # Finished by the parent: no live file left for a reader.
+        assert not [n for n in os.listdir(out) if n.endswith(".live")], how
+        ts = TraceSet.load(out)
+        (child,) = [f for f in ts.files if f.header["exe"].endswith("kill_while_writing")]
+        assert child.end["reason"] == f"signal:{int(signal.SIGUSR1)}", how
+        offsets = [e["args"]["offset"] for e in child.events() if e["name"] == "pwrite"]
+        assert offsets == list(range(len(offsets))) and len(offsets) in (
+            os.path.getsize(data), os.path.getsize(data) - 1), how
+
+
+def test_iotrace_recover_finishes_and_says_what_it_did(cprog, tmp_path, data_dir):
+    """`iotrace recover DIR`: the trace of a process that died is finished, with a line on it;
+    a running process's live file is left alone unless --force."""
+    exe = cprog("kill_while_writing.c", name="kill_while_writing")
+    out = fresh_dir(tmp_path)
+    dead = _start(exe, [data_dir / "dead"], out, IOTRACE_FLUSH_INTERVAL_MS=60000)
+    dead.kill()
+    dead.wait(timeout=10)
+    running = _start(exe, [data_dir / "running"], out, IOTRACE_FLUSH_INTERVAL_MS=60000)
+    try:
+        r = subprocess.run(["iotrace", "recover", str(out)], capture_output=True, text=True, timeout=60)
+        assert r.returncode == 0, r.stderr
+        assert f"pid {dead.pid} " in r.stdout and "ended: killed" in r.stdout
+        assert f"pid {running.pid} is still running: left alone" in r.stderr
+        lives = [n for n in os.listdir(out) if n.endswith(".live")]
+        assert len(lives) == 1 and f"-{running.pid}." in lives[0]
+    finally:
+        running.kill()
+        running.wait(timeout=10)
+    r = subprocess.run(["iotrace", "recover", "--force", str(out)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and f"pid {running.pid} " in r.stdout, (r.stdout, r.stderr)
+    assert not [n for n in os.listdir(out) if n.endswith(".live")]

@@ -34,6 +34,7 @@ from pathlib import Path
 
 import pytest
 
+import tracing
 from tracing import TraceSet, fresh_dir, tracer_env
 
 SIGSEGV, SIGABRT, SIGTERM = int(signal.SIGSEGV), int(signal.SIGABRT), int(signal.SIGTERM)
@@ -164,7 +165,6 @@ OTHER_UID = 65534  # nobody
 # -- 1. a daemon must not keep its caller waiting ------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: daemon keeps the caller waiting (writer holds fd 2)")
 def test_daemon_does_not_keep_its_caller_waiting(cprog, tmp_path, data_dir):
     """A program that starts a daemon (fork; the child writes its pid file, points fds 0-2 at
     /dev/null 50 ms later and runs on for 3 s) and exits: `subprocess.run(...,
@@ -270,7 +270,6 @@ def test_rust_stack_overflow_is_reported(rust_overflow, tmp_path, data_dir):
 # -- 3. running out of address space -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: out of address space: traced dies of SIGSEGV")
 def test_program_that_runs_out_of_address_space(cprog, tmp_path, data_dir):
     """Under RLIMIT_AS of 64 MiB the program mallocs until malloc returns NULL, then writes a
     file and exits 0: a program that handles running out of memory. The tracer must not crash
@@ -286,16 +285,12 @@ def test_program_that_runs_out_of_address_space(cprog, tmp_path, data_dir):
 # -- 4. seccomp sandboxes --------------------------------------------------------------------------
 
 
-def _seccomp_case(mode: str, what: str):
-    return pytest.param(mode, marks=pytest.mark.xfail(strict=True, reason=f"issue 22: seccomp {what}"))
-
-
 @pytest.mark.parametrize("mode", [
-    _seccomp_case("kill-process", "KILL_PROCESS (prctl): traced dies of SIGSYS"),
-    _seccomp_case("kill-syscall", "KILL_PROCESS (seccomp syscall): traced dies of SIGSYS"),
-    _seccomp_case("trap", "RET_TRAP: traced dies of SIGSYS"),
-    _seccomp_case("kill-thread", "KILL_THREAD: traced hangs (writer thread outlives main)"),
-    _seccomp_case("strict", "MODE_STRICT: traced hangs (writer thread outlives main)"),
+    "kill-process",
+    "kill-syscall",
+    "trap",
+    "kill-thread",
+    "strict",
     "errno",
 ])
 def test_seccomp_sandbox(cprog, tmp_path, data_dir, mode):
@@ -369,7 +364,6 @@ def test_siginterrupt_makes_a_read_return_eintr(cprog, tmp_path):
     assert_same(p, t)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: default-fatal signals show as caught (SigCgt)")
 def test_signal_lines_of_proc_status(cprog, tmp_path):
     """/proc/self/status shows which signals the program catches (SigCgt), ignores and blocks;
     tools and the program itself read it (a supervisor deciding how to stop a process, a
@@ -382,7 +376,6 @@ def test_signal_lines_of_proc_status(cprog, tmp_path):
     assert_same(p, t)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: SIGTERM to a parent waiting in vfork waits for the child")
 def test_sigterm_kills_a_parent_waiting_in_vfork(cprog, tmp_path, data_dir):
     """A parent waiting in vfork() for a child that takes 3 s to exec or exit dies of SIGTERM at
     once untraced (the kernel's vfork wait is killable by a fatal signal). A handler for
@@ -399,7 +392,6 @@ def test_sigterm_kills_a_parent_waiting_in_vfork(cprog, tmp_path, data_dir):
     assert TraceSet.load(out).count("write", fname=str(data_dir / "before")) == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: PID 1 gets EINTR from a SIGTERM it does not handle")
 def test_pid_1_does_not_see_sigterm_it_has_no_handler_for(cprog, tmp_path, data_dir, need_root):
     """PID 1 of a PID namespace (a container's init) does not get signals it has no handler
     for: a SIGTERM from its child changes nothing, its 1 s poll() returns 0. With a handler of
@@ -430,7 +422,6 @@ def _stamps_after_raise(data_dir) -> tuple[int, float]:
     return len(after), max(after, default=0) / 1e6
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: another thread runs on after raise(SIGTERM)")
 def test_no_thread_runs_on_after_raise_sigterm(cprog, tmp_path, data_dir):
     """raise(SIGTERM) with the default action ends the whole process at once: another thread
     that writes time stamps in a loop stops within microseconds (and a program may rely on no
@@ -482,7 +473,6 @@ def test_70035_environment_variables_reach_the_next_program(cprog, tmp_path):
 # -- 9. chroot -------------------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: after chroot the trace is written inside the jail")
 def test_chroot_jail_holds_only_the_programs_files(cprog, tmp_path, need_root):
     """A program that chroots into a folder and writes there: the jail holds the program's files
     and nothing else (the tracer must not create its trace folder inside the jail), and the
@@ -505,7 +495,6 @@ def test_chroot_jail_holds_only_the_programs_files(cprog, tmp_path, need_root):
 # -- 10. clone(CLONE_VM | CLONE_VFORK) -------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: clone(CLONE_VM|CLONE_VFORK) child recorded as the parent")
 def test_clone_vfork_child_stays_out_of_the_parents_trace(cprog, tmp_path, data_dir):
     """A child made by clone(CLONE_VM | CLONE_VFORK) on a stack of its own (what posix_spawn and
     some runtimes do by hand) opens, dup2s and closes a file, then _exits. The program behaves
@@ -528,7 +517,6 @@ def test_clone_vfork_child_stays_out_of_the_parents_trace(cprog, tmp_path, data_
 # -- 11. per-process limits ------------------------------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: the tracer takes one pthread key (1023 left, not 1024)")
 def test_pthread_keys_left_to_the_program(cprog, tmp_path):
     """A program can create PTHREAD_KEYS_MAX (1024) thread-specific data keys untraced; a
     program or library that needs them all must get them all."""
@@ -539,7 +527,6 @@ def test_pthread_keys_left_to_the_program(cprog, tmp_path):
     assert_same(p, t)
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: the writer thread counts against RLIMIT_NPROC")
 def test_threads_under_rlimit_nproc(cprog, tmp_path, need_root, open_dir):
     """Under RLIMIT_NPROC of 8, a process of a user with no other processes can create 7
     threads (every thread counts). The tracer's writer thread would take one of them. Run as
@@ -579,23 +566,32 @@ def readable(open_dir):
     return f
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: setpriv --init-groups aborts traced (134)")
 def test_setpriv_to_another_user(tmp_path, need_root, open_dir, readable):
     """`setpriv --reuid=65534 --regid=65534 --init-groups -- cat FILE` (how scripts and
-    containers drop root): prints the file and exits 0, traced too, and the program it runs is
-    traced."""
+    containers drop root): prints the file and exits 0, traced too, and the program it runs as
+    the other user is traced, into the trace folder root made (0755: the tracer gives the user
+    an ACL entry on it as root gives up its rights) with the library from where that user can
+    read it."""
     setpriv = shutil.which("setpriv")
     if setpriv is None:
         pytest.skip("setpriv (util-linux) is not installed")
+    lib = open_dir / "libiotrace.so"  # the installed one is under /root here, which 65534 cannot read
+    shutil.copy(tracing.PRELOAD, lib)
+    lib.chmod(0o755)
+    trace_dir = open_dir / "trace"
+    trace_dir.mkdir(mode=0o755)
     cmd = [setpriv, f"--reuid={OTHER_UID}", f"--regid={OTHER_UID}", "--init-groups", "--", "cat", readable]
     p = plain(cmd)
     assert (p.returncode, p.stdout) == (0, "hello\n"), str(p)
-    t = traced(cmd, tmp_path, trace_dir=open_dir / "trace")
+    t = traced(cmd, tmp_path, env={"LD_PRELOAD": str(lib)}, trace_dir=trace_dir)
     assert_same(p, t)
+    (cat,) = [f for f in t.ts.files if f.header["exe"].endswith("/cat")]
+    assert os.stat(cat.path).st_uid == OTHER_UID and cat.end["reason"] == "exit"
     assert t.ts.count("read", fname=str(readable)) >= 1
+    (drop,) = [f for f in t.ts.files if f.header["exe"].endswith("/setpriv")]
+    assert drop.end["reason"] == "exec" and not [n for n in os.listdir(trace_dir) if n.endswith(".live")]
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: capset is per thread: setresgid after it aborts traced")
 def test_keepcaps_capset_then_setresgid(cprog, tmp_path, need_root, open_dir):
     """A server dropping root but keeping CAP_SETUID/CAP_SETGID: PR_SET_KEEPCAPS, setresgid,
     setresuid to 65534, capset to make the two capabilities effective again, then setresgid
@@ -610,7 +606,6 @@ def test_keepcaps_capset_then_setresgid(cprog, tmp_path, need_root, open_dir):
     assert _writes(t, open_dir / "after") == 1
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: unshare(CLONE_NEWUSER) fails (EINVAL) multi-threaded")
 def test_unshare_user_namespace_command(tmp_path, need_root, open_dir, readable):
     """`unshare --user --map-root-user cat FILE` (rootless containers, sandboxes): a new user
     namespace needs a single-threaded process, which the program is untraced."""
@@ -652,7 +647,6 @@ print("unshared")
 """
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: os.unshare(CLONE_NEWUSER) fails (EINVAL) multi-threaded")
 def test_python_os_unshare_user_namespace(tmp_path, data_dir, need_root):
     """Python's os.unshare(os.CLONE_NEWUSER) (3.12+) succeeds in a single-threaded process."""
     script = tmp_path / "unshare_user.py"
@@ -683,8 +677,7 @@ print("child", os.waitstatus_to_exitcode(status))
 
 @pytest.mark.parametrize("warnings", [
     "error",
-    pytest.param("default", marks=pytest.mark.xfail(
-        strict=True, reason="issue 22: os.fork() warns 'This process is multi-threaded' traced")),
+    "default",
 ])
 @pytest.mark.parametrize("version", ["3.12", "3.13"])
 def test_python_fork_is_not_warned_about(tmp_path, data_dir, version, warnings):

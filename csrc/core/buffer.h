@@ -28,6 +28,15 @@ struct ThreadState {
   char name[16] = "";           // saved at thread exit (the kernel forgets it with the thread)
   uint64_t recorded = 0;        // producer: records appended
   ThreadState* next = nullptr;  // registry
+  // Records of calls that a signal handler made while this thread was inside the tracer (see
+  // Busy): kept here, appended when the tracer's work it interrupted is done.
+  static constexpr uint32_t kNested = 16;
+  std::atomic<uint32_t> nested_n{0};
+  struct Nested {
+    std::atomic<bool> ready;
+    char rec[120];  // an IoRec
+  };
+  Nested* nested = nullptr;  // kNested slots, from the arena with the state
 };
 
 // Recording on? (set by init, cleared by finalize; the hot path tests it first)
@@ -36,6 +45,10 @@ extern int g_pid;
 
 // Re-entrancy guard: the tracer's own work and calls made while recording are not traced.
 extern __thread int t_guard __attribute__((tls_model("initial-exec")));
+// The thread is inside the tracer's bookkeeping of a call (its buffer, its fd table): a signal
+// handler's calls that land here are recorded aside (t_nested) and appended afterwards.
+extern __thread int t_busy __attribute__((tls_model("initial-exec")));
+extern __thread int t_nested __attribute__((tls_model("initial-exec")));
 extern __thread ThreadState* t_state __attribute__((tls_model("initial-exec")));
 
 ThreadState* thread_state_create();
@@ -50,6 +63,22 @@ struct Guard {
   Guard() { ++t_guard; }
   ~Guard() { --t_guard; }
 };
+
+// Appends the records a handler left aside (buffer.h's ThreadState::nested).
+void append_nested(ThreadState* ts);
+struct Busy {
+  Busy() { ++t_busy; }
+  ~Busy() {
+    ThreadState* ts;
+    if (--t_busy == 0 && (ts = t_state) &&
+        __builtin_expect(ts->nested_n.load(std::memory_order_relaxed) != 0, 0))
+      append_nested(ts);
+  }
+};
+// A record for a call made by a signal handler that interrupted the tracer's bookkeeping: a
+// slot of the thread's aside list, or NULL (none: the event is dropped, counted).
+char* nested_slot(uint32_t* index);
+void nested_done(uint32_t index);
 
 // The program's errno across the tracer's own syscalls outside the traced call itself
 // (learning an unknown fd before it, the constructor, fork handlers): a call that succeeds

@@ -32,9 +32,8 @@ struct Config {
   // IOTRACE_RESOLUTION: ns per unit of the written times (1, 10, 100 or 1000). Coarser times
   // compress better: the trace's bytes are mostly the digits zstd cannot predict.
   int res_ns = 1;
-  bool posix = true;    // IOTRACE_POSIX: record POSIX calls
-  bool stdio = true;    // IOTRACE_STDIO: record stdio calls
-  bool signals = true;  // IOTRACE_SIGNALS: flush on fatal signals
+  bool posix = true;  // IOTRACE_POSIX: record POSIX calls
+  bool stdio = true;  // IOTRACE_STDIO: record stdio calls
   // IOTRACE_INHERIT: an exec'd or spawned child whose environment lacks LD_PRELOAD or the
   // IOTRACE_* settings of this process gets them back (interpose/process.cc), so `env -i` and
   // subprocess's env={} children stay traced. 0: the child runs with what it was given.

@@ -30,7 +30,9 @@ std::atomic<Entry*>* g_top = nullptr;
 __thread OpenFile* t_free __attribute__((tls_model("initial-exec"))) = nullptr;
 
 OpenFile* new_open_file(Str* path, int64_t offset) {
-  OpenFile* f = t_free;
+  // A signal handler's call (t_nested) may have interrupted this very list's update: it
+  // leaves the list alone and takes fresh memory.
+  OpenFile* f = t_nested ? nullptr : t_free;
   if (f) {
     t_free = f->free_next;
   } else {
@@ -47,7 +49,7 @@ OpenFile* new_open_file(Str* path, int64_t offset) {
 }
 
 void release(OpenFile* f) {
-  if (f && f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+  if (f && f->refs.fetch_sub(1, std::memory_order_acq_rel) == 1 && !t_nested) {
     f->free_next = t_free;
     t_free = f;
   }
@@ -106,7 +108,7 @@ OpenFile* fd_get(int fd) {
   Entry* e = entry(fd, false);
   OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
   if (f) return f;
-  Guard guard;  // learn() interns a path: nothing in it may be recorded (callers may be unguarded)
+  Busy busy;  // the tracer's own work, which a signal handler's calls must not disturb
   return learn(fd);
 }
 

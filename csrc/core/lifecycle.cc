@@ -20,7 +20,9 @@
 #include "fd_table.h"
 #include "intern.h"
 #include "iotrace.h"
+#include "message.h"
 #include "metadata.h"
+#include "recover.h"
 #include "writer.h"
 
 namespace iot {
@@ -114,7 +116,6 @@ void atfork_child() {
   g_proc.wall_ns = wall_ns();
   g_proc.mono_ns = now_ns();
   if (!writer_child_after_fork()) g_recording.store(false);
-  if (g_recording.load()) writer_start();
 }
 
 void at_exit() { before_exit_now("exit"); }
@@ -186,15 +187,17 @@ bool core_start(bool preloaded) {
         unsetenv("IOTRACE_ROLE");
         unsetenv("IOTRACE_PARENT_PID");
       }
-      writer_init();
+      messages_init();
+      // The image before this one (an exec) left its live file, closed, for us to remove.
+      if (const char* prev = getenv("IOTRACE_EXEC_LIVE")) {
+        live_remove_if_closed(prev, g_pid);
+        unsetenv("IOTRACE_EXEC_LIVE");
+      }
       pthread_atfork(atfork_prepare, atfork_parent, atfork_child);
       atexit(at_exit);
-      // Only preloaded: then interpose/signal.cc keeps the stand-in invisible to the program.
-      if (g_config.signals && preloaded) signals_install();
-      if (writer_begin()) {
-        g_recording.store(true);
-        writer_start();
-      }
+      // No signal disposition is touched: a process that a signal ends keeps its records in
+      // its live file, finished by a reader (output/recover.h).
+      if (writer_begin()) g_recording.store(true);
       g_started = true;
     }
   }

@@ -1,4 +1,5 @@
-// Process lifecycle: start-up, the process metadata, fork, exec, exit, _exit and fatal signals.
+// Process lifecycle: start-up, the process metadata, fork, exec, exit and _exit. (A signal
+// that ends the process runs no code of the tracer's: its records are in its live file.)
 #pragma once
 #include <stdint.h>
 
@@ -10,11 +11,6 @@ bool core_start(bool preloaded);
 extern bool g_interposing;
 // iotrace_pause(): intercepted calls pass through unrecorded while set.
 extern bool g_paused;
-// Signals that end the process by default get the tracer's flushing stand-in wherever the
-// program's disposition is SIG_DFL (interpose/signal.cc). Only preloaded: then the wrappers
-// keep the stand-in invisible to the program.
-constexpr int kMaxSignal = 65;
-void signals_install();
 // Before exec replaces the image: write everything and close the file. If exec fails, the next
 // flush opens a new file (-1 suffix): the closed one stays a complete JSON array.
 void before_exec();

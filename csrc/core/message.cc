@@ -2,6 +2,9 @@
 
 #include <atomic>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <sys/stat.h>
 #include <initializer_list>
 #include <string.h>
 #include <sys/syscall.h>
@@ -11,7 +14,26 @@ namespace iot {
 
 namespace {
 std::atomic<unsigned> g_said{0};
-__thread int t_msg_fd __attribute__((tls_model("initial-exec"))) = -1;
+uint64_t g_dev = 0, g_ino = 0;  // the stderr the process started with (0, 0: none)
+
+// The program's stderr, if it is still the file it started with: opened anew through /proc
+// (the writer thread has an fd table of its own, without the program's fds), for appending
+// (a new open file description of a regular file starts at offset 0). Failing that (no /proc:
+// a chroot), fd 2 itself. -1: nowhere to say it.
+long open_stderr(bool* opened) {
+  struct stat st;
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/fd/2",
+                    O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+  *opened = fd >= 0;
+  if (fd < 0) fd = 2;
+  if (syscall(SYS_fstat, fd, &st) != 0 || uint64_t(st.st_dev) != g_dev ||
+      uint64_t(st.st_ino) != g_ino || g_ino == 0) {
+    if (*opened) syscall(SYS_close, fd);
+    *opened = false;
+    return -1;  // fd 2 is another file now (the program's data, or /dev/null): not ours to write
+  }
+  return fd;
+}
 
 void add(char* buf, size_t cap, size_t& n, const char* s) {
   size_t len = strlen(s);
@@ -21,19 +43,25 @@ void add(char* buf, size_t cap, size_t& n, const char* s) {
 }
 }  // namespace
 
-void message_fd_set(int fd) { t_msg_fd = fd; }
+void messages_init() {
+  struct stat st;
+  if (syscall(SYS_fstat, 2, &st) == 0) g_dev = st.st_dev, g_ino = st.st_ino;
+}
 
 void messages_reset() { g_said.store(0); }
 
 void say_once(MessageKind kind, const char* a, const char* b, const char* c, const char* d,
               const char* e) {
-  if (t_msg_fd == kNoMessages || (g_said.fetch_or(kind) & kind)) return;
+  if (g_said.fetch_or(kind) & kind) return;
   int saved = errno;
   char buf[2048];
   size_t n = 0;
   for (const char* s : {"iotrace: ", a, b, c, d, e}) add(buf, sizeof buf - 1, n, s);
   buf[n++] = '\n';
-  syscall(SYS_write, t_msg_fd >= 0 ? t_msg_fd : 2, buf, n);
+  bool opened;
+  long fd = open_stderr(&opened);
+  if (fd >= 0) syscall(SYS_write, fd, buf, n);
+  if (opened) syscall(SYS_close, fd);
   errno = saved;
 }
 

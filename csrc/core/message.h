@@ -1,8 +1,7 @@
 // The tracer's few words to the person running the program: each kind at most once per
-// process, written with one raw write to the stderr the process started with. The writer
-// thread keeps a private copy of that fd (writer.cc), so a program that later makes fd 2 its
-// data file never finds the tracer's words in its data; other threads (no writer running)
-// fall back to fd 2.
+// process, written with one raw write to the stderr the process started with, and only while
+// fd 2 is still that file: a program that later makes fd 2 its data file never finds the
+// tracer's words in its data. The tracer keeps no fd of its own for it.
 #pragma once
 
 namespace iot {
@@ -15,10 +14,8 @@ enum MessageKind : unsigned {
   kMsgNoLive = 1u << 4,    // no live file: records are in memory only
 };
 
-// The calling thread's private copy of the starting stderr (the writer, at its start);
-// kNoMessages: there was none (fd 2 was closed), say nothing.
-constexpr int kNoMessages = -2;
-void message_fd_set(int fd);
+// Note which file fd 2 is (at start; in a fork child, whose stderr is the parent's).
+void messages_init();
 // "iotrace: " + the parts + "\n", once per kind per process. Async-signal-safe.
 void say_once(MessageKind kind, const char* a, const char* b = "", const char* c = "",
               const char* d = "", const char* e = "");

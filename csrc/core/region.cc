@@ -54,6 +54,7 @@ struct Region {
   uint64_t file_size = 0;  // the size set at creation: segments stay within it
   uint64_t dev = 0, ino = 0;
   char path[PATH_MAX] = "";
+  char exec_entry[PATH_MAX + 32] = "";
   uint32_t gen = 0;
   bool anon = false;  // no live file could be had: memory of our own (nothing survives us)
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -228,6 +229,7 @@ bool region_create(const RegionSetup& s) {
     g.dev = st.st_dev;
     g.ino = st.st_ino;
   }
+  snprintf(g.exec_entry, sizeof g.exec_entry, "IOTRACE_EXEC_LIVE=%s", g.path);
   g.file_size = size;
   char* base = reinterpret_cast<char*>(m);
   g.map[0] = Mapping{base, head_bytes + first};
@@ -259,6 +261,7 @@ bool region_create(const RegionSetup& s) {
 
 live::Header* region() { return g.h; }
 const char* region_path() { return g.path; }
+const char* exec_live_entry() { return g.h && !g.anon ? g.exec_entry : nullptr; }
 uint32_t region_generation() { return g.gen; }
 uint64_t region_in_use() { return g.in_use; }
 uint64_t region_max() { return g.max; }
@@ -310,6 +313,23 @@ void region_end(const char* reason, int tid, int64_t ns) {
   h->end_tid = tid;
   h->end_ns = ns;
   h->ended.store(1, std::memory_order_release);
+}
+
+void region_chown(unsigned uid) {
+  if (!g.h || g.anon) return;
+  long fd = reopen();
+  if (fd < 0) return;
+  syscall(SYS_fchown, fd, uid, -1);
+  syscall(SYS_close, fd);
+}
+
+bool region_rebase(const char* root) {
+  if (!g.h || g.anon) return true;
+  size_t n = strlen(root);
+  if (strncmp(g.path, root, n) != 0 || g.path[n] != '/') return false;
+  memmove(g.path, g.path + n, strlen(g.path + n) + 1);
+  snprintf(g.exec_entry, sizeof g.exec_entry, "IOTRACE_EXEC_LIVE=%s", g.path);
+  return true;
 }
 
 void region_retarget(const char* trace_name) {

@@ -27,6 +27,8 @@ struct RegionSetup {
 bool region_create(const RegionSetup& s);
 live::Header* region();  // NULL when there is none
 const char* region_path();
+// "IOTRACE_EXEC_LIVE=<the live file>", for the next image of this process (NULL: no file).
+const char* exec_live_entry();
 uint32_t region_generation();  // differs for every live file this memory has made
 
 // A chunk for at least `need` bytes of records of thread `tid`, of `want` bytes in all (its
@@ -41,6 +43,10 @@ uint64_t region_max();
 
 // The end as the process says it, in the file (in case it cannot finish the trace itself).
 void region_end(const char* reason, int tid, int64_t ns);
+// The live file becomes user `uid`'s (root giving up its rights: writer_files_to_user).
+void region_chown(unsigned uid);
+// After a chroot to `root`: the live file's path as the new root names it. false: not under it.
+bool region_rebase(const char* root);
 // The records go on into another trace file (an exec that failed: the old one was ended).
 void region_retarget(const char* trace_name);
 // The trace is complete: the live file goes (its mapping stays: threads still recording while

@@ -55,15 +55,45 @@ inline bool process_on() {
 // Does an event on this file pass the filter? (NULL: a call that names no file)
 inline bool passes(Str* file) { return file ? file->traced : g_trace_unnamed; }
 
+// A call made by a signal handler that interrupted this thread inside the tracer (t_busy): its
+// record goes to the thread's aside list (its buffer is in the middle of a record), and the
+// fill leaves the thread's recycling lists alone (t_nested), which the interrupted code may be
+// changing. Appended when the interrupted work ends (Busy).
 template <class R, class Call, class Fill>
-__attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, Fill&& fill) {
-  if (!on || t_guard) return call();
+__attribute__((noinline)) R traced_aside(CallId id, Call&& call, Fill&& fill) {
   int64_t t0 = now_ticks();
-  R ret = call();  // unguarded: a signal handler's calls in it are recorded (blocking reads...)
+  R ret = call();
   int64_t t1 = now_ticks();
   int err = errno;
   {
-    Guard guard;  // the tracer's own work: calls of a handler that lands here pass unrecorded
+    Busy busy;
+    ++t_nested;
+    uint32_t slot;
+    IoRec spare;
+    char* mem = nested_slot(&slot);
+    IoRec& r = mem ? *reinterpret_cast<IoRec*>(mem) : spare;
+    r.init(id, t0, t1);
+    bool keep = fill(r, ret, err);
+    --t_nested;
+    if (mem) {
+      if (!keep) r.h.kind = 0;  // filtered out: the slot is skipped
+      nested_done(slot);
+    }
+  }
+  errno = err;
+  return ret;
+}
+
+template <class R, class Call, class Fill>
+__attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, Fill&& fill) {
+  if (!on || t_guard) return call();
+  if (__builtin_expect(t_busy != 0, 0)) return traced_aside<R>(id, call, fill);
+  int64_t t0 = now_ticks();
+  R ret = call();  // not busy: a signal handler's calls in it are recorded (blocking reads...)
+  int64_t t1 = now_ticks();
+  int err = errno;
+  {
+    Busy busy;  // the tracer's own work: a handler that lands here records aside
     // Filled in place in the thread's buffer (committed only if it passes the filter); the
     // fill runs even when the event is dropped, for its fd bookkeeping.
     ThreadState* ts;

@@ -3,6 +3,7 @@
 // run), and vfork, marked so that its child stays out of the parent's trace and tables. exec and
 // posix_spawn also hand the child what it needs to be traced like this process (NextEnv).
 #include <alloca.h>
+#include <sched.h>
 #include <spawn.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -11,12 +12,14 @@
 #include <unistd.h>
 
 #include "interpose.h"
+#include "region.h"
 #include "sysmem.h"
 
 using namespace iot;
 
 namespace {
 REAL_FN(fork, pid_t (*)(void))
+REAL_FN(clone, int (*)(int (*)(void*), void*, int, void*, ...))
 REAL_FN(execve, int (*)(const char*, char* const[], char* const[]))
 REAL_FN(execvpe, int (*)(const char*, char* const[], char* const[]))
 REAL_FN(fexecve, int (*)(int, char* const[], char* const[]))
@@ -142,6 +145,10 @@ NextEnv::NextEnv(char* const* envp, bool vfork_child, bool image) : env_(envp) {
       role_exec = !strcmp(e, kRoleExec);
       continue;
     }
+    if (!strncmp(e + 8, "EXEC_LIVE=", 10)) {
+      n_role++;  // goes, as the role does: the next image gets ours
+      continue;
+    }
     if (!enable_seen && !strncmp(e + 8, "ENABLE=", 7)) {
       enable_seen = true;
       if (config_false(e + 15)) return;  // the child's own opt-out: nothing added
@@ -158,11 +165,14 @@ NextEnv::NextEnv(char* const* envp, bool vfork_child, bool image) : env_(envp) {
     add = ~present & (c.n_inherited == 64 ? ~uint64_t(0) : (uint64_t(1) << c.n_inherited) - 1);
   bool fix_dir = dir != ~size_t(0) && c.dir_given && !strcmp(envp[dir], c.dir_given);
   bool role = traced && image;
-  bool role_kept = role ? n_role == 1 && role_exec : n_role == 0;
+  // The next image of this process removes our live file, which the exec closed (writer.cc):
+  // it is told where it is.
+  const char* live = role ? exec_live_entry() : nullptr;
+  bool role_kept = role ? n_role == 1 && role_exec && !live : n_role == 0;
   if (!add_preload && !add && !fix_dir && role_kept) return;
 
   size_t count = n - (add_preload ? n_preload : 0) - n_role + size_t(__builtin_popcountll(add)) +
-                 add_preload + role;
+                 add_preload + role + (live != nullptr);
   size_t theirs = add_preload && preload && *preload ? strlen(preload) : 0;
   size_t mine = strlen(c.preload);
   size_t array = (count + 1) * sizeof(char*);
@@ -172,7 +182,8 @@ NextEnv::NextEnv(char* const* envp, bool vfork_child, bool image) : env_(envp) {
   size_t k = 0;
   for (size_t i = 0; i < n; i++) {
     const char* e = envp[i];
-    if ((add_preload && !strncmp(e, "LD_PRELOAD=", 11)) || !strncmp(e, "IOTRACE_ROLE=", 13))
+    if ((add_preload && !strncmp(e, "LD_PRELOAD=", 11)) || !strncmp(e, "IOTRACE_ROLE=", 13) ||
+        !strncmp(e, "IOTRACE_EXEC_LIVE=", 18))
       continue;
     out[k++] = const_cast<char*>(fix_dir && i == dir ? c.dir_entry : e);
   }
@@ -191,6 +202,7 @@ NextEnv::NextEnv(char* const* envp, bool vfork_child, bool image) : env_(envp) {
     *s = 0;
   }
   if (role) out[k++] = const_cast<char*>(kRoleExec);
+  if (live) out[k++] = const_cast<char*>(live);
   out[k] = nullptr;
   env_ = out;
 }
@@ -283,6 +295,41 @@ IOT_EXPORT pid_t fork(void) {
         set_result(r, ret, err);
         return true;
       });
+}
+
+// clone() of a process that shares this one's memory (CLONE_VM without CLONE_THREAD: a
+// hand-made vfork, posix_spawn's way): the child runs on this thread's memory, its TLS
+// included, until it execs or exits, so it is marked as a vfork child is (iot_vforking): it
+// neither records nor touches the tracer's tables, and its calls are not taken for the
+// parent's. One event in the parent, `clone`, with the child's pid. Other clones (threads,
+// fork-like ones) are what they are: pthread_create's and fork's paths see to those.
+IOT_EXPORT int clone(int (*fn)(void*), void* stack, int flags, void* arg, ...) {
+  va_list ap;
+  va_start(ap, arg);
+  pid_t* ptid = va_arg(ap, pid_t*);
+  void* tls = va_arg(ap, void*);
+  pid_t* ctid = va_arg(ap, pid_t*);
+  va_end(ap);
+  bool shares = (flags & CLONE_VM) && !(flags & CLONE_THREAD);
+  if (!shares || !process_on() || t_guard)
+    return real_clone()(fn, stack, flags, arg, ptid, tls, ctid);
+  int64_t t0 = now_ticks();
+  iot_vforking = 1;
+  int ret = real_clone()(fn, stack, flags, arg, ptid, tls, ctid);
+  int err = errno;
+  // Back in the parent. A CLONE_VFORK child has exec'd or exited; another one may still run
+  // on this memory, and keeps the mark until this thread's next intercepted call.
+  if (flags & CLONE_VFORK) iot_vforking = 0;
+  {
+    Guard g;
+    IoRec rec;
+    rec.init(C_clone, t0, now_ticks());
+    set_result(rec, ret, err);
+    rec.set_flags(flags);
+    append(&rec, sizeof rec);
+  }
+  errno = err;
+  return ret;
 }
 
 // The environ-based forms run as their envp-taking siblings, so the next image can be told it

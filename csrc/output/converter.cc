@@ -174,6 +174,10 @@ bool Converter::frame_write(bool last) {
   if (lost_errno_ == ESTALE) {
     say_once(kMsgReplaced, sink_.path(), ": the trace file was replaced by another file or a ",
              "symlink; it is not written to any more");
+  } else if (quiet_losses_) {
+    const char* why = strerrordesc_np(lost_errno_);
+    say_once(kMsgLost, "cannot write ", sink_.path(), ": ", why ? why : "write error",
+             "; its last events stay in its live file, for a reader to finish");
   } else {
     const char* why = strerrordesc_np(lost_errno_);
     say_once(kMsgLost, "cannot write ", sink_.path(), ": ", why ? why : "write error",

@@ -46,6 +46,9 @@ class Converter {
   void resume_counts(uint64_t events, uint64_t lost);
   // Give back the memory of the frames and the compressor (a converter used once).
   void release();
+  // A frame that cannot be written now is kept by the owner for later (the process's last
+  // frames stay in its live file): the user is told so, not that it is lost.
+  void set_quiet_losses(bool q) { quiet_losses_ = q; }
   Sink& sink() { return sink_; }
   bool writable() const { return sink_.is_open(); }
 
@@ -85,6 +88,7 @@ class Converter {
   IoPrefixCache prefix_;
   const char* head_ = "";
   size_t head_len_ = 0;
+  bool quiet_losses_ = false;
   bool started_ = false;      // the file's start (`[`, header lines) is written or in the frame
   uint32_t gen_ = 1;          // FH lines and thread names are written once per generation
   uint64_t file_events_ = 0;  // event lines written to the file

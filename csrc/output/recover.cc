@@ -370,6 +370,12 @@ bool live_owner_alive(const char* live_path) {
   return start_ns <= m.h->ns0 + 1000000000;
 }
 
+void live_remove_if_closed(const char* live_path, int pid) {
+  RecoverResult info;
+  LiveMap m;
+  if (map_live(live_path, &m, &info) && info.pid == pid && info.closed) unlink_live(live_path);
+}
+
 bool live_finish(const char* live_path, const char* reason, RecoverResult* out) {
   LiveMap m;
   if (!map_live(live_path, &m, out)) return false;

@@ -28,6 +28,9 @@ bool live_inspect(const char* live_path, RecoverResult* out);
 // Is the process that writes this live file still running on this host? (false also when it
 // is on another host: the caller decides.)
 bool live_owner_alive(const char* live_path);
+// The live file an exec'd image was told of (IOTRACE_EXEC_LIVE): its previous image's, closed
+// when the exec began. Removed if it is that (a live file of `pid`, closed).
+void live_remove_if_closed(const char* live_path, int pid);
 // Finish the trace: `reason` is the end marker's when the process did not say it ended (e.g.
 // "signal:15" from the parent that reaped it; NULL: "killed"). Async-signal-safe enough for the
 // tracer's own use (no malloc; mapped memory only).

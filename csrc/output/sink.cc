@@ -109,7 +109,7 @@ void Sink::attach(const TraceFileId& file, uint64_t size, Compression c, int lev
 // at the end, must cover the text already in it, so that text is inflated once here to count
 // it. Its frames end in full flushes, so new deflate blocks simply follow.
 void Sink::resume_gzip() {
-  int fd = file_fd();
+  long fd = syscall(SYS_openat, AT_FDCWD, id_.path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return;
   z_stream in{};
   in.zalloc = z_alloc;
@@ -139,7 +139,7 @@ void Sink::resume_gzip() {
   }
   sys_unmap(ibuf, kIn);
   sys_unmap(obuf, kOut);
-  done_with(fd);
+  syscall(SYS_close, fd);
 }
 
 void Sink::release_buffers() {
@@ -149,6 +149,8 @@ void Sink::release_buffers() {
   cbuf_ = nullptr;
   ccap_ = 0;
 }
+
+void Sink::set_path(const char* p) { snprintf(id_.path, sizeof id_.path, "%s", p); }
 
 void Sink::release_fd() {
   if (fd_ >= 0) syscall(SYS_close, fd_);

@@ -60,6 +60,7 @@ class Sink {
   // Free the compressor and its buffer (a sink used once).
   void release_buffers();
   const char* path() const { return id_.path; }
+  void set_path(const char* p);            // the same file under another name (a chroot)
   uint64_t size() const { return size_; }  // bytes of whole frames in the file
   int error() const { return err_; }       // errno of the last failed write; ESTALE: replaced
   void set_error(int e) { err_ = e; }

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -25,6 +26,10 @@
 #include "region.h"
 #include "sink.h"
 #include "sysmem.h"
+#include "tracer_stack.h"
+
+extern "C" int __cxa_thread_atexit_impl(void (*fn)(void*), void* obj, void* dso);
+extern "C" void* __dso_handle;
 
 namespace iot {
 
@@ -32,6 +37,8 @@ std::atomic<bool> g_recording{false};
 int g_pid = 0;
 uint32_t g_live_gen = 0;
 __thread int t_guard __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_busy __attribute__((tls_model("initial-exec"))) = 0;
+__thread int t_nested __attribute__((tls_model("initial-exec"))) = 0;
 __thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
@@ -49,8 +56,22 @@ pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;
 
 std::atomic<ThreadState*> g_threads{nullptr};
 ThreadState* g_free_states = nullptr;  // ended threads' states, for reuse (reg_mu)
-pthread_key_t g_key;
-std::atomic<bool> g_writer_running{false};
+// The writer thread runs only while it is needed: from when a process's chunks in use pass
+// a quarter of IOTRACE_MAX_BUFFERED (it gives them back as it writes them) until it has been
+// idle for a while. Most processes never start one: they record less, and finish their trace
+// on their own thread when they end (on the tracer's stack). So a traced program is no more a
+// multi-threaded program than it is untraced, which the kernel (unshare(CLONE_NEWUSER),
+// setns), glibc (set*id in every thread), Python (fork's warning) and RLIMIT_NPROC tell
+// apart. Calls that change what a thread is (credentials, capabilities, namespaces, seccomp,
+// fork) stop it first and keep it from starting until they return (WriterHold).
+enum WriterState : int { kStopped, kRunning, kExiting };
+std::atomic<int> g_wstate{kStopped};
+std::atomic<bool> g_wstop{false};  // asked to end
+std::atomic<int> g_wtid{0};        // its tid while it runs
+std::atomic<int> g_hold{0};        // calls in progress during which no writer may start
+pthread_t g_wthread;
+bool g_wjoin = false;                                   // g_wthread is to be joined (g_life_mu)
+pthread_mutex_t g_life_mu = PTHREAD_MUTEX_INITIALIZER;  // starts and stops, one at a time
 
 // Waking the writer and waiting for it, with futex words: atomics and two system calls, so
 // any thread can do both, a signal handler included, and every wait has a deadline.
@@ -75,6 +96,9 @@ enum Held : uint32_t { kInFrame = 1, kOutOfChain = 2, kStrings = 4 };
 live::Chunk** g_held = nullptr;
 size_t g_n_held = 0, g_held_cap = 0;
 live::Chunk* g_strings = nullptr;  // the writer's chunk of R_STR records kept past their chunk
+bool g_ending = false;             // the last drain and the end marker are being written
+bool g_unreachable = false;        // after a chroot, the trace folder is out of reach
+bool g_end_failed = false;         // ... and some of it could not be
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t val, const struct timespec* rel) {
   return syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, val, rel, nullptr, 0);
@@ -93,6 +117,8 @@ void wake_writer() {
   errno = saved;
 }
 
+void writer_maybe_start();
+
 // A chunk for a thread's next `need` bytes. At the cap, the producer waits for the writer
 // (back-pressure), but never more than ~50 ms per chunk: the writer may be unable to free
 // anything (its only candidates are not sealed yet), and the traced program must never hang.
@@ -103,10 +129,13 @@ live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
       uint32_t max = uint32_t(g_config.buffer_size);
       ts->want = want < max ? want * 2 : max;
       prctl(PR_GET_NAME, c->name);
+      if (region_in_use() > region_max() / 4) writer_maybe_start();
       return c;
     }
+    if (waits == 0) writer_maybe_start();
     if (!g_recording.load(std::memory_order_relaxed) ||
-        !g_writer_running.load(std::memory_order_relaxed) || waits >= 250 || region_in_use() == 0)
+        g_wstate.load(std::memory_order_relaxed) != kRunning || waits >= 250 ||
+        region_in_use() == 0)
       return nullptr;
     wake_writer();
     struct timespec t = {0, 200000};
@@ -162,6 +191,17 @@ void before_frame(void*, uint64_t from, uint64_t to, uint64_t lines) {
 
 // Written (or lost, and counted so): those records are done with.
 void after_frame(void*, bool ok) {
+  if (!ok && g_ending) {
+    // The process's last frames could not be written (its fds used up, a full disk, its
+    // trace file out of reach): they stay in the live file, not marked written, and the live
+    // file stays for a reader to finish (end_failed).
+    g_end_failed = true;
+    if (live::Header* h = region()) {
+      __atomic_store_n(&h->pending_size, 0, __ATOMIC_RELEASE);
+      h->pending_from = 0;
+    }
+    return;
+  }
   for (size_t i = 0; i < g_n_held; i++) {
     live::Chunk* c = g_held[i];
     if (!(c->held & kInFrame)) continue;
@@ -194,9 +234,10 @@ void keep_string(const RecHeader* r) {
 
 void thread_exit(void* p) {
   auto* ts = static_cast<ThreadState*>(p);
-  if (!ts) return;
+  if (!ts || t_state != ts) return;
   t_state = nullptr;
-  prctl(PR_GET_NAME, ts->name);
+  // Its name, while the tracer may still make system calls (not after a seccomp filter).
+  if (g_recording.load(std::memory_order_relaxed)) prctl(PR_GET_NAME, ts->name);
   memcpy(ts->cur->name, ts->name, sizeof ts->name);
   g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
   ts->recorded = 0;
@@ -305,10 +346,26 @@ void end_file(const char* reason, int tid) {
   give_back();
 }
 
+// The last drain and the end of the file, as one phase: what it cannot write is left in the
+// live file (after_frame).
+void last_drain_and_end(const char* reason, int tid) {
+  g_ending = true;
+  g_end_failed = false;
+  g_conv.set_quiet_losses(true);
+  drain_all();
+  end_file(reason, tid);
+  g_conv.set_quiet_losses(false);
+  g_ending = false;
+}
+
 // After the end of a file: the live file goes. Not for an exec: the image may go on if the exec
 // fails, recording into the same live file for a new trace file; the next image (or a reader)
 // removes it, closed, when the exec worked.
 void close_for(const char* reason, bool final) {
+  if (g_end_failed) {
+    if (!final && strcmp(reason, "exec") == 0) g_exec_closed = true;
+    return;  // the live file keeps what the trace file could not take
+  }
   if (!final && strcmp(reason, "exec") == 0) {
     if (live::Header* h = region()) h->closed.store(1, std::memory_order_release);
     g_exec_closed = true;
@@ -321,8 +378,7 @@ void close_for(const char* reason, bool final) {
 void serve_request() {
   if (const char* reason = g_end_reason.exchange(nullptr, std::memory_order_acq_rel)) {
     bool final = g_end_final.load(std::memory_order_acquire);
-    drain_all();
-    end_file(reason, g_end_tid.load(std::memory_order_relaxed));
+    last_drain_and_end(reason, g_end_tid.load(std::memory_order_relaxed));
     close_for(reason, final);
   } else if (g_recording.load(std::memory_order_relaxed)) {
     drain_all();
@@ -338,37 +394,34 @@ bool lock_drain_bounded(int64_t ms) {
   return false;
 }
 
+// How long the writer stays without work before it ends: a few flush intervals.
+int64_t idle_limit_ns() { return 4 * int64_t(g_config.flush_ms) * 1000000; }
+
 void* writer_main(void*) {
   t_guard = 1;  // nothing this thread does is traced
+  g_wtid.store(int(syscall(SYS_gettid)), std::memory_order_release);
   sigset_t all;
   sigfillset(&all);
   pthread_sigmask(SIG_BLOCK, &all, nullptr);  // signals go to the program's threads
   prctl(PR_SET_NAME, "iotrace-writer");
-  // A private fd table for the writer: the program's table stops being shared, which keeps
-  // the kernel's single-owner fast path for every fd syscall the program makes (no refcount
-  // atomics, no f_pos lock), and the trace file's fd never takes one of the program's numbers.
-  // The copies of the program's fds that unshare made are closed at once, but for one of its
-  // stderr: the tracer's messages go there, wherever the program points fd 2 later.
-  // (close_range is probed first: without it, Linux < 5.9, the writer keeps the shared table.)
-  bool own_table = false;
-  if (syscall(SYS_close_range, ~0U, ~0U, 0U) == 0 && syscall(SYS_unshare, CLONE_FILES) == 0) {
-    own_table = true;
-    long err = syscall(SYS_fcntl, 2, F_DUPFD_CLOEXEC, 3);
-    if (err > 3) syscall(SYS_dup3, err, 3, O_CLOEXEC), syscall(SYS_close, err);
-    syscall(SYS_close_range, 0U, 2U, 0U);
-    syscall(SYS_close_range, err >= 0 ? 4U : 3U, ~0U, 0U);
-    message_fd_set(err >= 0 ? 3 : kNoMessages);
-  }
+  // A private fd table for the writer: its trace file's fd never takes one of the program's
+  // numbers, nor keeps a file of the program's open (unshare copies the table: the copies are
+  // closed at once). Where unshare is refused (a container's seccomp profile) the writer opens
+  // the trace file for each write and closes it again.
+  bool own_table =
+      syscall(SYS_close_range, ~0U, ~0U, 0U) == 0 && syscall(SYS_unshare, CLONE_FILES) == 0;
+  if (own_table) syscall(SYS_close_range, 0U, ~0U, 0U);
   Sink::set_writer_thread(own_table);
   // The time bound holds even when full chunks wake the writer more often than the flush
   // interval: a drain that comes due takes everything (unsealed chunks, the open frame).
-  int64_t last_full = now_ns();
+  int64_t last_full = now_ns(), last_work = last_full;
+  uint64_t written = g_written.load(std::memory_order_relaxed);
   for (;;) {
     uint32_t seen = g_wake.load(std::memory_order_acquire);
     bool asked =
         g_asked.load(std::memory_order_acquire) != g_served.load(std::memory_order_relaxed);
     bool woken = true;  // by a full chunk or a request (else: the time bound)
-    if (!asked) {
+    if (!asked && !g_wstop.load(std::memory_order_acquire)) {
       struct timespec rel = ms_span(g_config.flush_ms);
       woken = futex(&g_wake, FUTEX_WAIT_PRIVATE, seen, &rel) == 0 || errno == EAGAIN;
     }
@@ -378,28 +431,79 @@ void* writer_main(void*) {
     const bool due = t - last_full >= int64_t(g_config.flush_ms) * 1000000;
     if (!woken || due || asked) last_full = t;
     pthread_mutex_lock(&g_drain_mu);
+    bool stop = g_wstop.load(std::memory_order_acquire);
     if (asked)
       serve_request();
     else if (g_recording.load(std::memory_order_relaxed))
-      drain_all(/*sealed_only=*/woken && !due);
+      drain_all(/*sealed_only=*/woken && !due && !stop);
+    // Idle for long enough, or asked to go: the thread ends (its fd table with it). A request
+    // made meanwhile is still served: it is checked again once the state says exiting.
+    uint64_t now_written = g_written.load(std::memory_order_relaxed);
+    if (now_written != written || asked) last_work = t, written = now_written;
+    bool idle = t - last_work >= idle_limit_ns() && region_in_use() <= region_max() / 4;
+    if (stop || idle || !g_recording.load(std::memory_order_relaxed)) {
+      g_wstate.store(kExiting, std::memory_order_seq_cst);
+      if (g_asked.load(std::memory_order_seq_cst) != asked_seq && !stop) {
+        g_wstate.store(kRunning, std::memory_order_seq_cst);  // someone asked just now
+      } else {
+        g_conv.sink().release_fd();
+        pthread_mutex_unlock(&g_drain_mu);
+        if (asked) {
+          g_served.store(asked_seq, std::memory_order_release);
+          futex_wake_all(&g_served);
+        }
+        break;
+      }
+    }
     pthread_mutex_unlock(&g_drain_mu);
     if (asked) {
       g_served.store(asked_seq, std::memory_order_release);
       futex_wake_all(&g_served);
     }
   }
+  Sink::set_writer_thread(false);
   return nullptr;
 }
 
+// The writer thread, when it is wanted and allowed: not while a WriterHold is on, and never
+// waiting for a start or stop in progress (the caller records on).
+void writer_maybe_start() {
+  if (g_unreachable || g_wstate.load(std::memory_order_acquire) == kRunning ||
+      g_hold.load(std::memory_order_acquire) || !g_recording.load(std::memory_order_relaxed) ||
+      g_end_reason.load(std::memory_order_relaxed) || pthread_mutex_trylock(&g_life_mu) != 0)
+    return;
+  if (g_wstate.load(std::memory_order_acquire) != kRunning && !g_hold.load()) {
+    if (g_wjoin) pthread_join(g_wthread, nullptr);  // one that ended on its own
+    g_wjoin = false;
+    g_wstop.store(false);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    g_wstate.store(kRunning, std::memory_order_release);
+    if (pthread_create(&g_wthread, &attr, writer_main, nullptr) == 0)
+      g_wjoin = true;
+    else
+      g_wstate.store(kStopped, std::memory_order_release);
+    pthread_attr_destroy(&attr);
+  }
+  pthread_mutex_unlock(&g_life_mu);
+}
+
 // Ask the writer for a drain (and the end of the file) and wait for it, `ms` at most.
-// Async-signal-safe. false: not done in time (the process goes on, or dies, without it).
+// Async-signal-safe. false: not done in time, or no writer to do it.
 bool ask_writer(const char* end_reason, bool final, int64_t ms) {
+  if (g_wstate.load(std::memory_order_seq_cst) != kRunning) return false;
   if (end_reason) {
     g_end_tid.store(t_state ? t_state->tid : int(syscall(SYS_gettid)), std::memory_order_relaxed);
     g_end_final.store(final, std::memory_order_release);
     g_end_reason.store(end_reason, std::memory_order_release);
   }
-  uint32_t mine = g_asked.fetch_add(1, std::memory_order_acq_rel) + 1;
+  uint32_t mine = g_asked.fetch_add(1, std::memory_order_seq_cst) + 1;
+  if (g_wstate.load(std::memory_order_seq_cst) != kRunning) {
+    // It was ending as we asked: it serves requests made before it said so, not ours.
+    g_end_reason.store(nullptr, std::memory_order_release);
+    return false;
+  }
   wake_writer();
   const int64_t deadline = now_ns() + ms * 1000000;
   for (;;) {
@@ -412,15 +516,27 @@ bool ask_writer(const char* end_reason, bool final, int64_t ms) {
   }
 }
 
-// No writer thread (it could not be started): the asking thread drains itself, giving up
-// rather than waiting long for the lock.
+// No writer thread: the asking thread drains itself, on the tracer's stack (it may be a
+// signal handler on a small one), giving up rather than waiting long for the lock. What it
+// cannot finish stays in the live file.
+struct HereWork {
+  const char* end_reason;
+  bool final;
+  int tid;
+};
+void drain_here_on_stack(void* p) {
+  auto* w = static_cast<HereWork*>(p);
+  if (w->end_reason) {
+    last_drain_and_end(w->end_reason, w->tid);
+    close_for(w->end_reason, w->final);
+  } else {
+    drain_all();
+  }
+}
 void drain_here(const char* end_reason, bool final, int64_t ms) {
   if (!lock_drain_bounded(ms)) return;
-  drain_all();
-  if (end_reason) {
-    end_file(end_reason, t_state ? t_state->tid : g_pid);
-    close_for(end_reason, final);
-  }
+  HereWork w{end_reason, final, t_state ? t_state->tid : int(syscall(SYS_gettid))};
+  on_tracer_stack(drain_here_on_stack, &w);
   pthread_mutex_unlock(&g_drain_mu);
 }
 
@@ -429,16 +545,15 @@ void sync_drain(const char* end_reason, bool final, int64_t ms) {
   Guard g;
   if (end_reason)
     region_end(end_reason, t_state ? t_state->tid : int(syscall(SYS_gettid)), now_ns());
-  if (g_writer_running.load(std::memory_order_acquire))
-    ask_writer(end_reason, final, ms);
-  else
-    drain_here(end_reason, final, ms);
+  // Out of reach: the live file keeps everything, with the end it was told.
+  if (!g_unreachable && !ask_writer(end_reason, final, ms)) drain_here(end_reason, final, ms);
   errno = saved;
 }
 
 // The trace file and the live file of this process (at start, in a fork child, after a failed
 // exec), with the header lines of the process as they are now.
 bool begin_files() {
+  if (g_unreachable) return false;  // a chroot'ed process's children: never a file in the jail
   const char *dir, *name, *host;
   trace_file_parts(&dir, &name, &host);
   if (!Sink::create(dir, name, host, g_pid, trace_suffix(g_config.compact, g_config.compression),
@@ -492,6 +607,9 @@ ThreadState* thread_state_create() {
   if (!mem && !(mem = arena_alloc(sizeof(ThreadState)))) return nullptr;
   auto* ts = new (mem) ThreadState();
   ts->tid = int32_t(syscall(SYS_gettid));
+  if (!ts->nested)  // a reused state keeps its slots
+    ts->nested = static_cast<ThreadState::Nested*>(
+        arena_alloc(ThreadState::kNested * sizeof(ThreadState::Nested)));
   ts->cur = ts->read = take_chunk(ts, 0);
   if (!ts->cur) {
     ts->~ThreadState();
@@ -507,7 +625,9 @@ ThreadState* thread_state_create() {
   ts->next = g_threads.load(std::memory_order_relaxed);
   g_threads.store(ts, std::memory_order_release);
   pthread_mutex_unlock(&g_reg_mu);
-  pthread_setspecific(g_key, ts);
+  // Told at the thread's end without a pthread key (the program has all of them) and with
+  // nothing to unregister: glibc's thread-local destructors.
+  __cxa_thread_atexit_impl(thread_exit, ts, &__dso_handle);
   t_state = ts;
   return ts;
 }
@@ -524,6 +644,53 @@ bool buffer_swap(ThreadState* ts, uint32_t need) {
   ts->pos = 0;
   wake_writer();
   return true;
+}
+
+char* nested_slot(uint32_t* index) {
+  ThreadState* ts = t_state;
+  if (!ts || !ts->nested) {
+    count_dropped();
+    return nullptr;
+  }
+  // A handler of a handler may claim the next slot between our read and write: one atomic add.
+  uint32_t i = ts->nested_n.fetch_add(1, std::memory_order_relaxed);
+  if (i >= ThreadState::kNested) {
+    count_dropped();
+    return nullptr;  // the slot count stays past the end: append_nested resets it
+  }
+  ts->nested[i].ready.store(false, std::memory_order_relaxed);
+  *index = i;
+  return ts->nested[i].rec;
+}
+
+void nested_done(uint32_t index) {
+  t_state->nested[index].ready.store(true, std::memory_order_release);
+}
+
+// The records handlers left aside, in the order they were made, into the buffer. A handler that
+// interrupts this records aside again (Busy), and is taken in the next round.
+void append_nested(ThreadState* ts) {
+  Busy busy;
+  uint32_t done = 0;
+  for (;;) {
+    uint32_t n = ts->nested_n.load(std::memory_order_acquire);
+    uint32_t upto = n < ThreadState::kNested ? n : ThreadState::kNested;
+    for (; done < upto; done++) {
+      ThreadState::Nested& slot = ts->nested[done];
+      if (!slot.ready.load(std::memory_order_acquire)) continue;  // (cannot be: handlers end first)
+      auto* r = reinterpret_cast<IoRec*>(slot.rec);
+      if (r->h.kind != R_IO) continue;  // filtered out
+      ThreadState* t;
+      if (char* p = reserve(sizeof(IoRec), &t)) {
+        memcpy(p, r, sizeof(IoRec));
+        commit(t, sizeof(IoRec));
+        if (r->fields & F_FHASH) name_string(t, r->file);
+        if (r->fields & F_FHASH2) name_string(t, r->file2);
+      }
+    }
+    // Nothing claimed meanwhile: the list is empty again.
+    if (ts->nested_n.compare_exchange_strong(n, 0, std::memory_order_acq_rel)) return;
+  }
 }
 
 void count_dropped() {
@@ -548,25 +715,131 @@ void define_string(ThreadState* ts, const Str* s) {
   const_cast<Str*>(s)->live_gen = g_live_gen;
 }
 
-void writer_init() {
-  static bool done = false;
-  if (done) return;
-  done = true;
-  pthread_key_create(&g_key, thread_exit);
-}
+void writer_init() {}
 
 bool writer_begin() { return begin_files(); }
 
-void writer_start() {
-  pthread_t th;
-  pthread_attr_t attr;
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_attr_setstacksize(&attr, 256 << 10);
-  g_writer_running.store(pthread_create(&th, &attr, writer_main, nullptr) == 0,
-                         std::memory_order_release);
-  pthread_attr_destroy(&attr);
+// The writer, if it runs, has ended when this returns: joined, and gone from the kernel's
+// thread list (pthread_join returns when its tid is cleared, a moment before the kernel drops
+// the task: unshare(CLONE_NEWUSER) and /proc's thread count see that later).
+void writer_stop() {
+  pthread_mutex_lock(&g_life_mu);
+  int tid = g_wtid.load(std::memory_order_acquire);
+  if (g_wstate.load(std::memory_order_acquire) == kRunning) {
+    g_wstop.store(true, std::memory_order_release);
+    wake_writer();
+  }
+  if (g_wjoin) {
+    pthread_join(g_wthread, nullptr);
+    g_wjoin = false;
+    for (int i = 0; tid > 0 && i < 100000 && syscall(SYS_tgkill, g_pid, tid, 0) == 0; i++)
+      sched_yield();
+  }
+  g_wstate.store(kStopped, std::memory_order_release);
+  g_wtid.store(0, std::memory_order_release);
+  pthread_mutex_unlock(&g_life_mu);
 }
+
+namespace {
+// fchown of a file of ours found by path, checked to be it (never a file swapped in).
+void chown_ours(const char* path, uint64_t dev, uint64_t ino, unsigned uid) {
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return;
+  struct stat st;
+  if (syscall(SYS_fstat, fd, &st) == 0 && uint64_t(st.st_dev) == dev && uint64_t(st.st_ino) == ino)
+    syscall(SYS_fchown, fd, uid, -1);
+  syscall(SYS_close, fd);
+}
+
+// The folder's access ACL (system.posix_acl_access) with an entry giving `uid` rwx, and the
+// mask widened to let it through. The xattr's layout: a version word (2), then entries of
+// (tag, perm, id) sorted by tag and id.
+void grant_folder(const char* dir, unsigned uid) {
+  struct Entry {
+    uint16_t tag, perm;
+    uint32_t id;
+  };
+  constexpr uint16_t kUserObj = 1, kUser = 2, kGroupObj = 4, kMask = 0x10, kOther = 0x20;
+  constexpr size_t kMax = 64;
+  struct {
+    uint32_t version;
+    Entry e[kMax];
+  } acl;
+  long n = syscall(SYS_getxattr, dir, "system.posix_acl_access", &acl, sizeof acl);
+  size_t count;
+  if (n >= long(sizeof(uint32_t)) && acl.version == 2) {
+    count = (size_t(n) - sizeof(uint32_t)) / sizeof(Entry);
+  } else {
+    struct stat st;
+    if (syscall(SYS_stat, dir, &st) != 0) return;
+    acl.version = 2;
+    acl.e[0] = Entry{kUserObj, uint16_t((st.st_mode >> 6) & 7), ~0u};
+    acl.e[1] = Entry{kGroupObj, uint16_t((st.st_mode >> 3) & 7), ~0u};
+    acl.e[2] = Entry{kOther, uint16_t(st.st_mode & 7), ~0u};
+    count = 3;
+  }
+  bool have_user = false, have_mask = false;
+  for (size_t i = 0; i < count; i++) {
+    if (acl.e[i].tag == kUser && acl.e[i].id == uid) acl.e[i].perm = 7, have_user = true;
+    if (acl.e[i].tag == kMask) acl.e[i].perm = 7, have_mask = true;
+  }
+  if (!have_user && count < kMax) acl.e[count++] = Entry{kUser, 7, uid};
+  if (!have_mask && count < kMax) acl.e[count++] = Entry{kMask, 7, ~0u};
+  for (size_t i = 1; i < count; i++)  // sorted by (tag, id), as the kernel wants them
+    for (size_t j = i;
+         j > 0 && (acl.e[j - 1].tag > acl.e[j].tag ||
+                   (acl.e[j - 1].tag == acl.e[j].tag && acl.e[j - 1].id > acl.e[j].id));
+         j--) {
+      Entry t = acl.e[j];
+      acl.e[j] = acl.e[j - 1];
+      acl.e[j - 1] = t;
+    }
+  syscall(SYS_setxattr, dir, "system.posix_acl_access", &acl,
+          sizeof(uint32_t) + count * sizeof(Entry), 0);
+}
+
+// Cut `root` off the front of an absolute path, in place. false: the path is not under it.
+bool under_root(char* path, const char* root) {
+  size_t n = strlen(root);
+  if (strncmp(path, root, n) != 0 || path[n] != '/') return false;
+  memmove(path, path + n, strlen(path + n) + 1);
+  return true;
+}
+}  // namespace
+
+void writer_files_to_user(unsigned uid) {
+  KeepErrno keep;
+  Guard g;
+  pthread_mutex_lock(&g_drain_mu);
+  chown_ours(g_file.path, g_file.dev, g_file.ino, uid);
+  region_chown(uid);
+  grant_folder(g_config.dir, uid);
+  pthread_mutex_unlock(&g_drain_mu);
+}
+
+void writer_root_changed(const char* root) {
+  if (strcmp(root, "/") == 0) return;
+  KeepErrno keep;
+  Guard g;
+  pthread_mutex_lock(&g_drain_mu);
+  bool reach =
+      under_root(g_config.dir, root) && under_root(g_file.path, root) && region_rebase(root);
+  if (reach)
+    g_conv.sink().set_path(g_file.path);
+  else
+    g_unreachable = true;  // the live file keeps the records; a reader finishes the trace
+  pthread_mutex_unlock(&g_drain_mu);
+}
+
+void writer_hold() {
+  KeepErrno keep;
+  g_hold.fetch_add(1, std::memory_order_acq_rel);
+  writer_stop();
+}
+
+void writer_release() { g_hold.fetch_sub(1, std::memory_order_acq_rel); }
+
+bool writer_running() { return g_wstate.load(std::memory_order_acquire) == kRunning; }
 
 void writer_exec_failed() {
   pthread_mutex_lock(&g_drain_mu);
@@ -594,7 +867,11 @@ void finish_file(const char* reason, bool final, int64_t wait_ms) {
   sync_drain(reason, final, wait_ms);
 }
 
+// Fork: the child must not inherit a half-held lock, nor see a writer thread in the parent
+// that it has not (Python counts the threads after fork and warns); the writer is stopped,
+// and starts again in either process only when it is needed.
 void writer_prepare_fork() {
+  writer_hold();
   pthread_mutex_lock(&g_drain_mu);
   pthread_mutex_lock(&g_reg_mu);
   region_lock();
@@ -604,12 +881,14 @@ void writer_parent_after_fork() {
   region_unlock();
   pthread_mutex_unlock(&g_reg_mu);
   pthread_mutex_unlock(&g_drain_mu);
+  writer_release();
 }
 
 bool writer_child_after_fork() {
   // Only this thread exists now. What the parent had recorded is the parent's to write, in
   // its live file: the child makes its own, and its records start in a chunk of it.
   region_reinit_lock();
+  tracer_stack_after_fork();
   pthread_mutex_init(&g_reg_mu, nullptr);
   pthread_mutex_init(&g_drain_mu, nullptr);
   g_threads.store(nullptr, std::memory_order_relaxed);
@@ -624,7 +903,12 @@ bool writer_child_after_fork() {
   g_asked.store(0);
   g_served.store(0);
   g_end_reason.store(nullptr);
-  g_writer_running.store(false);
+  g_wstate.store(kStopped);
+  g_wstop.store(false);
+  g_wtid.store(0);
+  g_hold.store(0);
+  g_wjoin = false;
+  pthread_mutex_init(&g_life_mu, nullptr);
   messages_reset();
   bool ok = begin_files();
   if (ThreadState* ts = t_state) {

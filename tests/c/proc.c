@@ -2,11 +2,13 @@
  *   threads  8 threads, thread i writes (i+1) x 100 bytes to DIR/t<i>; with argv[3] = MS,
  *            each thread then lingers MS milliseconds before it ends
  *   fork     the parent and a fork child each write a file; the child ends in _exit(3)
- *   wait     write 5 x 10 bytes to DIR/k, print "ready", then sleep until killed
+ *   wait     write 5 x 10 bytes to DIR/k, flush the trace (iotrace_flush when preloaded),
+ *            print "ready", then sleep until killed
  *   segv     write DIR/s, then a NULL store (SIGSEGV, default action)
  *   exec     write DIR/before, then execv(argv[3] = a copy of this program, "after")
  *   after    write DIR/after (the exec'd image)
  */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
@@ -55,6 +57,8 @@ int main(int argc, char** argv) {
     write_file("parent2", 1, 30);
   } else if (!strcmp(mode, "wait")) {
     write_file("k", 5, 10);
+    void (*flush)(void) = (void (*)(void))dlsym(RTLD_DEFAULT, "iotrace_flush");
+    if (flush) flush();  // its records in the trace file too, not only in the live file
     say(1, "ready\n");
     for (;;) pause();
   } else if (!strcmp(mode, "segv")) {

@@ -12,9 +12,9 @@ import argparse
 import sys
 
 from .._version import __version__
-from . import cat, run, view
+from . import cat, recover, run, view
 
-BUILTIN = {"run": run, "preload-path": run, "cat": cat, "view": view}
+BUILTIN = {"run": run, "preload-path": run, "cat": cat, "recover": recover, "view": view}
 PLUGIN_GROUP = "iotrace.commands"
 
 
@@ -38,7 +38,7 @@ def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="iotrace", description="Low-overhead I/O and dataflow tracer.")
     p.add_argument("--version", action="version", version=f"iotrace {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    for module in (run, cat, view):
+    for module in (run, cat, recover, view):
         module.add_parser(sub)
     if plugins:
         for ep in _plugins():

@@ -1,0 +1,124 @@
+// A child that a signal ended ran no code of the tracer's as it died: its records are in its
+// live file. The traced parent that reaps it finishes its trace there and then, with the
+// signal as the end's reason ("signal:9"); a reader finding it later could only say "killed".
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "interpose.h"
+#include "recover.h"
+#include "sysmem.h"
+#include "tracer_stack.h"
+#include "writer.h"
+
+using namespace iot;
+
+namespace {
+REAL_FN(wait, pid_t (*)(int*))
+REAL_FN(waitpid, pid_t (*)(pid_t, int*, int))
+REAL_FN(wait3, pid_t (*)(int*, int, struct rusage*))
+REAL_FN(wait4, pid_t (*)(pid_t, int*, int, struct rusage*))
+REAL_FN(waitid, int (*)(idtype_t, id_t, siginfo_t*, int))
+
+struct Dead {
+  pid_t pid;
+  int sig;
+};
+
+struct Dirent64 {
+  uint64_t ino;
+  int64_t off;
+  unsigned short reclen;
+  unsigned char type;
+  char name[];
+};
+
+// Does `name` end in .live and name the trace of `pid` on `host`: <name>-<host>-<pid>[-n].*?
+bool names_child(const char* name, const char* host, pid_t pid) {
+  size_t n = strlen(name), sl = strlen(live::kSuffix);
+  if (n <= sl || strcmp(name + n - sl, live::kSuffix) != 0) return false;
+  char key[128];
+  int k = snprintf(key, sizeof key, "-%s-%d", host, int(pid));
+  for (const char* p = strstr(name, key); p; p = strstr(p + 1, key)) {
+    char after = p[k];
+    if (after == '.' || after == '-') return true;
+  }
+  return false;
+}
+
+void finish_children(void* arg) {
+  auto* d = static_cast<Dead*>(arg);
+  const char *dir, *name, *host;
+  trace_file_parts(&dir, &name, &host);
+  long fd = syscall(SYS_openat, AT_FDCWD, dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return;
+  constexpr size_t kBuf = 32 << 10;
+  char* buf = static_cast<char*>(sys_map(kBuf));
+  char reason[32], path[4096];
+  snprintf(reason, sizeof reason, "signal:%d", d->sig);
+  for (long got; buf && (got = syscall(SYS_getdents64, fd, buf, kBuf)) > 0;) {
+    for (long at = 0; at < got;) {
+      auto* e = reinterpret_cast<Dirent64*>(buf + at);
+      at += e->reclen;
+      if (!names_child(e->name, host, d->pid)) continue;
+      if (snprintf(path, sizeof path, "%s/%s", dir, e->name) >= int(sizeof path)) continue;
+      RecoverResult r;
+      live_finish(path, reason, &r);
+    }
+  }
+  sys_unmap(buf, kBuf);
+  syscall(SYS_close, fd);
+}
+
+void reaped(pid_t pid, int sig) {
+  if (pid <= 0 || sig <= 0 || !process_on() || t_guard) return;
+  Guard g;
+  KeepErrno keep;
+  Dead d{pid, sig};
+  on_tracer_stack(finish_children, &d);
+}
+
+int killed_by(int status) { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
+}  // namespace
+
+// The status is asked for even when the caller passes NULL: the tracer needs it, the program
+// gets what it asked for.
+IOT_EXPORT pid_t wait(int* status) {
+  int st = 0;
+  pid_t r = real_wait()(&st);
+  if (r > 0 && status) *status = st;
+  if (r > 0) reaped(r, killed_by(st));
+  return r;
+}
+IOT_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
+  int st = 0;
+  pid_t r = real_waitpid()(pid, &st, options);
+  if (r > 0 && status) *status = st;
+  if (r > 0) reaped(r, killed_by(st));
+  return r;
+}
+IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
+  int st = 0;
+  pid_t r = real_wait3()(&st, options, ru);
+  if (r > 0 && status) *status = st;
+  if (r > 0) reaped(r, killed_by(st));
+  return r;
+}
+IOT_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru) {
+  int st = 0;
+  pid_t r = real_wait4()(pid, &st, options, ru);
+  if (r > 0 && status) *status = st;
+  if (r > 0) reaped(r, killed_by(st));
+  return r;
+}
+IOT_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {
+  int r = real_waitid()(idtype, id, info, options);
+  if (r == 0 && info && info->si_pid > 0 &&
+      (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED))
+    reaped(info->si_pid, info->si_status);
+  return r;
+}

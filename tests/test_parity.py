@@ -193,7 +193,6 @@ def test_daemon_does_not_keep_its_caller_waiting(cprog, tmp_path, data_dir):
 # -- 2. signal handlers on a small alternate stack --------------------------------------------------
 
 
-@pytest.mark.xfail(strict=True, reason="issue 22: handler I/O on an 8 KiB sigaltstack overflows it")
 def test_crash_handler_on_8k_altstack_can_write_a_file(cprog, tmp_path, data_dir):
     """A crash reporter: a SIGSEGV handler on an 8 KiB sigaltstack opens a file, writes it and
     _exits 43. The tracer's work inside open() and write() runs on the program's small stack: if

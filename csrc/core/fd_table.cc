@@ -1,12 +1,12 @@
 #include "fd_table.h"
 
 #include "buffer.h"
+#include "scratch.h"
 #include "sysmem.h"
 
 #include <fcntl.h>
 #include <limits.h>
 #include <new>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/syscall.h>
@@ -80,16 +80,38 @@ void install(int fd, OpenFile* f) {
   release(e->file.exchange(f, std::memory_order_acq_rel));
 }
 
+// "/proc/self/fd/N" into `out` (at least 25 bytes). Not snprintf: it is not async-signal-safe
+// and takes kilobytes of stack.
+void fd_link(char* out, int fd) {
+  static const char kPrefix[] = "/proc/self/fd/";
+  memcpy(out, kPrefix, sizeof kPrefix - 1);
+  char* p = out + sizeof kPrefix - 1;
+  unsigned v = unsigned(fd);
+  for (unsigned d = v; d >= 10; d /= 10) p++;  // the last digit's place
+  p[1] = 0;
+  do *p-- = char('0' + v % 10);
+  while ((v /= 10) != 0);
+}
+
 // An fd we did not see opened (inherited, or opened before the tracer started): ask the
-// kernel once for its name and position.
-OpenFile* learn(int fd) {
+// kernel once for its name and position. The link and its target go in scratch memory, not on
+// the stack (a signal handler's alternate stack may be 8 KiB). Not inlined: fd_get, on every
+// call's path, keeps a small frame.
+__attribute__((noinline)) OpenFile* learn(int fd) {
   if (fd < 0) return nullptr;
   KeepErrno keep;  // lseek on a pipe fails with ESPIPE: not the program's business
-  char link[64], target[PATH_MAX];
-  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-  long n = syscall(SYS_readlinkat, AT_FDCWD, link, target, sizeof target - 1);
-  if (n <= 0) return nullptr;
-  Str* path = intern_abs_path(target, uint32_t(n));
+  Str* path;
+  {
+    constexpr size_t kLink = 32;
+    Scratch buf(kLink + PATH_MAX);
+    if (!buf) return nullptr;
+    char* link = buf.get();
+    char* target = link + kLink;
+    fd_link(link, fd);
+    long n = syscall(SYS_readlinkat, AT_FDCWD, link, target, PATH_MAX - 1);
+    if (n <= 0) return nullptr;
+    path = intern_abs_path(target, uint32_t(n));
+  }
   long pos = syscall(SYS_lseek, fd, 0L, SEEK_CUR);
   long fl = syscall(SYS_fcntl, fd, F_GETFL);
   if (fl >= 0 && (fl & O_APPEND)) pos = -1;
@@ -104,15 +126,20 @@ void fd_table_init() {
     g_top = static_cast<std::atomic<Entry*>*>(sys_map(kTop * sizeof(std::atomic<Entry*>)));
 }
 
-OpenFile* fd_get(int fd) {
+namespace {
+__attribute__((always_inline)) inline OpenFile* get(int fd) {
   Entry* e = entry(fd, false);
   OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
   if (f) return f;
   Busy busy;  // the tracer's own work, which a signal handler's calls must not disturb
   return learn(fd);
 }
+}  // namespace
 
-Str* fd_path(int fd) { return fd_path_of(fd_get(fd)); }
+OpenFile* fd_get(int fd) { return get(fd); }
+
+// Not through fd_get: one frame less on the way to learning an unknown folder (openat).
+Str* fd_path(int fd) { return fd_path_of(get(fd)); }
 
 void fd_open(int fd, Str* path, int64_t offset) {
   if (fd >= 0) install(fd, new_open_file(path, offset));

@@ -10,6 +10,7 @@
 #include "buffer.h"
 #include "config.h"
 #include "fd_table.h"
+#include "scratch.h"
 #include "sysmem.h"
 
 namespace iot {
@@ -29,23 +30,27 @@ struct Table {
 Table g_names, g_paths;
 std::atomic<Str*> g_cwd{nullptr};
 
-bool has_prefix(const char* s, uint32_t n, const char* p) {
+// Inlined, as is_library: a path is interned on the program's stack (maybe a signal handler's
+// small one), and each frame of the chain counts.
+__attribute__((always_inline)) inline bool has_prefix(const char* s, uint32_t n, const char* p) {
   size_t pl = strlen(p);
   if (pl > n || memcmp(s, p, pl) != 0) return false;
   return pl == n || s[pl] == '/' || p[pl - 1] == '/';
 }
 
-bool ends_with(const char* s, uint32_t n, const char* suf) {
+__attribute__((always_inline)) inline bool ends_with(const char* s, uint32_t n, const char* suf) {
   size_t sl = strlen(suf);
   return sl <= n && memcmp(s + n - sl, suf, sl) == 0;
 }
 
 // Shared libraries (libfoo.so, libfoo.so.1.2) and Python bytecode: loading noise by default.
-bool is_library(const char* s, uint32_t n) {
+__attribute__((always_inline)) inline bool is_library(const char* s, uint32_t n) {
   if (ends_with(s, n, ".pyc") || ends_with(s, n, ".pyo") || ends_with(s, n, ".so")) return true;
+  // The last ".so.", found by hand: glibc's memmem takes hundreds of bytes of stack (its
+  // shift table), and a path is interned on the program's stack, maybe a handler's small one.
   const char* so = nullptr;
-  for (const char* p = s; (p = static_cast<const char*>(memmem(p, n - (p - s), ".so.", 4)));)
-    so = p++;
+  for (uint32_t i = n; i >= 4 && !so; i--)
+    if (memcmp(s + i - 4, ".so.", 4) == 0) so = s + i - 4;
   if (!so) return false;
   for (const char* p = so + 4; p < s + n; p++)
     if (!((*p >= '0' && *p <= '9') || *p == '.')) return false;
@@ -65,13 +70,10 @@ bool path_traced(const char* s, uint32_t n) {
   return false;
 }
 
-Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
-  t.init();
-  uint64_t h = fnv1a(s, len);
-  std::atomic<Str*>& head = t.heads[h & (kBuckets - 1)];
-  Str* first = head.load(std::memory_order_acquire);
-  for (Str* n = first; n; n = n->next)
-    if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) return n;
+// A new node for `s` at the head of its bucket (or the one a racing thread put there). Apart
+// from intern, which tail-calls it: the two frames are not on the stack together.
+__attribute__((noinline)) Str* insert(std::atomic<Str*>& head, Str* first, uint64_t h,
+                                      const char* s, uint32_t len, bool is_path) {
   Str* node = static_cast<Str*>(arena_alloc(sizeof(Str) + len + 1));
   if (!node) return nullptr;
   node->hash = h;
@@ -90,6 +92,16 @@ Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
       if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0)
         return n;  // ours stays unused in the arena: a rare race, a few bytes
   }
+}
+
+Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
+  t.init();
+  uint64_t h = fnv1a(s, len);
+  std::atomic<Str*>& head = t.heads[h & (kBuckets - 1)];
+  Str* first = head.load(std::memory_order_acquire);
+  for (Str* n = first; n; n = n->next)
+    if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) return n;
+  return insert(head, first, h, s, len, is_path);
 }
 
 // Lexical normalisation of an absolute path in place: "//", "/./", "/x/../" collapse.
@@ -114,26 +126,68 @@ uint32_t normalize(char* p, uint32_t n) {
   p[w] = 0;
   return w;
 }
+
+// Would normalize() leave this absolute path as it is? ("/", or "/"-separated names with no
+// empty, "." or ".." one): the common case, interned with no copy.
+bool is_normal(const char* p, uint32_t n) {
+  if (n == 0 || p[0] != '/') return false;
+  if (n == 1) return true;
+  if (p[n - 1] == '/') return false;
+  for (uint32_t s = 1; s <= n;) {
+    uint32_t e = s;
+    while (e < n && p[e] != '/') e++;
+    uint32_t len = e - s;
+    if (len == 0 || (p[s] == '.' && (len == 1 || (len == 2 && p[s + 1] == '.')))) return false;
+    s = e + 1;
+  }
+  return true;
+}
 }  // namespace
 
 Str* intern_name(const char* s, uint32_t len) { return intern(g_names, s, len, false); }
 
 Str* intern_abs_path(const char* s, uint32_t len) { return intern(g_paths, s, len, true); }
 
+// The buffers of these two are scratch memory, not the stack: a wrapper may run on a signal
+// handler's small alternate stack.
 void cwd_refresh() {
   KeepErrno keep;
-  char buf[PATH_MAX];
-  long n = syscall(SYS_getcwd, buf, sizeof buf);
-  if (n > 0) g_cwd.store(intern_abs_path(buf, uint32_t(strlen(buf))), std::memory_order_release);
+  Scratch buf(PATH_MAX);
+  if (!buf) return;
+  long n = syscall(SYS_getcwd, buf.get(), PATH_MAX);
+  if (n > 0)
+    g_cwd.store(intern_abs_path(buf.get(), uint32_t(strlen(buf.get()))), std::memory_order_release);
 }
+
+namespace {
+// `path` (of `pl` bytes) resolved against the folder `base` (none: `path` is absolute) and
+// normalised, in scratch memory: a slot of the pool, or pages of its own for a folder that is
+// already longer than PATH_MAX. Not inlined: intern_path_at's frame stays small while it
+// learns the folder.
+__attribute__((noinline)) Str* resolve(const Str* base, const char* path, uint32_t pl) {
+  const uint32_t bl = base ? base->len : 0;
+  Scratch buf(size_t(bl) + 1 + pl + 1);        // the folder, "/", the path, normalize()'s NUL
+  if (!buf) return intern_abs_path(path, pl);  // no memory: as given, unresolved
+  char* b = buf.get();
+  uint32_t n = 0;
+  if (base) {
+    memcpy(b, base->str, bl);
+    n = bl;
+    b[n++] = '/';
+  }
+  memcpy(b + n, path, pl);
+  n += pl;
+  n = normalize(b, n);
+  return intern_abs_path(b, n);
+}
+}  // namespace
 
 Str* intern_path_at(int dirfd, const char* path) {
   if (!path) return nullptr;
-  char buf[PATH_MAX * 2];
-  size_t pl = strnlen(path, PATH_MAX);
-  uint32_t n = 0;
+  uint32_t pl = uint32_t(strnlen(path, PATH_MAX));
+  // The folder first: learning it (an unknown dirfd, the cwd) takes scratch of its own.
+  Str* base = nullptr;
   if (path[0] != '/') {
-    Str* base = nullptr;
     if (dirfd == AT_FDCWD) {
       base = g_cwd.load(std::memory_order_acquire);
       if (!base) {
@@ -143,16 +197,11 @@ Str* intern_path_at(int dirfd, const char* path) {
     } else {
       base = fd_path(dirfd);
     }
-    if (base && base->str[0] == '/') {
-      memcpy(buf, base->str, base->len);
-      n = base->len;
-      buf[n++] = '/';
-    }
+    if (base && base->str[0] != '/') base = nullptr;
   }
-  memcpy(buf + n, path, pl);
-  n += uint32_t(pl);
-  if (buf[0] == '/') n = normalize(buf, n);
-  return intern_abs_path(buf, n);
+  // Nothing to resolve or normalise (a relative path with no folder is kept as given): no copy.
+  if (!base && (path[0] != '/' || is_normal(path, pl))) return intern_abs_path(path, pl);
+  return resolve(base, path, pl);
 }
 
 void intern_refilter() {

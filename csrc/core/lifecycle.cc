@@ -96,17 +96,31 @@ void detect_python_worker() {
   }
 }
 
+// Signals are held across fork until the child has made its files: a child that a signal ends
+// at birth (a pool torn down as it starts) still leaves its trace, and no handler runs in the
+// middle of the tracer's own set-up. The program's mask is put back as it was.
+__thread sigset_t t_fork_mask __attribute__((tls_model("initial-exec")));
+
 void atfork_prepare() {
   KeepErrno keep;
-  if (g_started) writer_prepare_fork();
+  if (!g_started) return;
+  sigset_t all;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &t_fork_mask);
+  writer_prepare_fork();
 }
 void atfork_parent() {
   KeepErrno keep;
-  if (g_started) writer_parent_after_fork();
+  if (!g_started) return;
+  writer_parent_after_fork();
+  pthread_sigmask(SIG_SETMASK, &t_fork_mask, nullptr);
 }
 void atfork_child() {
   KeepErrno keep;
   if (!g_started) return;
+  struct Unblock {
+    ~Unblock() { pthread_sigmask(SIG_SETMASK, &t_fork_mask, nullptr); }
+  } unblock;
   int parent = g_pid;
   g_pid = int(syscall(SYS_getpid));
   snprintf(g_proc.role, sizeof g_proc.role, "fork");

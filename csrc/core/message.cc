@@ -8,6 +8,7 @@
 #include <initializer_list>
 #include <string.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 namespace iot {
@@ -34,13 +35,6 @@ long open_stderr(bool* opened) {
   }
   return fd;
 }
-
-void add(char* buf, size_t cap, size_t& n, const char* s) {
-  size_t len = strlen(s);
-  if (n + len > cap) len = cap - n;
-  memcpy(buf + n, s, len);
-  n += len;
-}
 }  // namespace
 
 void messages_init() {
@@ -50,17 +44,19 @@ void messages_init() {
 
 void messages_reset() { g_said.store(0); }
 
+// The parts go out as they are, gathered by one writev: no buffer to format them in (the
+// caller may be on a signal handler's small alternate stack), one write as before.
 void say_once(MessageKind kind, const char* a, const char* b, const char* c, const char* d,
               const char* e) {
   if (g_said.fetch_or(kind) & kind) return;
   int saved = errno;
-  char buf[2048];
-  size_t n = 0;
-  for (const char* s : {"iotrace: ", a, b, c, d, e}) add(buf, sizeof buf - 1, n, s);
-  buf[n++] = '\n';
+  struct iovec v[7];
+  int n = 0;
+  for (const char* s : {"iotrace: ", a, b, c, d, e, "\n"})
+    if (size_t len = strlen(s)) v[n++] = {const_cast<char*>(s), len};
   bool opened;
   long fd = open_stderr(&opened);
-  if (fd >= 0) syscall(SYS_write, fd, buf, n);
+  if (fd >= 0) syscall(SYS_writev, fd, v, n);
   if (opened) syscall(SYS_close, fd);
   errno = saved;
 }

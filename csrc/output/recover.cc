@@ -360,6 +360,7 @@ bool live_owner_alive(const char* live_path) {
   if (n <= 0) return true;
   buf[n] = 0;
   const char* p = strrchr(buf, ')');  // the name may hold spaces: fields count from its end
+  if (p && p[1] == ' ' && (p[2] == 'Z' || p[2] == 'X')) return false;  // a zombie: it has ended
   for (int field = 2; p && field < 22; field++) p = strchr(p + 1, ' ');
   if (!p) return true;
   long long start_ticks = atoll(p + 1);

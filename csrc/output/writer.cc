@@ -480,10 +480,16 @@ void writer_maybe_start() {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 << 10);
     g_wstate.store(kRunning, std::memory_order_release);
+    // Born with every signal blocked: a process-directed signal must never find the writer
+    // (the program's handler would run on it) before writer_main blocks them itself.
+    sigset_t all, was;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &was);
     if (pthread_create(&g_wthread, &attr, writer_main, nullptr) == 0)
       g_wjoin = true;
     else
       g_wstate.store(kStopped, std::memory_order_release);
+    pthread_sigmask(SIG_SETMASK, &was, nullptr);
     pthread_attr_destroy(&attr);
   }
   pthread_mutex_unlock(&g_life_mu);

@@ -131,8 +131,12 @@ __attribute__((always_inline)) inline OpenFile* get(int fd) {
   Entry* e = entry(fd, false);
   OpenFile* f = e ? e->file.load(std::memory_order_acquire) : nullptr;
   if (f) return f;
-  Busy busy;  // the tracer's own work, which a signal handler's calls must not disturb
-  return learn(fd);
+  // The tracer's own work, which a signal handler's calls must not disturb (they are recorded
+  // aside, and appended when the call's own record is: no Busy here, one frame less).
+  ++t_busy;
+  f = learn(fd);
+  --t_busy;
+  return f;
 }
 }  // namespace
 

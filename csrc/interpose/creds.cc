@@ -25,6 +25,8 @@
 #include "interpose.h"
 #include "writer.h"
 
+#undef syscall  // this file defines it (libc_syscall.h)
+
 using namespace iot;
 
 namespace {

@@ -23,6 +23,9 @@ extern "C" __thread int iot_vforking __attribute__((tls_model("initial-exec")));
 
 namespace iot {
 
+// Where a record that cannot be kept (no buffer) is filled, for the fill's bookkeeping.
+extern __thread IoRec t_spare __attribute__((tls_model("initial-exec")));
+
 // The slow half of in_vfork_child: one getpid, only while iot_vforking is set.
 bool vfork_child_slow();
 inline bool in_vfork_child() {
@@ -95,11 +98,11 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
   {
     Busy busy;  // the tracer's own work: a handler that lands here records aside
     // Filled in place in the thread's buffer (committed only if it passes the filter); the
-    // fill runs even when the event is dropped, for its fd bookkeeping.
+    // fill runs even when the event is dropped, for its fd bookkeeping, into a record of the
+    // thread's that is thrown away (not on the program's stack: it may be a handler's small one).
     ThreadState* ts;
-    IoRec spare;
     IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
-    IoRec& r = rec ? *rec : spare;
+    IoRec& r = rec ? *rec : t_spare;
     r.init(id, t0, t1);
     if (fill(r, ret, err) && rec) {
       Str* f1 = (r.fields & F_FHASH) ? r.file : nullptr;

@@ -17,6 +17,10 @@
 
 using namespace iot;
 
+namespace iot {
+__thread IoRec t_spare __attribute__((tls_model("initial-exec")));
+}  // namespace iot
+
 extern "C" {
 int __xstat(int, const char*, struct stat*);
 int __lxstat(int, const char*, struct stat*);

@@ -69,6 +69,7 @@ def test_tracer_adds_at_most_512_bytes_of_stack_to_any_call(stack_use, files, tm
     of it, alike in both runs), each call's depth traced is at most its depth untraced + 512."""
     _, plain = _run(stack_use, 65536, files, tmp_path, traced=False)
     ts, traced = _run(stack_use, 65536, files, tmp_path, traced=True)
+    print("\n" + _table(plain, traced))
     over = [c for c in CASES if traced[c] > plain[c] + BUDGET]
     assert not over, f"over budget: {over}\n{_table(plain, traced)}"
     # The calls were traced, those on fds the tracer had to learn inside the handler with

@@ -52,7 +52,8 @@ def main() -> int:
         exe = os.path.join(tmp, "posix_workload")
         subprocess.run(["cc", "-O2", "-o", exe, os.path.join(HERE, "posix_workload.c"), "-ldl"], check=True)
         base = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
-        traced = dict(base, LD_PRELOAD=iotrace.preload_path(), IOTRACE_DIR=os.path.join(tmp, "traces"))
+        traced = dict(base, LD_PRELOAD=os.environ.get("IOTRACE_BENCH_PRELOAD") or iotrace.preload_path(),
+                      IOTRACE_DIR=os.path.join(tmp, "traces"))
         small, big = a.rounds, 2 * a.rounds
         calls = 4 * (big - small)
         per = {}

@@ -2,14 +2,18 @@
 
 The shapes of thread pools users run (parallel shard or object downloads, a Python thread pool
 reading samples, OpenMP on 128-core nodes): N threads, each opening one small file of its own,
-reading it in 4 small reads and closing it, all at once. Before issue 22 a thread's buffer was
-1 MiB and the cap on memory in flight 64 MiB, so from the 65th thread on every new buffer waited
-for the writer (N = 1000: 0.31 s untraced, 68 s traced). Printed per thread count, for a Python
-workload (threading) and a C one (pthreads): the medians of alternating untraced/traced runs,
-their ratio, the events the trace holds against the calls made (must be equal), and the peak
-RSS of each process (ru_maxrss).
+reading it in R small reads (pread of 64 bytes; --reads, default 64) and closing it, then
+waiting for the others (a barrier: all N threads are alive at once, as in a pool). Before issue
+22 a thread's buffer was 1 MiB and the cap on memory in flight 64 MiB, so from the 65th thread
+on every new buffer waited for the writer (N = 1000: 0.31 s untraced, 68 s traced). Printed per
+thread count, for a Python workload (threading) and a C one (pthreads): the medians of
+alternating untraced/traced runs, their ratio, the events the trace holds against the calls
+made (must be equal), and the peak RSS of each process (ru_maxrss). A first line gives the
+fixed cost of tracing a process (0 threads: the tracer's start and its files, and for Python
+the automatic hooks), which is what the ratio of a very short run mostly measures.
 
-    python benchmarks/threads_bench.py [--threads 16,128,1024] [--pairs 5]
+    python benchmarks/threads_bench.py [--threads 16,128,1024] [--reads 64] [--pairs 5]
+                                       [--preload LIB]   # another build of libiotrace.so
 """
 from __future__ import annotations
 
@@ -26,12 +30,15 @@ import iotrace
 PRELOAD = iotrace.preload_path()
 
 PY = r"""
-import sys, threading
-d, n = sys.argv[1], int(sys.argv[2])
+import os, sys, threading
+d, n, r = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+all_in = threading.Barrier(max(n, 1))
 def work(i):
-    with open(f"{d}/f{i}", "rb", buffering=0) as f:
-        for _ in range(4):
-            f.read(256)
+    fd = os.open(f"{d}/f{i}", os.O_RDONLY)
+    for k in range(r):
+        os.pread(fd, 64, (k * 64) % 1024)
+    os.close(fd)
+    all_in.wait()  # every thread alive at once, as in a pool
 ts = [threading.Thread(target=work, args=(i,)) for i in range(n)]
 for t in ts: t.start()
 for t in ts: t.join()
@@ -44,17 +51,22 @@ C = r"""
 #include <stdlib.h>
 #include <unistd.h>
 static const char* g_dir;
+static long g_reads;
+static pthread_barrier_t g_all_in;
 static void* work(void* arg) {
-  char path[4096], buf[256];
+  char path[4096], buf[64];
   snprintf(path, sizeof path, "%s/f%ld", g_dir, (long)arg);
   int fd = open(path, O_RDONLY);
-  for (int i = 0; i < 4; i++) read(fd, buf, sizeof buf);
+  for (long k = 0; k < g_reads; k++) pread(fd, buf, sizeof buf, (k * 64) % 1024);
   close(fd);
+  pthread_barrier_wait(&g_all_in);  /* every thread alive at once, as in a pool */
   return NULL;
 }
 int main(int argc, char** argv) {
   g_dir = argv[1];
   long n = atol(argv[2]);
+  g_reads = atol(argv[3]);
+  pthread_barrier_init(&g_all_in, NULL, n > 0 ? (unsigned)n : 1);
   pthread_t* t = calloc(n, sizeof *t);
   pthread_attr_t a;
   pthread_attr_init(&a);
@@ -87,7 +99,7 @@ def events_on(out: str, data: str) -> int:
         for block in reader.iter_blocks(path):
             for line in block.split(b"\n"):
                 if b'"ph":"X"' in line and b'"cat":"posix"' in line and (
-                        b'"name":"read"' in line or b'"name":"open' in line or b'"name":"close"' in line):
+                        b'"name":"pread' in line or b'"name":"open' in line or b'"name":"close"' in line):
                     n += 1
     return n
 
@@ -97,6 +109,8 @@ def main() -> int:
     ap.add_argument("--threads", default="16,128,1024", help="thread counts (default 16,128,1024)")
     ap.add_argument("--pairs", type=int, default=5, help="untraced/traced pairs per count (median)")
     ap.add_argument("--workloads", default="python,c", help="python, c or both")
+    ap.add_argument("--reads", type=int, default=64, help="preads of 64 bytes per thread (default 64)")
+    ap.add_argument("--preload", default=PRELOAD, help="the libiotrace.so to trace with (default: installed)")
     args = ap.parse_args()
     counts = [int(x) for x in args.threads.split(",")]
     with tempfile.TemporaryDirectory() as tmp:
@@ -111,26 +125,29 @@ def main() -> int:
         exe = os.path.join(tmp, "threads")
         subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
         plain_env = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
+        print(f"{args.reads} preads per thread; tracer {args.preload}")
         print(f"{'workload':8} {'threads':>7} {'untraced s':>10} {'traced s':>9} {'ratio':>6} {'events':>8} "
               f"{'calls':>8} {'rss untraced':>12} {'rss traced':>10}")
         worst = 0.0
         for workload in args.workloads.split(","):
-            for n in counts:
-                cmd = [sys.executable, "-c", PY, data, str(n)] if workload == "python" else [exe, data, str(n)]
+            for n in [0] + counts:
+                cmd = [sys.executable, "-c", PY, data, str(n), str(args.reads)] if workload == "python" \
+                    else [exe, data, str(n), str(args.reads)]
                 plain, traced, rss_p, rss_t, got = [], [], [], [], []
                 for i in range(args.pairs):
                     w, r = timed(cmd, plain_env)
                     plain.append(w)
                     rss_p.append(r)
                     out = os.path.join(tmp, f"t-{workload}-{n}-{i}")
-                    w, r = timed(cmd, dict(plain_env, LD_PRELOAD=PRELOAD, IOTRACE_DIR=out,
+                    w, r = timed(cmd, dict(plain_env, LD_PRELOAD=args.preload, IOTRACE_DIR=out,
                                            IOTRACE_INCLUDE=data))
                     traced.append(w)
                     rss_t.append(r)
                     got.append(events_on(out, data))
-                calls = n * 6  # open, 4 reads (the last reads nothing at 1024 bytes), close
+                calls = n * (2 + args.reads)  # open, the preads, close
                 ratio = statistics.median(traced) / statistics.median(plain)
-                worst = max(worst, ratio)
+                if n:
+                    worst = max(worst, ratio)
                 print(f"{workload:8} {n:7d} {statistics.median(plain):10.3f} {statistics.median(traced):9.3f} "
                       f"{ratio:6.2f} {min(got):8d} {calls:8d} {statistics.median(rss_p) / 1024:9.1f} MiB "
                       f"{statistics.median(rss_t) / 1024:7.1f} MiB"

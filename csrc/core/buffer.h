@@ -67,8 +67,8 @@ struct Guard {
 // Appends the records a handler left aside (buffer.h's ThreadState::nested).
 void append_nested(ThreadState* ts);
 struct Busy {
-  Busy() { ++t_busy; }
-  ~Busy() {
+  __attribute__((always_inline)) Busy() { ++t_busy; }
+  __attribute__((always_inline)) ~Busy() {
     ThreadState* ts;
     if (--t_busy == 0 && (ts = t_state) &&
         __builtin_expect(ts->nested_n.load(std::memory_order_relaxed) != 0, 0))
@@ -89,7 +89,7 @@ struct KeepErrno {
 };
 
 // Reserve `size` bytes in the calling thread's buffer; fill them, then commit(size).
-inline char* reserve(uint32_t size, ThreadState** out) {
+__attribute__((always_inline)) inline char* reserve(uint32_t size, ThreadState** out) {
   ThreadState* ts = t_state;
   if (__builtin_expect(ts == nullptr, 0) && !(ts = thread_state_create())) return nullptr;
   if (__builtin_expect(ts->pos + size > ts->cap, 0) && !buffer_swap(ts, size)) {
@@ -99,7 +99,7 @@ inline char* reserve(uint32_t size, ThreadState** out) {
   *out = ts;
   return ts->data + ts->pos;
 }
-inline void commit(ThreadState* ts, uint32_t size) {
+__attribute__((always_inline)) inline void commit(ThreadState* ts, uint32_t size) {
   ts->pos += size;
   ts->recorded++;
   ts->cur->committed.store(ts->pos, std::memory_order_release);
@@ -112,7 +112,7 @@ inline void append(const void* rec, uint32_t size) {
   }
 }
 // After a record naming `s` is committed: say what `s` is, the first time this live file sees it.
-inline void name_string(ThreadState* ts, const Str* s) {
+__attribute__((always_inline)) inline void name_string(ThreadState* ts, const Str* s) {
   if (s && __builtin_expect(s->live_gen != g_live_gen, 0)) define_string(ts, s);
 }
 }  // namespace iot

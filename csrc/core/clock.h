@@ -21,7 +21,9 @@ inline int64_t wall_ns() {
 }
 
 extern bool g_tsc;
-inline int64_t now_ticks() { return g_tsc ? int64_t(__rdtsc()) : now_ns(); }
+__attribute__((always_inline)) inline int64_t now_ticks() {
+  return g_tsc ? int64_t(__rdtsc()) : now_ns();
+}
 
 // ticks → CLOCK_MONOTONIC ns for the events of one drain: the line through the calibration
 // point taken at start and the one taken now (clock.cc says why).

@@ -55,7 +55,7 @@ void release(OpenFile* f) {
   }
 }
 
-Entry* entry(int fd, bool create) {
+__attribute__((always_inline)) inline Entry* entry(int fd, bool create) {
   if (fd < 0 || fd >= kTop * kChunk || !g_top) return nullptr;
   std::atomic<Entry*>& slot = g_top[fd >> kChunkBits];
   Entry* c = slot.load(std::memory_order_acquire);

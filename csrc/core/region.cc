@@ -25,7 +25,7 @@ namespace iot {
 
 namespace {
 constexpr uint64_t kPage = 4096;
-constexpr int kMinClass = 14;  // 16 KiB: a thread's first chunk; most threads need no more
+constexpr int kMinClass = 12;  // 4 KiB: a thread's first chunk; most threads need no more
 constexpr int kMaxClass = 31;
 constexpr uint64_t kFirstSegment = 64 << 10;  // the part mapped at start: small processes' all
 
@@ -57,6 +57,12 @@ struct Region {
   char exec_entry[PATH_MAX + 32] = "";
   uint32_t gen = 0;
   bool anon = false;  // no live file could be had: memory of our own (nothing survives us)
+  // Blocks of the file are had chunk by chunk as they are handed out (MADV_POPULATE_WRITE,
+  // Linux 5.14), so a thread that records little makes the file no bigger than what it
+  // touches; without it (older kernels) segment by segment (fallocate through the path).
+  int per_chunk = -1;                       // -1: not known yet
+  bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
+  uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 } g;
 
@@ -74,20 +80,53 @@ long reopen() {
   return fd;
 }
 
-// Blocks for [off, off + size) of the file, so that touching those pages never meets a full
-// disk (which a shared mapping reports with SIGBUS). The mapping itself asks first (no fd).
-bool allocate(char* addr, uint64_t off, uint64_t size) {
+// Faults on the live file read nothing worth having (its pages are new): no read-around, which
+// would fill a large window of the page cache for every first touch (2 ms of a short process's
+// life on ext4).
+void advise(char* addr, uint64_t size) {
   int saved = errno;
-  long r = syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE);
-  bool ok = r == 0;
-  if (!ok && errno == EINVAL) {  // before Linux 5.14
-    long fd = reopen();
-    ok = fd >= 0 && syscall(SYS_fallocate, fd, 0, long(off), long(size)) == 0;
-    if (fd >= 0) syscall(SYS_close, fd);
-  }
+  syscall(SYS_madvise, addr, size, MADV_RANDOM);
+  errno = saved;
+}
+
+// Blocks for a range of the live file, so that touching its pages never meets a full disk
+// (which a shared mapping reports with SIGBUS). Asked through the mapping itself: no fd.
+bool populate(char* addr, uint64_t size) {
+  int saved = errno;
+  bool ok = syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE) == 0;
+  if (!ok && g.per_chunk < 0 && errno == EINVAL)
+    g.per_chunk = 0;  // before Linux 5.14
+  else if (g.per_chunk < 0 && ok)
+    g.per_chunk = 1;
   if (!ok) syscall(SYS_madvise, addr, size, MADV_REMOVE);  // what it did get goes back
   errno = saved;
   return ok;
+}
+
+// The same for a whole segment, through a short-lived fd (older kernels only).
+bool fallocate_segment(uint64_t off, uint64_t size) {
+  int saved = errno;
+  long fd = reopen();
+  bool ok = fd >= 0 && syscall(SYS_fallocate, fd, 0, long(off), long(size)) == 0;
+  if (fd >= 0) syscall(SYS_close, fd);
+  errno = saved;
+  return ok;
+}
+
+// The blocks of a chunk about to be handed out (or carved as a spare), at `at` in the last
+// segment: false, none to be had. Had 64 KiB ahead at a time: a thousand threads starting at
+// once then make a few dozen calls for them, not a thousand (each takes the address space's
+// lock that their stacks' mappings need too).
+bool chunk_ready(uint64_t at, uint64_t bytes) {
+  uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
+  if (g.anon || g.seg_ready[n - 1] || at + bytes <= g.seg_populated) return true;
+  uint64_t end = at + bytes;
+  uint64_t ahead = g.seg_populated + (64 << 10);
+  if (end < ahead) end = ahead;
+  if (end > g.h->segment[n - 1].size) end = g.h->segment[n - 1].size;
+  if (!populate(g.seg_addr[n - 1] + g.seg_populated, end - g.seg_populated)) return false;
+  g.seg_populated = end;
+  return true;
 }
 
 // A new segment of `size` bytes after the last one, mapped from the last page of the mapping
@@ -119,15 +158,27 @@ char* grow(uint64_t size) {
     if (failed(r)) return nullptr;
     p = reinterpret_cast<char*>(r);
   }
-  if (!g.anon && !allocate(p, off, size)) {
-    syscall(SYS_munmap, p, size);
+  advise(p, size);
+  // Whether chunks can be made ready one by one: asked once, on this segment's first page.
+  if (!g.anon && g.per_chunk < 0 && !populate(p, kPage) && g.per_chunk < 0) {
+    syscall(SYS_munmap, p, size);  // a full disk already
     return nullptr;
   }
+  bool ready = g.anon;
+  if (!g.anon && g.per_chunk == 0) {
+    if (!fallocate_segment(off, size)) {
+      syscall(SYS_munmap, p, size);
+      return nullptr;
+    }
+    ready = true;
+  }
   g.map[g.n_maps++] = Mapping{p, size};
+  g.seg_ready[n] = ready;
   g.seg_addr[n] = p;
   h->segment[n] = live::Segment{off, size};
   h->n_segments.store(n + 1, std::memory_order_release);
   g.seg_used = 0;
+  g.seg_populated = g.per_chunk > 0 ? kPage : 0;  // the probe had the first page
   g.chunk_bytes += size;
   return p;
 }
@@ -143,6 +194,7 @@ live::Chunk* carve(int cls) {
       uint64_t b = uint64_t(1) << c;
       while (g.seg_used + b <= seg) {
         auto* f = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
+        if (!chunk_ready(g.seg_used, b)) break;
         f->magic = live::kChunkMagic;
         f->size_class = uint32_t(c);
         f->cap = uint32_t(b - sizeof(live::Chunk));
@@ -159,6 +211,7 @@ live::Chunk* carve(int cls) {
     if (want < bytes || !grow(want)) return nullptr;
   }
   auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[g.h->n_segments.load() - 1] + g.seg_used);
+  if (!chunk_ready(g.seg_used, bytes)) return nullptr;
   g.seg_used += bytes;
   c->magic = live::kChunkMagic;
   c->size_class = uint32_t(cls);
@@ -232,6 +285,7 @@ bool region_create(const RegionSetup& s) {
   snprintf(g.exec_entry, sizeof g.exec_entry, "IOTRACE_EXEC_LIVE=%s", g.path);
   g.file_size = size;
   char* base = reinterpret_cast<char*>(m);
+  advise(base, head_bytes + first);
   g.map[0] = Mapping{base, head_bytes + first};
   g.n_maps = 1;
   auto* h = reinterpret_cast<live::Header*>(base);
@@ -252,6 +306,8 @@ bool region_create(const RegionSetup& s) {
   h->tick0 = now_ticks();
   h->ns0 = now_ns();
   h->segment[0] = live::Segment{head_bytes, first};
+  g.seg_ready[0] = true;  // fallocated with the file (or memory of our own)
+  for (int i = 1; i < live::kMaxSegments; i++) g.seg_ready[i] = false;
   g.seg_addr[0] = base + head_bytes;
   g.chunk_bytes = first;
   h->n_segments.store(1, std::memory_order_release);

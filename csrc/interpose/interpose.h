@@ -28,7 +28,7 @@ extern __thread IoRec t_spare __attribute__((tls_model("initial-exec")));
 
 // The slow half of in_vfork_child: one getpid, only while iot_vforking is set.
 bool vfork_child_slow();
-inline bool in_vfork_child() {
+__attribute__((always_inline)) inline bool in_vfork_child() {
   return __builtin_expect(iot_vforking != 0, 0) && vfork_child_slow();
 }
 
@@ -43,20 +43,22 @@ inline F next_fn(F& slot, const char* name) {
   static name##_fn real_##name##_slot = nullptr; \
   static inline name##_fn real_##name() { return ::iot::next_fn(real_##name##_slot, #name); }
 
-inline bool posix_on() {
+__attribute__((always_inline)) inline bool posix_on() {
   return g_interposing && g_config.posix && !g_paused &&
          g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }
-inline bool stdio_on() {
+__attribute__((always_inline)) inline bool stdio_on() {
   return g_interposing && g_config.stdio && !g_paused &&
          g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }
-inline bool process_on() {
+__attribute__((always_inline)) inline bool process_on() {
   return g_interposing && g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }
 
 // Does an event on this file pass the filter? (NULL: a call that names no file)
-inline bool passes(Str* file) { return file ? file->traced : g_trace_unnamed; }
+__attribute__((always_inline)) inline bool passes(Str* file) {
+  return file ? file->traced : g_trace_unnamed;
+}
 
 // A call made by a signal handler that interrupted this thread inside the tracer (t_busy): its
 // record goes to the thread's aside list (its buffer is in the middle of a record), and the

@@ -42,9 +42,9 @@ __thread int t_nested __attribute__((tls_model("initial-exec"))) = 0;
 __thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
-// A thread's chunks grow from 16 KiB (most threads record little: thousands of threads fit)
-// to IOTRACE_BUFFER_SIZE as it records more.
-constexpr uint32_t kFirstChunk = 16 << 10;
+// A thread's chunks grow from one page (most threads record little: thousands of threads
+// fit, and each touches one page of the live file) to IOTRACE_BUFFER_SIZE as it records more.
+constexpr uint32_t kFirstChunk = 4 << 10;
 
 // Only the writer drains (and fork holds the lock across fork). Threads register under
 // reg_mu; the writer walks the registry without it (only the writer unlinks) and unlinks
@@ -57,13 +57,13 @@ pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;
 std::atomic<ThreadState*> g_threads{nullptr};
 ThreadState* g_free_states = nullptr;  // ended threads' states, for reuse (reg_mu)
 // The writer thread runs only while it is needed: from when a process's chunks in use pass
-// a quarter of IOTRACE_MAX_BUFFERED (it gives them back as it writes them) until it has been
-// idle for a while. Most processes never start one: they record less, and finish their trace
-// on their own thread when they end (on the tracer's stack). So a traced program is no more a
-// multi-threaded program than it is untraced, which the kernel (unshare(CLONE_NEWUSER),
-// setns), glibc (set*id in every thread), Python (fork's warning) and RLIMIT_NPROC tell
-// apart. Calls that change what a thread is (credentials, capabilities, namespaces, seccomp,
-// fork) stop it first and keep it from starting until they return (WriterHold).
+// writer_threshold() (it gives them back as it writes them) until it has been idle for a while.
+// Most processes never start one: they record less, and finish their trace on their own thread when
+// they end (on the tracer's stack). So a traced program is no more a multi-threaded program than it
+// is untraced, which the kernel (unshare(CLONE_NEWUSER), setns), glibc (set*id in every thread),
+// Python (fork's warning) and RLIMIT_NPROC tell apart. Calls that change what a thread is
+// (credentials, capabilities, namespaces, seccomp, fork) stop it first and keep it from starting
+// until they return (WriterHold).
 enum WriterState : int { kStopped, kRunning, kExiting };
 std::atomic<int> g_wstate{kStopped};
 std::atomic<bool> g_wstop{false};  // asked to end
@@ -119,6 +119,14 @@ void wake_writer() {
 
 void writer_maybe_start();
 
+// Chunks in use past which a writer thread converts them as the program runs (on another
+// core, where there is one), rather than all at the end: 1 MiB (about 9,000 events), or 1/64
+// of the cap.
+uint64_t writer_threshold() {
+  uint64_t t = region_max() / 64;
+  return t > (1 << 20) ? t : (1 << 20);
+}
+
 // A chunk for a thread's next `need` bytes. At the cap, the producer waits for the writer
 // (back-pressure), but never more than ~50 ms per chunk: the writer may be unable to free
 // anything (its only candidates are not sealed yet), and the traced program must never hang.
@@ -127,9 +135,14 @@ live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
   for (int waits = 0;; waits++) {
     if (live::Chunk* c = region_take(need, want, ts->tid)) {
       uint32_t max = uint32_t(g_config.buffer_size);
+      // The thread's name, for the trace and for a reader of the live file: at its first chunk
+      // (and again at its end, thread_exit).
+      if (!ts->want) {
+        prctl(PR_GET_NAME, c->name);
+        memcpy(ts->name, c->name, sizeof ts->name);
+      }
       ts->want = want < max ? want * 2 : max;
-      prctl(PR_GET_NAME, c->name);
-      if (region_in_use() > region_max() / 4) writer_maybe_start();
+      if (region_in_use() > writer_threshold()) writer_maybe_start();
       return c;
     }
     if (waits == 0) writer_maybe_start();
@@ -247,21 +260,23 @@ void thread_exit(void* p) {
 
 // --- draining (g_drain_mu held) -------------------------------------------------------------
 
-// The kernel's name of a thread (comm); a thread that has ended left its name in ts->name.
+// The kernel's name of a thread (comm), as the thread saw it when it started recording (and
+// when it ended); the kernel is asked only when that is not known (a thousand threads must not
+// cost a thousand reads of /proc).
 void name_thread(ThreadState* ts) {
   ts->named_gen = g_conv.generation();
   char name[64] = "";
   char path[64];
   snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts->tid);
-  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  bool known = ts->name[0] || ts->dead.load(std::memory_order_acquire);
+  long fd = known ? -1 : syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
   if (fd >= 0) {
     long n = syscall(SYS_read, fd, name, sizeof name - 1);
     syscall(SYS_close, fd);
     name[n > 0 ? n : 0] = 0;
     if (n > 0 && name[n - 1] == '\n') name[n - 1] = 0;
   }
-  if (!name[0] || ts->dead.load(std::memory_order_acquire))
-    snprintf(name, sizeof name, "%s", ts->name);
+  if (!name[0]) snprintf(name, sizeof name, "%s", ts->name);
   if (name[0]) g_conv.thread_name(ts->tid, name, strlen(name));
 }
 
@@ -440,7 +455,7 @@ void* writer_main(void*) {
     // made meanwhile is still served: it is checked again once the state says exiting.
     uint64_t now_written = g_written.load(std::memory_order_relaxed);
     if (now_written != written || asked) last_work = t, written = now_written;
-    bool idle = t - last_work >= idle_limit_ns() && region_in_use() <= region_max() / 4;
+    bool idle = t - last_work >= idle_limit_ns() && region_in_use() <= writer_threshold();
     if (stop || idle || !g_recording.load(std::memory_order_relaxed)) {
       g_wstate.store(kExiting, std::memory_order_seq_cst);
       if (g_asked.load(std::memory_order_seq_cst) != asked_seq && !stop) {
@@ -613,9 +628,7 @@ ThreadState* thread_state_create() {
   if (!mem && !(mem = arena_alloc(sizeof(ThreadState)))) return nullptr;
   auto* ts = new (mem) ThreadState();
   ts->tid = int32_t(syscall(SYS_gettid));
-  if (!ts->nested)  // a reused state keeps its slots
-    ts->nested = static_cast<ThreadState::Nested*>(
-        arena_alloc(ThreadState::kNested * sizeof(ThreadState::Nested)));
+
   ts->cur = ts->read = take_chunk(ts, 0);
   if (!ts->cur) {
     ts->~ThreadState();
@@ -654,6 +667,11 @@ bool buffer_swap(ThreadState* ts, uint32_t need) {
 
 char* nested_slot(uint32_t* index) {
   ThreadState* ts = t_state;
+  // The slots are had the first time a handler needs them (most threads never do): the arena
+  // is async-signal-safe (an atomic add, or a mapping).
+  if (ts && !ts->nested)
+    ts->nested = static_cast<ThreadState::Nested*>(
+        arena_alloc(ThreadState::kNested * sizeof(ThreadState::Nested)));
   if (!ts || !ts->nested) {
     count_dropped();
     return nullptr;

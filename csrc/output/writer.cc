@@ -739,8 +739,6 @@ void define_string(ThreadState* ts, const Str* s) {
   const_cast<Str*>(s)->live_gen = g_live_gen;
 }
 
-void writer_init() {}
-
 bool writer_begin() { return begin_files(); }
 
 // The writer, if it runs, has ended when this returns: joined, and gone from the kernel's

@@ -15,7 +15,6 @@ namespace iot {
 // time to be written (what is not written stays in the live file).
 constexpr int64_t kExitWaitMs = 10000;
 
-void writer_init();
 // The trace file and the live file (live.h) of this process, made at start; false: it cannot
 // be traced (said once). No thread is started: the writer thread runs only while the records
 // in flight need one.

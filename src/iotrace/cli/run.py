@@ -159,7 +159,9 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="compact (default with zstd): columns, 3-10x smaller, read by "
                         "iotrace-analyze/export and turned into JSON by `iotrace cat`; json (default "
                         "with gzip/none): JSON lines that decompress into what Perfetto opens")
-    r.add_argument("--flush-interval-ms", type=int, help="flush at least this often (default 1000)")
+    r.add_argument("--flush-interval-ms", type=int,
+                   help="while a writer thread runs (a process recording much), it writes at least this "
+                        "often (default 1000); nothing waits on it: records are in the live file at once")
     r.add_argument("--sample-ms", type=int, help="sample process counters (CPU, RSS, I/O) this often")
     r.add_argument("--no-auto", action="store_true",
                    help="no automatic Python events (DataLoader batches, samples, checkpoints, "

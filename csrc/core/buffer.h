@@ -25,7 +25,7 @@ struct ThreadState {
   live::Chunk* read = nullptr;  // the writer's: the oldest chunk of the thread it still reads
   std::atomic<bool> dead{false};
   uint32_t named_gen = 0;       // writer: the file generation its thread_name was written in
-  char name[16] = "";           // saved at thread exit (the kernel forgets it with the thread)
+  char name[16] = "";           // taken at its first chunk (the kernel forgets it with the thread)
   uint64_t recorded = 0;        // producer: records appended
   ThreadState* next = nullptr;  // registry
   // Records of calls that a signal handler made while this thread was inside the tracer (see

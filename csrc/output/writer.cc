@@ -28,9 +28,6 @@
 #include "sysmem.h"
 #include "tracer_stack.h"
 
-extern "C" int __cxa_thread_atexit_impl(void (*fn)(void*), void* obj, void* dso);
-extern "C" void* __dso_handle;
-
 namespace iot {
 
 std::atomic<bool> g_recording{false};
@@ -136,7 +133,7 @@ live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
     if (live::Chunk* c = region_take(need, want, ts->tid)) {
       uint32_t max = uint32_t(g_config.buffer_size);
       // The thread's name, for the trace and for a reader of the live file: at its first chunk
-      // (and again at its end, thread_exit).
+      // (a thread that ends says nothing: thread_gone).
       if (!ts->want) {
         prctl(PR_GET_NAME, c->name);
         memcpy(ts->name, c->name, sizeof ts->name);
@@ -245,17 +242,17 @@ void keep_string(const RecHeader* r) {
   g_strings->committed.store(at + r->size, std::memory_order_release);
 }
 
-void thread_exit(void* p) {
-  auto* ts = static_cast<ThreadState*>(p);
-  if (!ts || t_state != ts) return;
-  t_state = nullptr;
-  // Its name, while the tracer may still make system calls (not after a seccomp filter).
-  if (g_recording.load(std::memory_order_relaxed)) prctl(PR_GET_NAME, ts->name);
-  memcpy(ts->cur->name, ts->name, sizeof ts->name);
-  g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
-  ts->recorded = 0;
-  ts->cur->state.store(live::kSealed, std::memory_order_release);  // next stays NULL: the last
-  ts->dead.store(true, std::memory_order_release);
+// Has this thread ended? Threads are not asked to say so (a destructor registered for that
+// costs a malloc, which the first record of a thread cannot risk: it may be in a signal handler
+// that interrupted malloc): the writer asks the kernel about a thread that recorded nothing
+// since its last look. A tid the kernel gave again to a new thread only keeps the old state
+// a while longer.
+bool thread_gone(ThreadState* ts) {
+  if (ts->tid == g_pid || ts->dead.load(std::memory_order_acquire)) return false;
+  int saved = errno;
+  bool gone = syscall(SYS_tgkill, g_pid, ts->tid, 0) != 0 && errno == ESRCH;
+  errno = saved;
+  return gone;
 }
 
 // --- draining (g_drain_mu held) -------------------------------------------------------------
@@ -288,6 +285,19 @@ void drain_thread(ThreadState* ts, const ClockMap& clk, bool sealed_only = false
     bool sealed = c->state.load(std::memory_order_acquire) == live::kSealed;
     if (sealed_only && !sealed) break;
     uint32_t end = c->committed.load(std::memory_order_acquire);
+    // Its last chunk, with nothing new: if the thread has ended, that chunk is its last word
+    // (read again: the thread may have committed more before it ended).
+    // (Under the registry's lock, so that events_recorded counts its records once.)
+    if (!sealed && c->encoded == end && !c->next && thread_gone(ts) &&
+        pthread_mutex_trylock(&g_reg_mu) == 0) {
+      g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
+      ts->recorded = 0;
+      ts->dead.store(true, std::memory_order_release);
+      pthread_mutex_unlock(&g_reg_mu);
+      c->state.store(live::kSealed, std::memory_order_release);
+      sealed = true;
+      end = c->committed.load(std::memory_order_acquire);
+    }
     uint64_t events = 0;
     if (c->encoded < end) hold(c, kInFrame);
     while (c->encoded < end) {
@@ -644,9 +654,6 @@ ThreadState* thread_state_create() {
   ts->next = g_threads.load(std::memory_order_relaxed);
   g_threads.store(ts, std::memory_order_release);
   pthread_mutex_unlock(&g_reg_mu);
-  // Told at the thread's end without a pthread key (the program has all of them) and with
-  // nothing to unregister: glibc's thread-local destructors.
-  __cxa_thread_atexit_impl(thread_exit, ts, &__dso_handle);
   t_state = ts;
   return ts;
 }

@@ -212,6 +212,31 @@ def test_relative_trace_dir_one_folder(tmp_path):
     assert sorted(os.listdir(tmp_path / "B")) == ["f"] and sorted(os.listdir(tmp_path / "C")) == ["g"]
 
 
+def test_exec_chain_through_a_shell_leaves_no_live_file(tmp_path, data):
+    """env execs bash (a failed attempt first: a folder of PATH without it), bash execs cat,
+    cat reads: three images of one process, three trace files ending "exec", "exec", "exit",
+    and no live file left (each image removes the one before it, and bash, which keeps its
+    own copy of the environment, must not pass on the live file of env's image instead of its
+    own)."""
+    bash = shutil.which("bash")
+    if not bash:
+        pytest.skip("no bash")
+    empty = data.parent / "nobin"
+    empty.mkdir()
+    path = f"{empty}:{os.path.dirname(bash)}:{os.environ.get('PATH', '')}"
+    out = tmp_path / "trace"
+    p = subprocess.run(["env", f"PATH={path}", "bash", "-c", f"exec cat {data}"], env=tracer_env(out),
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, "twelve bytes"), p.stderr
+    # before any reader settles what is left
+    assert [n for n in os.listdir(out) if n.endswith(".live")] == []
+    ts = TraceSet.load(out)
+    ends = {os.path.basename(f.header["exe"]): f.end["reason"] for f in ts.files}
+    assert ends == {"env": "exec", "bash": "exec", "cat": "exit"}, ends
+    assert len({f.header["pid"] for f in ts.files}) == 1
+    assert ts.count("read", fname=data) == 2  # the 12 bytes, then the end of the file
+
+
 @pytest.mark.parametrize("form", ["execl", "execle", "execlp", "execv"])
 def test_5000_arguments_reach_the_child(prog, trace, form):
     """5000 arguments after argv[0]: argc 5001 in the child, traced as untraced (the variadic

@@ -91,7 +91,9 @@ bool same_var(const char* e, const char* n) {
 // IOTRACE_* variables it started with, IOTRACE_DIR as the absolute folder made above (from
 // c.dir, not environ: bash's own setenv keeps it among its shell variables), the relative
 // IOTRACE_DIR it was given (`given`: a child env that still has it gets the absolute one), and
-// this library's path for LD_PRELOAD. ROLE and PARENT_PID describe this process only.
+// this library's path for LD_PRELOAD. ROLE, PARENT_PID and EXEC_LIVE describe this process
+// only (an EXEC_LIVE kept here would tell every later image to remove a file long gone, not
+// the live file of the image before it).
 static void keep_for_children(Config& c, const char* given) {
   c.n_inherited = 0;
   c.dir_entry = c.dir_given = c.preload = c.lib_base = nullptr;
@@ -99,7 +101,7 @@ static void keep_for_children(Config& c, const char* given) {
   if (given && c.dir[0] == '/' && c.dir_entry) c.dir_given = keep("IOTRACE_DIR=", given);
   for (char** e = environ; e && *e && c.n_inherited < Config::kMaxInherited; e++) {
     if (strncmp(*e, "IOTRACE_", 8) || !strchr(*e, '=') || same_var(*e, "IOTRACE_ROLE=") ||
-        same_var(*e, "IOTRACE_PARENT_PID="))
+        same_var(*e, "IOTRACE_PARENT_PID=") || same_var(*e, "IOTRACE_EXEC_LIVE="))
       continue;
     bool dup = false;  // IOTRACE_DIR, or a name seen before (getenv sees only the first)
     for (int i = 0; i < c.n_inherited && !dup; i++) dup = same_var(*e, c.inherited[i]);

@@ -63,6 +63,7 @@ struct Region {
   int per_chunk = -1;                       // -1: not known yet
   bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
   uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
+  bool populating = false;                  // a thread is having the next blocks, unlocked
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 } g;
 
@@ -237,6 +238,7 @@ bool region_create(const RegionSetup& s) {
   unmap_all();
   for (auto& f : g.free_list) f = nullptr;
   g.in_use = g.chunk_bytes = g.seg_used = 0;
+  g.populating = false;
   g.max = s.max_bytes;
   g.gen++;
   if (snprintf(g.path, sizeof g.path, "%s%s", s.trace_path, live::kSuffix) >= int(sizeof g.path))
@@ -293,7 +295,7 @@ bool region_create(const RegionSetup& s) {
   h->version = live::kVersion;
   h->header_bytes = uint32_t(head_bytes);
   h->pid = s.pid;
-  h->flags = g_tsc ? live::kTscTicks : 0;
+  h->flags = g_tsc ? uint32_t(live::kTscTicks) : 0u;
   snprintf(h->host, sizeof h->host, "%s", s.host);
   snprintf(h->trace_name, sizeof h->trace_name, "%s", s.trace_name);
   h->compact = s.compact;
@@ -322,6 +324,47 @@ uint32_t region_generation() { return g.gen; }
 uint64_t region_in_use() { return g.in_use; }
 uint64_t region_max() { return g.max; }
 
+// The blocks past the frontier, had by the thread that took a chunk near it, after it let the
+// lock go: a thousand threads starting at once then seldom wait on the lock while one of them
+// is in the kernel for 64 KiB of the file (the chunk carved past the frontier still gets its
+// blocks under the lock, chunk_ready).
+struct Ahead {
+  char* addr = nullptr;
+  uint64_t to = 0;
+  uint32_t seg = 0, gen = 0;
+};
+
+Ahead ahead_wanted() {
+  Ahead a;
+  uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
+  uint64_t seg = g.h->segment[n - 1].size;
+  if (g.anon || g.per_chunk <= 0 || g.seg_ready[n - 1] || g.populating || g.seg_populated >= seg ||
+      g.seg_populated - g.seg_used >= (32 << 10))
+    return a;
+  g.populating = true;
+  a.addr = g.seg_addr[n - 1] + g.seg_populated;
+  a.to = g.seg_populated + (64 << 10) < seg ? g.seg_populated + (64 << 10) : seg;
+  a.seg = n - 1;
+  a.gen = g.gen;
+  return a;
+}
+
+void populate_ahead(const Ahead& a, uint64_t from) {
+  int saved = errno;
+  // Not populate(): a failure gives nothing back (chunks may have been carved in the range
+  // meanwhile, each with its blocks); the frontier just stays where it is.
+  bool ok = syscall(SYS_madvise, a.addr, a.to - from, MADV_POPULATE_WRITE) == 0;
+  errno = saved;
+  pthread_mutex_lock(&g.mu);
+  if (g.gen == a.gen) {
+    if (ok && g.h->n_segments.load(std::memory_order_relaxed) == a.seg + 1 &&
+        g.seg_populated < a.to)
+      g.seg_populated = a.to;
+    g.populating = false;
+  }
+  pthread_mutex_unlock(&g.mu);
+}
+
 live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
   if (!g.h) return nullptr;
   int need_cls = class_of(sizeof(live::Chunk) + need), cls = class_of(want);
@@ -335,7 +378,10 @@ live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
   if (!c && g.in_use + (uint64_t(1) << cls) <= g.max) c = carve(cls);
   for (int k = cls - 1; !c && k >= need_cls; k--) c = pop(k);
   if (c) g.in_use += uint64_t(1) << c->size_class;
+  Ahead ahead = c ? ahead_wanted() : Ahead{};
+  uint64_t from = ahead.addr ? g.seg_populated : 0;
   pthread_mutex_unlock(&g.mu);
+  if (ahead.addr) populate_ahead(ahead, from);
   if (!c) return nullptr;
   c->committed.store(0, std::memory_order_relaxed);
   c->durable = c->pending = c->encoded = 0;

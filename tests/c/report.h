@@ -31,11 +31,12 @@ __attribute__((format(printf, 2, 3))) static void say(int fd, const char* fmt, .
     _r;                                                                \
   })
 
-/* path under the folder given as argv[1] */
+/* path under the folder given as argv[1]; each thread has its own buffers (shared ones let
+   two threads starting at once build their paths in the same buffer) */
 static char g_dir[2048];
 static const char* P(const char* rel) {
-  static char bufs[8][4096];
-  static int i;
+  static __thread char bufs[8][4096];
+  static __thread int i;
   char* b = bufs[i++ & 7];
   snprintf(b, 4096, "%s/%s", g_dir, rel);
   return b;

@@ -87,8 +87,11 @@ bool path_traced(const char* s, uint32_t n) {
 
 // A new node for `s` at the head of its bucket (or the one a racing thread put there). Apart
 // from intern, which tail-calls it: the two frames are not on the stack together.
-__attribute__((noinline)) Str* insert(std::atomic<Str*>& head, Str* first, uint64_t h,
-                                      const char* s, uint32_t len, bool is_path) {
+// Six arguments, all in registers: a seventh on the stack would stop the tail call.
+__attribute__((noinline)) Str* insert(Table& t, Str* first, uint64_t h, const char* s, uint32_t len,
+                                      bool is_path) {
+  uint32_t b = uint32_t(h & (kBuckets - 1));
+  std::atomic<Str*>& head = t.heads[b];
   Str* node = static_cast<Str*>(arena_alloc(sizeof(Str) + len + 1));
   if (!node) return nullptr;
   node->hash = h;
@@ -100,8 +103,10 @@ __attribute__((noinline)) Str* insert(std::atomic<Str*>& head, Str* first, uint6
   for (;;) {
     node->next = first;
     if (head.compare_exchange_weak(first, node, std::memory_order_release,
-                                   std::memory_order_acquire))
+                                   std::memory_order_acquire)) {
+      if (!t.page_written(b)) t.mark_written(b);
       return node;
+    }
     // Someone inserted meanwhile: it may be our string.
     for (Str* n = first; n && n != node->next; n = n->next)
       if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0)
@@ -118,9 +123,7 @@ Str* intern(Table& t, const char* s, uint32_t len, bool is_path) {
   Str* first = t.page_written(b) ? head.load(std::memory_order_acquire) : nullptr;
   for (Str* n = first; n; n = n->next)
     if (n->hash == h && n->len == len && memcmp(n->str, s, len) == 0) return n;
-  Str* node = insert(head, first, h, s, len, is_path);
-  if (node && !t.page_written(b)) t.mark_written(b);
-  return node;
+  return insert(t, first, h, s, len, is_path);
 }
 
 // Lexical normalisation of an absolute path in place: "//", "/./", "/x/../" collapse.

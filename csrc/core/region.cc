@@ -186,7 +186,7 @@ char* grow(uint64_t size) {
 
 // Carve a chunk of class `cls` from the last segment; what is left of it when the chunk does
 // not fit becomes free chunks, so nothing of the file is lost.
-live::Chunk* carve(int cls) {
+__attribute__((noinline)) live::Chunk* carve(int cls) {
   uint64_t bytes = uint64_t(1) << cls;
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
@@ -334,22 +334,24 @@ struct Ahead {
   uint32_t seg = 0, gen = 0;
 };
 
-Ahead ahead_wanted() {
+// `keep` bytes ready past the carving, had `step` bytes at a time.
+__attribute__((noinline)) Ahead ahead_wanted(uint64_t keep = 32 << 10, uint64_t step = 64 << 10) {
   Ahead a;
+  if (!g.h) return a;
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
   if (g.anon || g.per_chunk <= 0 || g.seg_ready[n - 1] || g.populating || g.seg_populated >= seg ||
-      g.seg_populated - g.seg_used >= (32 << 10))
+      g.seg_populated - g.seg_used >= keep)
     return a;
   g.populating = true;
   a.addr = g.seg_addr[n - 1] + g.seg_populated;
-  a.to = g.seg_populated + (64 << 10) < seg ? g.seg_populated + (64 << 10) : seg;
+  a.to = g.seg_populated + step < seg ? g.seg_populated + step : seg;
   a.seg = n - 1;
   a.gen = g.gen;
   return a;
 }
 
-void populate_ahead(const Ahead& a, uint64_t from) {
+__attribute__((noinline)) void populate_ahead(const Ahead& a, uint64_t from) {
   int saved = errno;
   // Not populate(): a failure gives nothing back (chunks may have been carved in the range
   // meanwhile, each with its blocks); the frontier just stays where it is.
@@ -363,6 +365,14 @@ void populate_ahead(const Ahead& a, uint64_t from) {
     g.populating = false;
   }
   pthread_mutex_unlock(&g.mu);
+}
+
+void region_prepare(uint64_t bytes) {
+  pthread_mutex_lock(&g.mu);
+  Ahead ahead = ahead_wanted(bytes, bytes);
+  uint64_t from = ahead.addr ? g.seg_populated : 0;
+  pthread_mutex_unlock(&g.mu);
+  if (ahead.addr) populate_ahead(ahead, from);
 }
 
 live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {

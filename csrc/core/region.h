@@ -38,6 +38,9 @@ live::Chunk* region_take(uint32_t need, uint32_t want, int tid);
 // Back to the free lists: its records are in the trace file. Waits for no lock when `try_only`
 // (false: the lock was busy, nothing done).
 bool region_give(live::Chunk* c, bool try_only);
+// The writer, between drains: the file's next `bytes` made ready (its blocks had) before a
+// thread's next chunk needs them, so that the traced threads seldom wait for the kernel.
+void region_prepare(uint64_t bytes);
 uint64_t region_in_use();  // bytes of chunks taken and not given back
 uint64_t region_max();
 

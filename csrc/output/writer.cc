@@ -485,6 +485,9 @@ void* writer_main(void*) {
       g_served.store(asked_seq, std::memory_order_release);
       futex_wake_all(&g_served);
     }
+    // The next two of the biggest chunks a thread takes, ready before it asks (taken on
+    // the traced thread, 1 MiB of the file's blocks is ~0.4 ms of its time).
+    region_prepare(2 * uint64_t(g_config.buffer_size));
   }
   Sink::set_writer_thread(false);
   return nullptr;

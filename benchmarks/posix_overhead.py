@@ -4,6 +4,9 @@ Runs a C workload (benchmarks/posix_workload.c, 4 calls a round) and prints medi
   * in-process alternation: one traced process records and pauses (iotrace_pause) blocks of
     1000 calls in turn; the difference is the tracer's cost per call on the traced thread.
     This is the precise figure: whole processes differ by ±20 % here in their syscall costs.
+    It includes what a process pays once: the live file's first pages (about 5 MiB of chunks
+    as a thread's chunks grow to IOTRACE_BUFFER_SIZE, ~1.5 us a page on ext4), about 10 ns a
+    call at the default 100,000 rounds, nothing at 1,000,000 (--rounds).
   * whole-process pairs: the loop's wall time, untraced and traced processes in alternation.
   * CPU: user + sys of the whole process per call, the writer thread's encoding and
     compression included (what the machine pays, on the other core when there is one).
@@ -30,7 +33,8 @@ import tempfile
 import iotrace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-PRELOAD = iotrace.preload_path()
+# IOTRACE_BENCH_PRELOAD: another build of libiotrace.so to measure (before/after a change)
+PRELOAD = os.environ.get("IOTRACE_BENCH_PRELOAD") or iotrace.preload_path()
 
 
 def build(tmp: str) -> str:

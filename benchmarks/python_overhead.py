@@ -88,7 +88,7 @@ def pipeline_args(tmp: str) -> list[str]:
 def preload() -> str:
     import iotrace
 
-    return iotrace.preload_path()
+    return os.environ.get("IOTRACE_BENCH_PRELOAD") or iotrace.preload_path()
 
 
 def pipeline(pairs: int, tmp: str) -> tuple[list, list]:

@@ -78,24 +78,44 @@ int main(int argc, char** argv) {
 """
 
 
-def timed(cmd: list[str], env: dict) -> tuple[float, int]:
-    """(wall seconds, peak RSS KiB) of one run. The peak is measured in a second run started
-    by a small shell that execs the program: a child forked or vfork'd from this Python process
-    counts this process's pages in its peak until it execs, a shell's are few."""
+# Peak RSS of a program, from a small C parent that forks it: a child forked or vfork'd from
+# this Python process counts this process's pages in its peak (the kernel keeps the peak of the
+# memory it had before its exec), a child of this small program counts only this one's few.
+RSS = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+int main(int argc, char** argv) {  /* rss PRELOAD PROG ARGS...: prints the child's peak KiB */
+  pid_t pid = fork();
+  if (pid == 0) {
+    if (*argv[1]) setenv("LD_PRELOAD", argv[1], 1);
+    execvp(argv[2], argv + 2);
+    _exit(127);
+  }
+  int status;
+  struct rusage ru;
+  if (wait4(pid, &status, 0, &ru) < 0 || !WIFEXITED(status) || WEXITSTATUS(status)) return 1;
+  printf("%ld\n", ru.ru_maxrss);
+  return 0;
+}
+"""
+
+
+def timed(cmd: list[str], env: dict, rss_exe: str) -> tuple[float, int]:
+    """(wall seconds, peak RSS KiB) of one run; the peak from a second run under `rss_exe`."""
     t0 = time.perf_counter()
-    p = subprocess.Popen(cmd, env=env)
-    _, status, _ = os.wait4(p.pid, 0)
+    p = subprocess.run(cmd, env=env)
     wall = time.perf_counter() - t0
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{cmd} failed: {status}")
-    shell = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
-    if "IOTRACE_DIR" in shell:
-        shell["IOTRACE_DIR"] += "-rss"  # its traces apart: the counts are the timed run's
-    preload = env.get("LD_PRELOAD", "")
-    p = subprocess.Popen(["/bin/sh", "-c", 'LD_PRELOAD="$0" exec "$@"' if preload else 'exec "$@"',
-                          preload or "sh", *cmd], env=shell)
-    _, status, ru = os.wait4(p.pid, 0)
-    return wall, ru.ru_maxrss
+    if p.returncode != 0:
+        raise SystemExit(f"{cmd} failed: {p.returncode}")
+    again = {k: v for k, v in env.items() if k != "LD_PRELOAD"}
+    if "IOTRACE_DIR" in again:
+        again["IOTRACE_DIR"] += "-rss"  # its traces apart: the counts are the timed run's
+    out = subprocess.run([rss_exe, env.get("LD_PRELOAD", ""), *cmd], env=again, check=True,
+                         capture_output=True, text=True).stdout
+    return wall, int(out)
 
 
 def events_on(out: str, data: str) -> int:
@@ -133,6 +153,10 @@ def main() -> int:
             f.write(C)
         exe = os.path.join(tmp, "threads")
         subprocess.run(["cc", "-O2", "-pthread", "-o", exe, src], check=True)
+        rss_src, rss_exe = os.path.join(tmp, "rss.c"), os.path.join(tmp, "rss")
+        with open(rss_src, "w") as f:
+            f.write(RSS)
+        subprocess.run(["cc", "-O2", "-o", rss_exe, rss_src], check=True)
         plain_env = {k: v for k, v in os.environ.items() if not k.startswith("IOTRACE_") and k != "LD_PRELOAD"}
         print(f"{args.reads} preads per thread; tracer {args.preload}")
         print(f"{'workload':8} {'threads':>7} {'untraced s':>10} {'traced s':>9} {'ratio':>6} {'events':>8} "
@@ -144,12 +168,12 @@ def main() -> int:
                     else [exe, data, str(n), str(args.reads)]
                 plain, traced, rss_p, rss_t, got = [], [], [], [], []
                 for i in range(args.pairs):
-                    w, r = timed(cmd, plain_env)
+                    w, r = timed(cmd, plain_env, rss_exe)
                     plain.append(w)
                     rss_p.append(r)
                     out = os.path.join(tmp, f"t-{workload}-{n}-{i}")
                     w, r = timed(cmd, dict(plain_env, LD_PRELOAD=args.preload, IOTRACE_DIR=out,
-                                           IOTRACE_INCLUDE=data))
+                                           IOTRACE_INCLUDE=data), rss_exe)
                     traced.append(w)
                     rss_t.append(r)
                     got.append(events_on(out, data))

@@ -26,6 +26,17 @@ def _start(exe, args, out, **env):
     return p
 
 
+def _python_killed_when_ready(code, out, include=None):
+    """Run Python `code` traced (no flush for a minute: all it did is in its live file), kill
+    it with SIGKILL once it prints "ready", and load its traces: (TraceSet, pid)."""
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=include))
+    assert p.stdout.readline() == "ready\n"
+    p.kill()
+    p.wait(timeout=10)
+    return TraceSet.load(out), p.pid
+
+
 def _pwrite_offsets(ts, path):
     return [e["args"]["offset"] for e in ts.events(name="pwrite", fname=str(path))]
 
@@ -68,13 +79,7 @@ print("ready", flush=True)
 import time
 time.sleep(60)
 """
-    out = fresh_dir(tmp_path)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=[data_dir]))
-    assert p.stdout.readline() == "ready\n"
-    p.kill()
-    p.wait(timeout=10)
-    ts = TraceSet.load(out)
+    ts, _ = _python_killed_when_ready(code, fresh_dir(tmp_path), include=[data_dir])
     opened = [e["fname"] for e in ts.events(name=("open", "open64", "openat", "openat64"))]
     assert opened == [str(data_dir / f"f{i:04d}") for i in range(3000)]
     assert ts.count("write", under=data_dir) == 3000 and ts.count("close", under=data_dir) == 3000
@@ -141,13 +146,7 @@ print("ready", flush=True)
 import time
 time.sleep(60)
 """
-    out = fresh_dir(tmp_path)
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=[data_dir]))
-    assert p.stdout.readline() == "ready\n"
-    p.kill()
-    p.wait(timeout=10)
-    ts = TraceSet.load(out)
+    ts, _ = _python_killed_when_ready(code, fresh_dir(tmp_path), include=[data_dir])
     for i in range(64):
         evs = ts.events(name=("pwrite", "pwrite64"), fname=data_dir / f"t{i}")
         assert [e["args"]["offset"] for e in evs] == list(range(2000)), i
@@ -159,13 +158,8 @@ def test_recovered_trace_keeps_the_process_header(tmp_path, data_dir):
     anything but the file's start still names its command line, parent and role."""
     out = fresh_dir(tmp_path)
     code = "import time; open('/dev/null').close(); print('ready', flush=True); time.sleep(60)"
-    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
-                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}))
-    assert p.stdout.readline() == "ready\n"
-    p.kill()
-    p.wait(timeout=10)
-    ts = TraceSet.load(out)
-    h = ts.process(p.pid)
+    ts, pid = _python_killed_when_ready(code, out)
+    h = ts.process(pid)
     assert h["cmdline"][-1] == code and h["ppid"] == os.getpid() and h["role"] == "main"
 
 

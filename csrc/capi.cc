@@ -25,13 +25,13 @@ Rec* reserve_rec(uint32_t args_len, uint32_t* size, ThreadState** ts) {
   return reinterpret_cast<Rec*>(reserve(*size, ts));
 }
 
-void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
+void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ticks,
              const char* args, uint32_t len);
-void mark(char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args,
+void mark(char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ticks, const char* args,
           uint32_t len) {
-  mark_on(0, ph, name, cat, ts_ns, args, len);
+  mark_on(0, ph, name, cat, ts_ticks, args, len);
 }
-void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns,
+void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_t ts_ticks,
              const char* args, uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name) return;
   if (!args) len = 0;
@@ -44,7 +44,7 @@ void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_
   r->args_len = len;
   r->ph = ph;
   r->tid = tid;
-  r->ts = ts_ns;
+  r->ts = ts_ticks;
   r->name = const_cast<Str*>(name);
   r->cat = const_cast<Str*>(cat);
   if (len) memcpy(r + 1, args, len);
@@ -71,13 +71,14 @@ IOT_API int64_t iotrace_now_ns(void) { return now_ns(); }
 
 IOT_API iotrace_str_t iotrace_intern(const char* s, uint32_t len) { return intern_name(s, len); }
 
-IOT_API void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns,
-                              int64_t dur_ns, const char* args, uint32_t len) {
-  iotrace_complete_on(0, name, cat, start_ns, dur_ns, args, len);
+IOT_API void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ticks,
+                              int64_t dur_ticks, const char* args, uint32_t len) {
+  iotrace_complete_on(0, name, cat, start_ticks, dur_ticks, args, len);
 }
 
 IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t cat,
-                                 int64_t start_ns, int64_t dur_ns, const char* args, uint32_t len) {
+                                 int64_t start_ticks, int64_t dur_ticks, const char* args,
+                                 uint32_t len) {
   if (!g_recording.load(std::memory_order_relaxed) || !name || !cat) return;
   if (!args) len = 0;
   Busy busy;  // between reserve and commit a signal handler's calls are recorded aside
@@ -88,8 +89,8 @@ IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t 
   r->h = RecHeader{size, R_SPAN, 0};
   r->args_len = len;
   r->tid = tid;
-  r->start = start_ns;
-  r->dur = dur_ns;
+  r->start = start_ticks;
+  r->dur = dur_ticks;
   r->name = const_cast<Str*>(name);
   r->cat = const_cast<Str*>(cat);
   if (len) memcpy(r + 1, args, len);
@@ -98,13 +99,13 @@ IOT_API void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t 
   name_string(ts, cat);
 }
 
-IOT_API void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args,
-                             uint32_t len) {
-  mark('i', name, cat, ts_ns, args, len);
+IOT_API void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ticks,
+                             const char* args, uint32_t len) {
+  mark('i', name, cat, ts_ticks, args, len);
 }
 
-IOT_API void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args, uint32_t len) {
-  mark('C', name, nullptr, ts_ns, args, len);
+IOT_API void iotrace_counter(iotrace_str_t name, int64_t ts_ticks, const char* args, uint32_t len) {
+  mark('C', name, nullptr, ts_ticks, args, len);
 }
 
 IOT_API void iotrace_thread_name(const char* name, uint32_t len) {

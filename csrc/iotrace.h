@@ -1,6 +1,8 @@
 /* iotrace C API: the in-process core shared by the LD_PRELOAD interposer, the Python module
- * and any C/C++ program that wants its own regions. Stable C ABI; all calls are thread-safe
- * and cheap when tracing is off. */
+ * and any C/C++ program that wants its own regions (docs/c-api.md: linking, each call, an
+ * example). Stable C ABI. Every call but iotrace_init may be made from any thread; all are
+ * cheap when tracing is off. Only the clocks, iotrace_intern, iotrace_untraced_begin/end,
+ * iotrace_active and iotrace_interposing may be called in a signal handler. */
 #ifndef IOTRACE_H
 #define IOTRACE_H
 #include <stddef.h>
@@ -13,54 +15,70 @@ extern "C" {
 #define IOTRACE_FORMAT_VERSION 5
 
 /* Start the core if it is not running (reads IOTRACE_* from the environment, then applies
- * the non-NULL overrides). Returns 0 on success, -1 when tracing is disabled. */
+ * the non-NULL, non-empty overrides by setting IOTRACE_DIR / IOTRACE_NAME). Returns 0 when
+ * recording, -1 when not (IOTRACE_ENABLE=0, no trace file could be made, or after finalize).
+ * Preloaded, or linked (-liotrace) with IOTRACE_ENABLE=1 in the environment, the core started
+ * before main and the overrides are too late. Linked, the program's own calls are recorded
+ * from then on, as a preloaded program's are. Call it early, before other threads: it may
+ * setenv. */
 int iotrace_init(const char* out_dir, const char* name);
-/* Is the core recording? Is the POSIX interposer active in this process (LD_PRELOAD)? */
+/* Is the core recording? Are the program's POSIX and stdio calls recorded (preloaded, or
+ * linked and recording; not when loaded by dlopen, as the Python module loads it)? */
 int iotrace_active(void);
 int iotrace_interposing(void);
-/* Pause (1) or resume (0) the recording of intercepted calls (Python/C API events go on). */
+/* Pause (1) or resume (0) the recording of intercepted calls in every thread of the process
+ * (Python/C API events go on). */
 void iotrace_pause(int paused);
 /* Calls of this thread only pass through unrecorded between begin and end (nestable): the
  * tracer's own look at a file (the size of a checkpoint) is not the program's I/O. */
 void iotrace_untraced_begin(void);
 void iotrace_untraced_end(void);
-/* The core's clock: the unit of the start and duration arguments below (TSC ticks where the
- * kernel keeps time with the TSC, else ns); the writer maps it to CLOCK_MONOTONIC ns. */
+/* The core's clock: the unit of the *_ticks arguments below (TSC ticks where the kernel keeps
+ * time with the TSC, else ns); the writer maps it to CLOCK_MONOTONIC ns. Before the core
+ * starts it reads ns: take ticks while iotrace_active(). */
 int64_t iotrace_now(void);
 /* CLOCK_MONOTONIC in ns: the clock of the `ts` the trace files show. */
 int64_t iotrace_now_ns(void);
 
-/* Interned string handle: names and categories are interned once, recorded as a pointer. */
+/* Interned string handle: names and categories are interned once (the `len` bytes of `s`
+ * copied; the same bytes give the same handle), recorded as a pointer, valid for the life of
+ * the process. Works before the core starts; NULL only when out of memory. */
 typedef const struct iotrace_str* iotrace_str_t;
 iotrace_str_t iotrace_intern(const char* s, uint32_t len);
 
-/* A complete event (start and duration from iotrace_now()); `args_json` is the body of a JSON
- * object (`"k":1,"s":"x"`) or NULL. */
-void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ns, int64_t dur_ns,
+/* A complete event: start and duration in iotrace_now() ticks, not ns (these parameters were
+ * named start_ns/dur_ns/ts_ns before; the values they take are the same); `args_json` is the
+ * body of a JSON object (`"k":1,"s":"x"`, copied, not checked) or NULL. Nothing is recorded
+ * when name or cat is NULL. */
+void iotrace_complete(iotrace_str_t name, iotrace_str_t cat, int64_t start_ticks, int64_t dur_ticks,
                       const char* args_json, uint32_t args_len);
 /* The same on a virtual thread `tid` (asyncio tasks get their own track); 0: this thread. */
-void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t cat, int64_t start_ns,
-                         int64_t dur_ns, const char* args_json, uint32_t args_len);
-/* An instant event and a counter event (args_json: `"rss":123,"cpu":4.5`). */
-void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ns, const char* args_json,
+void iotrace_complete_on(int32_t tid, iotrace_str_t name, iotrace_str_t cat, int64_t start_ticks,
+                         int64_t dur_ticks, const char* args_json, uint32_t args_len);
+/* An instant event (cat may be NULL) and a counter event (args_json: `"rss":123,"cpu":4.5`),
+ * at iotrace_now() ticks. */
+void iotrace_instant(iotrace_str_t name, iotrace_str_t cat, int64_t ts_ticks, const char* args_json,
                      uint32_t args_len);
-void iotrace_counter(iotrace_str_t name, int64_t ts_ns, const char* args_json, uint32_t args_len);
-/* Name of the calling thread (thread_name metadata). */
+void iotrace_counter(iotrace_str_t name, int64_t ts_ticks, const char* args_json,
+                     uint32_t args_len);
+/* Name of the calling thread, or of virtual thread `tid` (thread_name metadata). */
 void iotrace_thread_name(const char* name, uint32_t len);
 void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len);
 /* Role, traced parent and worker number of this process, for the iotrace_process metadata event
- * (NULL / 0 / -1: unchanged); call before the first flush (the Python layer does it at import in
+ * (NULL / 0 / -1: unchanged). Before the core starts they go into that event; after, into an
+ * iotrace_process_info event that readers apply to it (the Python layer calls it at import in
  * spawned workers). */
 void iotrace_set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);
-/* Write everything recorded so far to the trace file. */
+/* Write everything recorded so far to the trace file (waits 10 s at most). */
 void iotrace_flush(void);
-/* Finish the trace file (end marker, `]`); events after it are dropped. */
+/* Finish the trace file (end marker, `]`); events after it are dropped, and iotrace_init
+ * cannot start another. Exit does it by itself. */
 void iotrace_finalize(void);
 /* The same, naming why in the end marker (e.g. "_exit"). */
 void iotrace_finalize_as(const char* reason);
-/* Path of the trace file of this process ("" before the first flush). */
+/* Path of the trace file of this process ("" when tracing never started). */
 const char* iotrace_trace_path(void);
-/* Events recorded, written, dropped so far in this process. */
+/* Events recorded, written, dropped so far in this process (NULL: not wanted). */
 void iotrace_stats(uint64_t* recorded, uint64_t* written, uint64_t* dropped);
 
 /* Render one frame of a compact trace (`.iotc.zst`: the decompressed content of one zstd frame)

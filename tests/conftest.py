@@ -4,6 +4,7 @@
         ts = trace(["cat", "f"], include=[tmp_path])   # tracing.run_traced bound to tmp_path
     def test_y(tmp_path, cprog):
         exe = cprog("posix_calls.c")                   # tracing.compile_c bound to tmp_path
+        exe = cprog("capi_linked.c", link_iotrace=True)  # linked with -liotrace, not preloaded
 """
 from __future__ import annotations
 
@@ -39,13 +40,26 @@ def trace(tmp_path):
     return run
 
 
+def iotrace_link_flags() -> tuple[str, ...]:
+    """cc flags that link a program with the installed libiotrace.so as docs/c-api.md says:
+    its header, -liotrace, an rpath to its folder. compile_c puts flags before the source, so
+    --no-as-needed keeps the library (with --as-needed, a -l before the objects that use it
+    is dropped)."""
+    lib = os.path.dirname(tracing.PRELOAD)
+    return ("-I", os.path.join(lib, "include"), "-L", lib, f"-Wl,-rpath,{lib}",
+            "-Wl,--no-as-needed", "-liotrace")
+
+
 @pytest.fixture
 def cprog(tmp_path_factory):
-    """compile_c(dir, source, ...) building into one session folder (builds are cached)."""
+    """compile_c(dir, source, ...) building into one session folder (builds are cached);
+    link_iotrace=True links the program with libiotrace.so (iotrace_link_flags)."""
     build = tmp_path_factory.getbasetemp() / "cbuild"
     build.mkdir(exist_ok=True)
 
-    def build_it(source, name="prog", flags=()):
+    def build_it(source, name="prog", flags=(), link_iotrace=False):
+        if link_iotrace:
+            flags = (*flags, *iotrace_link_flags())
         return tracing.compile_c(build, source, name=name, flags=flags)
 
     return build_it

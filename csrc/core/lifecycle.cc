@@ -134,6 +134,16 @@ void atfork_child() {
 
 void at_exit() { before_exit_now("exit"); }
 
+// Do the program's calls reach this library's wrappers? Preloaded, or linked ahead of libc (a
+// program built with -liotrace): the lookup of `write` in the program's scope finds ours.
+// Loaded by dlopen (the Python module's _core), libc's comes first.
+bool wrappers_reached() {
+  Dl_info mine, found;
+  void* w = dlsym(RTLD_DEFAULT, "write");
+  return w && dladdr(reinterpret_cast<void*>(&wrappers_reached), &mine) && dladdr(w, &found) &&
+         mine.dli_fbase == found.dli_fbase;
+}
+
 }  // namespace
 
 void trace_file_parts(const char** dir, const char** name, const char** host) {
@@ -211,7 +221,12 @@ bool core_start(bool preloaded) {
       atexit(at_exit);
       // No signal disposition is touched: a process that a signal ends keeps its records in
       // its live file, finished by a reader (output/recover.h).
-      if (writer_begin()) g_recording.store(true);
+      if (writer_begin()) {
+        // Linked (built with -liotrace), the program's calls reach the wrappers as a preloaded
+        // program's do: they record them. Loaded by dlopen (the Python module), they see none.
+        g_interposing = preloaded || wrappers_reached();
+        g_recording.store(true);
+      }
       g_started = true;
     }
   }
@@ -252,15 +267,22 @@ void before_exit_now(const char* reason) {
 
 }  // namespace iot
 
-// Preloaded: start before main. Loaded by the Python module: wait for iotrace_init().
+// Preloaded: start before main (IOTRACE_ENABLE=0 keeps it off). Linked (-liotrace): start
+// before main only when IOTRACE_ENABLE asks for it (linking is no request to trace every run),
+// else at iotrace_init(). Loaded by dlopen (the Python module): wait for iotrace_init().
 __attribute__((constructor)) static void iotrace_ctor() {
   const char* pre = getenv("LD_PRELOAD");
   Dl_info info;
-  if (!pre || !dladdr(reinterpret_cast<void*>(&iotrace_ctor), &info) || !info.dli_fname) return;
-  const char* base = strrchr(info.dli_fname, '/');
-  base = base ? base + 1 : info.dli_fname;
-  if (!strstr(pre, base)) return;
-  if (iot::core_start(true)) iot::g_interposing = true;
+  if (pre && dladdr(reinterpret_cast<void*>(&iotrace_ctor), &info) && info.dli_fname) {
+    const char* base = strrchr(info.dli_fname, '/');
+    base = base ? base + 1 : info.dli_fname;
+    if (strstr(pre, base)) {
+      iot::core_start(true);
+      return;
+    }
+  }
+  const char* on = getenv("IOTRACE_ENABLE");
+  if (on && *on && !iot::config_false(on) && iot::wrappers_reached()) iot::core_start(false);
 }
 
 __attribute__((destructor)) static void iotrace_dtor() { iot::before_exit_now("exit"); }

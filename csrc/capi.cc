@@ -55,9 +55,13 @@ void mark_on(int32_t tid, char ph, iotrace_str_t name, iotrace_str_t cat, int64_
 }  // namespace
 
 IOT_API int iotrace_init(const char* out_dir, const char* name) {
-  // Overrides must be in place before the core reads its configuration once.
-  if (out_dir && *out_dir) setenv("IOTRACE_DIR", out_dir, 1);
-  if (name && *name) setenv("IOTRACE_NAME", name, 1);
+  // Overrides must be in place before the core reads its configuration once. Once it has
+  // (started before main, or by an earlier call), they come too late for this process, and
+  // would only send its children's traces elsewhere.
+  if (!g_recording.load() && !*trace_path()) {
+    if (out_dir && *out_dir) setenv("IOTRACE_DIR", out_dir, 1);
+    if (name && *name) setenv("IOTRACE_NAME", name, 1);
+  }
   return core_start(false) ? 0 : -1;
 }
 

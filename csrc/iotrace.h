@@ -14,13 +14,13 @@ extern "C" {
 /* The trace format (docs/trace-format.md); the iotrace_process event carries it. */
 #define IOTRACE_FORMAT_VERSION 5
 
-/* Start the core if it is not running (reads IOTRACE_* from the environment, then applies
- * the non-NULL, non-empty overrides by setting IOTRACE_DIR / IOTRACE_NAME). Returns 0 when
+/* Start the core if it is not running: the non-NULL, non-empty overrides are set as
+ * IOTRACE_DIR / IOTRACE_NAME (children inherit them), then IOTRACE_* are read. Returns 0 when
  * recording, -1 when not (IOTRACE_ENABLE=0, no trace file could be made, or after finalize).
  * Preloaded, or linked (-liotrace) with IOTRACE_ENABLE=1 in the environment, the core started
- * before main and the overrides are too late. Linked, the program's own calls are recorded
- * from then on, as a preloaded program's are. Call it early, before other threads: it may
- * setenv. */
+ * before main: it returns 0 and the overrides are ignored. Linked, the program's own calls
+ * are recorded from then on, as a preloaded program's are. Call it early, before other
+ * threads: it may setenv. */
 int iotrace_init(const char* out_dir, const char* name);
 /* Is the core recording? Are the program's POSIX and stdio calls recorded (preloaded, or
  * linked and recording; not when loaded by dlopen, as the Python module loads it)? */

@@ -87,9 +87,9 @@ def check_traced(ts, report, data, name):
     instant, = ts.events(name="saved")
     assert instant["ph"] == "i" and instant["s"] == "t" and instant["args"] == {}
     task, = ts.events(name="task")
-    assert task["ph"] == "X" and task["tid"] == 4242
+    assert task["ph"] == "X" and task["tid"] == 1 << 23
     names = [r["args"]["name"] for r in f.records
-             if r.get("ph") == "M" and r.get("name") == "thread_name" and r.get("tid") == 4242]
+             if r.get("ph") == "M" and r.get("name") == "thread_name" and r.get("tid") == 1 << 23]
     assert names == ["worker-v"]
 
     recorded, dropped = (int(x) for x in report["stats"].split())
@@ -142,12 +142,18 @@ def test_enable_zero_refuses_init(tmp_path, data_dir, linked):
 
 def test_linked_program_children_traced(tmp_path, data_dir, linked):
     """A linked program's children are traced as a preloaded one's are (IOTRACE_INHERIT): the
-    `cat` it spawns gets LD_PRELOAD and writes its own trace."""
+    `cat` it spawns gets LD_PRELOAD and writes its own trace, in the same folder. Its
+    iotrace_init(dir, name) after IOTRACE_ENABLE started the tracer returns 0 and changes
+    nothing: not its file, not the environment its children get."""
     out = tmp_path / "trace"
-    ts, report = run_linked(linked, data_dir, out, "env", "spawn", env={"IOTRACE_ENABLE": "1"})
+    ts, report = run_linked(linked, data_dir, out, "late", "spawn", env={"IOTRACE_ENABLE": "1"})
+    assert report["late"] == f"0 {out} -"
+    assert not (data_dir / "elsewhere").exists()
     child, status = (int(x) for x in report["child"].split())
     assert status == 0
     assert ts.pids == sorted([ts.pid, child])
+    assert ts.files_of(ts.pid)[0].name.startswith("capi_linked-")
+    assert ts.files_of(child)[0].name.startswith("cat-")
     assert ts.process(child)["ppid"] == ts.pid
     target = str(data_dir / "out")
     assert ts.count("open", pid=child, fname=target) == 1

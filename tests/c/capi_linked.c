@@ -2,7 +2,9 @@
  * with and without IOTRACE_ENABLE and pins what its trace holds.
  *
  *   capi_linked DIR env [spawn]   tracing as the environment says; spawn: `cat DIR/out` after
- *   capi_linked DIR init          iotrace_init(NULL, "capi") first
+ *   capi_linked DIR init [spawn]  iotrace_init(NULL, "capi") first
+ *   capi_linked DIR late [spawn]  iotrace_init(DIR/elsewhere, "other") first, which comes too
+ *                                 late when IOTRACE_ENABLE started the tracer before main
  *
  * It writes DIR/out: open, 3 writes of 100 bytes, close, inside a region "save"; then a region
  * "step" of about 20 ms, a counter, an instant and a region on a virtual thread. Its report
@@ -24,6 +26,11 @@ int main(int argc, char** argv) {
   if (!strcmp(argv[2], "init")) {
     int rc = iotrace_init(NULL, "capi");
     say(1, "init %d active=%d interposing=%d\n", rc, iotrace_active(), iotrace_interposing());
+  } else if (!strcmp(argv[2], "late")) {
+    int rc = iotrace_init(P("elsewhere"), "other");
+    const char* dir = getenv("IOTRACE_DIR");
+    const char* name = getenv("IOTRACE_NAME");
+    say(1, "late %d %s %s\n", rc, dir ? dir : "-", name ? name : "-");
   }
   iotrace_str_t cat = iotrace_intern("capi", 4);
 
@@ -50,9 +57,9 @@ int main(int argc, char** argv) {
 
   iotrace_counter(iotrace_intern("progress", 8), iotrace_now(), "\"bytes\":300", 11);
   iotrace_instant(iotrace_intern("saved", 5), cat, iotrace_now(), NULL, 0);
-  iotrace_thread_name_of(4242, "worker-v", 8);
+  iotrace_thread_name_of(1 << 23, "worker-v", 8);
   int64_t v0 = iotrace_now();
-  iotrace_complete_on(4242, iotrace_intern("task", 4), cat, v0, iotrace_now() - v0, NULL, 0);
+  iotrace_complete_on(1 << 23, iotrace_intern("task", 4), cat, v0, iotrace_now() - v0, NULL, 0);
 
   uint64_t recorded, written, dropped;
   iotrace_stats(&recorded, &written, &dropped);

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import collections
 import os
+import re
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -160,3 +162,30 @@ def test_linked_program_children_traced(tmp_path, data_dir, linked):
     assert sum(e["args"]["ret"] for e in ts.events(pid=child, name="read", fname=target)) == 300
     spawn, = ts.events(pid=ts.pid, name="posix_spawnp")
     assert spawn["args"]["ret"] == child
+
+
+def test_docs_example(tmp_path, data_dir, cprog):
+    """docs/c-api.md's example, as printed there, builds without a warning and traces itself:
+    its regions hold its calls; IOTRACE_ENABLE=0 leaves it untraced."""
+    doc = (Path(__file__).parent.parent / "docs" / "c-api.md").read_text()
+    source, = re.findall(r"```c\n(.*?)```", doc, re.S)
+    exe = cprog(source, name="example", flags=("-Wall", "-Wextra", "-Werror"), link_iotrace=True)
+
+    p = tracing.run_plain([exe], cwd=data_dir)
+    assert p.returncode == 0, p.stderr
+    ts = tracing.TraceSet.load(data_dir / "traces")
+    f, = ts.files
+    assert p.stdout == f"trace: {f.path}\n" and p.stderr == ""
+    saves = ts.events(name="save", cat="ckpt")
+    assert [e["args"] for e in saves] == [{"step": i, "bytes": 65536} for i in range(3)]
+    assert [e["args"] for e in ts.events(name="saved_bytes")] == [
+        {"total": 65536 * i} for i in (1, 2, 3)]
+    for i, save in enumerate(saves):
+        calls = ts.events(fname=str(data_dir / f"ckpt-{i}.bin"))
+        assert [e["name"] for e in calls] == ["open", "write", "fsync", "close"]
+        assert save["ts"] <= calls[0]["ts"] + 0.002
+        assert calls[-1]["ts"] + calls[-1]["dur"] <= save["ts"] + save["dur"] + 0.002
+
+    p = tracing.run_plain([exe], cwd=tmp_path, env={"IOTRACE_ENABLE": "0"})
+    assert p.returncode == 0 and p.stderr == "example: not traced\n" and p.stdout == "trace: \n"
+    assert not (tmp_path / "traces").exists()

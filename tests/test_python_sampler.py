@@ -1,5 +1,8 @@
-"""IOTRACE_SAMPLE_MS: a daemon thread writes counter events named "process" (cpu_percent,
-rss_bytes, open_files, and read_bytes/write_bytes where /proc/<pid>/io is readable).
+"""IOTRACE_SAMPLE_MS: counter events named "process" (cpu_percent, rss_bytes, open_files, and
+read_bytes/write_bytes where /proc/<pid>/io is readable): one as sampling starts and one as the
+process ends, both by its main thread, and one per period between by a daemon thread. So every
+process that samples has two at least, however short: main, fork children, multiprocessing
+workers (fork and spawn), DataLoader workers.
 
 The program goes through phases marked by instant events; the samples of each phase are
 checked against what the phase did: busy loop (CPU), sleep (no CPU), 5 more open files,
@@ -55,18 +58,28 @@ def _between(samples, lo, hi):
     return [e for e in samples if lo <= ns(e["ts"]) <= hi]
 
 
+def _samples(ts, pid):
+    return sorted((e for e in py_events(ts, pid=pid, ph="C") if e["name"] == "process"),
+                  key=lambda e: ns(e["ts"]))
+
+
 def _check_samples(ts, pid):
-    samples = [e for e in py_events(ts, pid=pid, ph="C") if e["name"] == "process"]
-    assert samples, "no process counters"
+    """The samples of `pid`: the first and the last by the main thread (tid == pid), the periodic
+    ones between by the sampler thread, one per period."""
+    samples = _samples(ts, pid)
+    assert len(samples) >= 2, "no start and end samples"
+    assert samples[0]["tid"] == pid and samples[-1]["tid"] == pid, [e["tid"] for e in samples]
+    periodic = samples[1:-1]
+    assert all(e["tid"] != pid for e in periodic)
     for e in samples:
         assert set(e["args"]) in (BASE_KEYS, BASE_KEYS | IO_KEYS), e["args"]
         assert e["pid"] == pid and "cat" not in e and "dur" not in e
         assert e["args"]["rss_bytes"] > 5 << 20 and e["args"]["open_files"] >= 3
         assert 0 <= e["args"]["cpu_percent"] <= 100 * 64
-    times = sorted(ns(e["ts"]) for e in samples)
+    times = [ns(e["ts"]) for e in periodic]
     gaps = [b - a for a, b in zip(times, times[1:])]
     # one sampler, one sample per period (never two samplers: gaps would halve)
-    assert min(gaps) >= (PERIOD_MS - 5) * 1_000_000, gaps
+    assert not gaps or min(gaps) >= (PERIOD_MS - 5) * 1_000_000, gaps
     return samples
 
 
@@ -120,9 +133,9 @@ def test_sampler_counters_follow_the_program(tmp_path):
     assert ts.out["psutil"] is True
     samples = _check_samples(ts, pid)
     _check_phases(ts, samples)
-    # all on the sampler thread, which is named
+    # the periodic ones on the sampler thread, which is named
     tid = ts.out["sampler_tid"]
-    assert {e["tid"] for e in samples} == {tid} and tid != pid
+    assert {e["tid"] for e in samples[1:-1]} == {tid} and tid != pid
     names = [r["args"]["name"] for r in metadata(ts, "thread_name", pid) if r["tid"] == tid]
     assert names[-1] == "iotrace-sampler"
 
@@ -186,6 +199,122 @@ def test_sampler_restarts_in_fork_child(tmp_path):
     m = _marks(ts)
     assert 6 <= len(_between(child_samples, m["child_start"], m["child_end"])) <= 11
     # the child's own sampler thread, a new tid; the parent kept sampling meanwhile
-    (child_tid,) = {e["tid"] for e in child_samples}
+    (child_tid,) = {e["tid"] for e in child_samples[1:-1]}
     assert child_tid not in {e["tid"] for e in parent_samples} and child_tid != child
     assert len(_between(parent_samples, m["child_start"], m["child_end"])) >= 6
+
+
+# --- start and end samples: a process shorter than a period has exactly two -------------------
+
+LONG_MS = 60_000  # a period no process of these tests lives through: only start and end samples
+
+
+def _start_end(ts, pid, inside=()):
+    """Exactly the start and the end sample, both by the main thread, around `inside` (events of
+    the process that must fall between them)."""
+    samples = _samples(ts, pid)
+    assert len(samples) == 2, (pid, samples)
+    first, last = samples
+    assert first["tid"] == pid and last["tid"] == pid
+    for e in samples:
+        assert set(e["args"]) in (BASE_KEYS, BASE_KEYS | IO_KEYS), e["args"]
+        assert e["args"]["rss_bytes"] > 5 << 20 and e["args"]["open_files"] >= 3
+    for e in inside:
+        assert ns(first["ts"]) <= ns(e["ts"]) <= ns(last["ts"]), (e, samples)
+    return samples
+
+
+@pytest.mark.parametrize("mode", ["enable", "preload"])
+def test_short_process_has_start_and_end_samples(tmp_path, mode):
+    ts = run_py("""
+        import json, os, time, iotrace
+        def busy(sec):
+            end = time.perf_counter() + sec
+            while time.perf_counter() < end:
+                pass
+        iotrace.instant("work")
+        busy(0.1)
+        print(json.dumps({"pid": os.getpid()}))
+    """, tmp_path, mode=mode, env={"IOTRACE_SAMPLE_MS": str(LONG_MS)}, include=[tmp_path / "none"])
+    first, last = _start_end(ts, ts.pid, py_events(ts, name="work"))
+    # the end sample's CPU: from the start sample on, mostly the 100 ms busy loop
+    assert last["args"]["cpu_percent"] > 0
+    assert 0 <= first["args"]["cpu_percent"] <= 100 * 64
+
+
+WORKERS_CODE = """
+    import json, multiprocessing as mp, os, sys, time, iotrace
+
+    def task(x):
+        iotrace.instant("task", x=x)
+        time.sleep(0.01)
+        return os.getpid()
+
+    if __name__ == "__main__":
+        iotrace.instant("main")
+        workers = {}
+        for method in ("fork", "spawn"):
+            pool = mp.get_context(method).Pool(2)
+            workers[method] = sorted(set(pool.map(task, range(8), chunksize=1)))
+            pool.close()   # workers leave on the sentinel: fork ones by os._exit, spawn by exit
+            pool.join()
+        pid = os.fork()    # a plain fork child that ends by os._exit
+        if pid == 0:
+            iotrace.instant("child")
+            os._exit(0)
+        os.waitpid(pid, 0)
+        time.sleep(0.1)
+        print(json.dumps({"pid": os.getpid(), "workers": workers, "child": pid}))
+"""
+
+
+@pytest.mark.parametrize("mode", ["enable", "preload"])
+def test_every_process_has_start_and_end_samples(tmp_path, mode):
+    ts = run_py(WORKERS_CODE, tmp_path, mode=mode, env={"IOTRACE_SAMPLE_MS": str(LONG_MS)},
+                include=[tmp_path / "none"], timeout=120)
+    main, child = ts.pid, ts.out["child"]
+    workers = ts.out["workers"]["fork"] + ts.out["workers"]["spawn"]
+    assert len(set(workers)) == len(workers) >= 2  # a pool's map may all land on one worker
+    job = set(ts.pids)
+    assert {main, child, *workers} <= job
+    # every process of the job, the spawn context's resource tracker too
+    for pid in job:
+        inside = [e for e in py_events(ts, pid=pid, ph="i")]
+        _start_end(ts, pid, inside)
+    for pid in workers:
+        assert py_events(ts, pid=pid, name="task")  # the events were between the two samples
+    assert py_events(ts, pid=child, name="child")
+
+
+def test_periodic_samples_between_start_and_end(tmp_path):
+    """With a short period: the start sample, the periodic ones, the end sample, in each worker."""
+    ts = run_py(WORKERS_CODE, tmp_path, env={"IOTRACE_SAMPLE_MS": "20"}, timeout=120)
+    for pid in ts.pids:
+        samples = _samples(ts, pid)
+        assert len(samples) >= 2
+        assert samples[0]["tid"] == pid and samples[-1]["tid"] == pid
+        assert all(e["tid"] != pid for e in samples[1:-1])
+    # the main process ran for 100 ms after its pools at least: periodic samples there
+    assert len(_samples(ts, ts.pid)) >= 2 + 3
+
+
+def test_dataloader_workers_have_start_and_end_samples(tmp_path):
+    pytest.importorskip("torch")
+    ts = run_py("""
+        import json, os, iotrace, torch
+        from torch.utils.data import DataLoader, Dataset
+
+        class D(Dataset):
+            def __len__(self):
+                return 8
+            def __getitem__(self, i):
+                return torch.tensor([os.getpid()])
+
+        pids = set()
+        for batch in DataLoader(D(), batch_size=2, num_workers=2):
+            pids |= set(batch.flatten().tolist())
+        print(json.dumps({"pid": os.getpid(), "workers": sorted(pids)}))
+    """, tmp_path, env={"IOTRACE_SAMPLE_MS": str(LONG_MS)}, timeout=180)
+    assert len(ts.out["workers"]) == 2
+    for pid in [ts.pid, *ts.out["workers"]]:
+        _start_end(ts, pid)

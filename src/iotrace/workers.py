@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-from . import _core
+from . import _core, sampler
 
 
 def set_role(role: str, parent_pid: int = 0, worker_id: int = -1) -> None:
@@ -40,16 +40,19 @@ def install() -> None:
     if threading.current_thread() is threading.main_thread():
         _core.thread_name("MainThread")
 
-    # Without the interposer nothing sees os._exit (fork-started pool workers end with it):
-    # close the trace first, or it is lost.
-    if not _core.interposing():
-        _exit = os._exit
+    # os._exit runs no atexit handler: fork-started pool workers end with it. Their last
+    # counter sample is taken here (a no-op unless sampling); and without the interposer
+    # nothing else sees os._exit: close the trace first, or it is lost.
+    _exit = os._exit
+    interposing = _core.interposing()
 
-        def _exit_traced(status: int) -> None:
+    def _exit_traced(status: int) -> None:
+        sampler.last_sample()
+        if not interposing:
             _core.finalize("_exit")
-            _exit(status)
+        _exit(status)
 
-        os._exit = _exit_traced
+    os._exit = _exit_traced
 
     # Every multiprocessing child (fork, spawn, forkserver) starts in BaseProcess._bootstrap,
     # with its Process object (parent pid, identity) unpickled: the moment to say "worker".

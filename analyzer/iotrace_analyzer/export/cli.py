@@ -68,7 +68,7 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
                      help="keep the first N events in time; the output notes what was cut")
     p.add_argument("-j", "--jobs", type=int, default=2,
                    help="worker processes (default 2)")
-    p.set_defaults(func=run_export)
+    p.set_defaults(func=run_export, parser=p)
     return p
 
 
@@ -78,20 +78,44 @@ def run_export(args: argparse.Namespace) -> int:
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
         from .filters import EventFilter
-        from .merge import export, reader
+        from .merge import NothingRead, export, output_format, reader
     except ImportError as exc:  # the tracer was installed without the analysis extra
         print(f"iotrace export: {exc}: install the analysis side with "
               "pip install 'iotrace[analyze]'", file=sys.stderr)
         return 2
 
+    why = None
+    if os.path.isdir(args.output):
+        why = f"{args.output} is a folder: give a file name (job.pftrace)"
+    elif not os.path.isdir(os.path.dirname(os.path.abspath(args.output))):
+        why = f"no folder {os.path.dirname(os.path.abspath(args.output))} to write {args.output} in"
+    else:
+        try:
+            output_format(args.output)
+        except ValueError as exc:
+            why = str(exc)
+    if why:  # what parser.error says, returned rather than exited (main() is called in-process)
+        args.parser.print_usage(sys.stderr)
+        print(f"{args.parser.prog}: error: argument -o/--output: {why}", file=sys.stderr)
+        return 2
     filt = EventFilter(pids=set(args.pid), ranks=set(args.rank), cats=args.cat,
                        names=args.name, min_dur_us=args.min_dur, max_events=args.max_events,
                        window_from_us=args.start, window_to_us=args.end)
     try:
         res = export(args.traces, args.output, filt, jobs=args.jobs)
+    except NothingRead as exc:  # a runtime failure, not a usage error: status 1
+        print(f"iotrace export: error: {exc}", file=sys.stderr)
+        return 1
     except (reader().TraceInputError, ValueError) as exc:
         print(f"iotrace export: {exc}", file=sys.stderr)
         return 2
+    except OSError as exc:
+        # Beside the output: its temporary folder or file, which the person never named.
+        beside = not exc.filename or os.path.dirname(os.path.abspath(exc.filename)) == \
+            os.path.dirname(os.path.abspath(args.output))
+        what = f"cannot write {args.output}" if beside else str(exc.filename)
+        print(f"iotrace export: error: {what}: {exc.strerror or exc}", file=sys.stderr)
+        return 1
     print(f"wrote {res.output}: {res.processes} processes, {res.threads} threads, "
           f"{res.events} events, {res.flows} flows", file=sys.stderr)
     left = []
@@ -103,9 +127,6 @@ def run_export(args: argparse.Namespace) -> int:
         left.append(f"{res.bad_lines} unreadable lines, {res.damaged} damaged places")
     if left:
         print("left out: " + "; ".join(left), file=sys.stderr)
-    if res.events == 0 and not (res.filtered or res.cut or res.described):
-        print("iotrace export: error: no event could be read", file=sys.stderr)
-        return 1
     return 1 if res.errors else 0
 
 

@@ -119,6 +119,10 @@ class ExportResult:
         return {k: v for k, v in self.__dict__.items() if k not in ("output", "errors", "described")}
 
 
+class NothingRead(ValueError):
+    """No event and no process record could be read from the input: no output is written."""
+
+
 def output_format(path: str) -> str:
     for suffix, fmt in ((".json.gz", "json.gz"), (".json", "json"), (".pftrace", "pftrace"),
                         (".perfetto-trace", "pftrace"), (".pb", "pftrace")):
@@ -129,7 +133,10 @@ def output_format(path: str) -> str:
 
 def export(inputs: list[str], output: str, filt: EventFilter | None = None,
            jobs: int = 2, log=sys.stderr) -> ExportResult:
-    """Export the traces found under `inputs` to `output` (format by suffix)."""
+    """Export the traces found under `inputs` to `output` (format by suffix). The output is
+    written under a temporary name beside it and renamed when complete: a failure leaves no
+    partial file (and an earlier output stays as it was). NothingRead when the input gave
+    nothing to show."""
     r = reader()
     filt = filt or EventFilter()
     fmt = output_format(output)
@@ -165,8 +172,16 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
                 results[i] = res
             files_done = [f for res in results for f in res.files]
             result = _summarise(output, procs, files_done, cutoff)
+            if result.events == 0 and not (result.filtered or result.cut or result.described):
+                for err in result.errors:
+                    print(f"iotrace export: {err}", file=log)
+                raise NothingRead(f"no event could be read from {len(paths)} file(s) "
+                                  f"({result.bad_lines} unreadable line(s), {result.damaged} damaged "
+                                  "place(s)); nothing written")
             notes = _notes(result, filt)
-            _assemble(output, fmt, procs, tasks, results, notes, result)
+            partial = os.path.join(tmp, "output")
+            _assemble(partial, fmt, procs, tasks, results, notes, result)
+            os.replace(partial, output)
     for err in result.errors:
         print(f"iotrace export: {err}", file=log)
     return result

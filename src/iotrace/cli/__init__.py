@@ -52,7 +52,19 @@ def build_parser(plugins: bool = True) -> argparse.ArgumentParser:
     return p
 
 
+def _command_parser(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of subcommand `name` (the top-level one if there is none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices.get(name, parser)
+    return parser
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
-    args = build_parser(plugins=_needs_plugins(argv)).parse_args(argv)
+    parser = build_parser(plugins=_needs_plugins(argv))
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:
+        # Said by the subcommand's parser: its usage, not the list of commands.
+        _command_parser(parser, args.command).error("unrecognized arguments: " + " ".join(unknown))
     return args.func(args)

@@ -97,13 +97,59 @@ def _restore_signals() -> None:
         signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
+def _check_format(args: argparse.Namespace) -> str | None:
+    """Why the form and compression asked for (options first, then the IOTRACE_* variables the
+    program inherits) cannot go together, or None. The tracer would write the compact form in
+    zstd whatever the compression said (docs/configuration.md)."""
+    fmt, fmt_from = (args.format, "--format") if args.format else \
+        (os.environ.get("IOTRACE_FORMAT"), "IOTRACE_FORMAT=")
+    comp, comp_from = (args.compression, "--compression") if args.compression else \
+        (os.environ.get("IOTRACE_COMPRESSION"), "IOTRACE_COMPRESSION=")
+    if fmt == "compact" and comp in ("gzip", "gz", "none"):
+        said = [w + ("" if w.endswith("=") else " ") + v for w, v in ((fmt_from, fmt), (comp_from, comp))]
+        return (f"{said[0]} with {said[1]}: the compact form is always zstd; use --format json "
+                f"for {comp}, or leave the compression out")
+    return None
+
+
+def _check_trace_folder(folder: str) -> str | None:
+    """Why the tracer could not write trace files into `folder`, or None. Made here if missing
+    (as the tracer would, 0755 under the umask), then a probe file is made and removed: the
+    access bits alone do not know about read-only mounts."""
+    import tempfile
+
+    try:
+        os.makedirs(folder, mode=0o755, exist_ok=True)
+    except FileExistsError:
+        return "it exists and is not a folder"
+    except OSError as e:
+        return f"it cannot be made ({e.strerror})"
+    if not os.path.isdir(folder):
+        return "it is not a folder"
+    try:
+        fd, probe = tempfile.mkstemp(prefix=".iotrace-probe-", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as e:
+        return f"no file can be made in it ({e.strerror})"
+    return None
+
+
 def run(args: argparse.Namespace) -> int:
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
         cmd = cmd[1:]
     if not cmd:
-        print("iotrace run: no command given (usage: iotrace run [options] -- CMD ARGS...)", file=sys.stderr)
-        return 2
+        args.parser.error("no command given: put it after the options, iotrace run [options] -- CMD ARGS...")
+    why = _check_format(args)
+    if why:
+        args.parser.error(why)
+    # Before the program starts: a folder the tracer cannot write to would leave it untraced.
+    why = _check_trace_folder(args.output)
+    if why:
+        print(f"iotrace run: error: cannot write traces to {args.output}: {why}; "
+              "give a writable folder with -o DIR", file=sys.stderr)
+        return 1
     env = os.environ.copy()
     lib = preload_path()
     # Ours first, so its wrappers are the ones every library resolves.
@@ -146,7 +192,7 @@ def add_parser(sub) -> argparse.ArgumentParser:
     r = sub.add_parser("run", help="run a command under the tracer",
                        usage="iotrace run [-o DIR] [--include PATH]... [--exclude PATH]... "
                              "[--compression zstd|gzip|none] [--resolution ns|10ns|100ns|us] [--format json|compact] "
-                             "[--no-auto] -- CMD [ARGS...]")
+                             "[--flush-interval-ms MS] [--sample-ms MS] [--no-auto] [-v] -- CMD [ARGS...]")
     r.add_argument("-o", "--output", default="iotrace-traces", help="trace folder (default: ./iotrace-traces)")
     r.add_argument("--include", action="append", default=[], metavar="PATH",
                    help="trace only paths under PATH (repeatable; default: everything)")
@@ -159,16 +205,16 @@ def add_parser(sub) -> argparse.ArgumentParser:
                    help="compact (default with zstd): columns, 3-10x smaller, read by "
                         "iotrace-analyze/export and turned into JSON by `iotrace cat`; json (default "
                         "with gzip/none): JSON lines that decompress into what Perfetto opens")
-    r.add_argument("--flush-interval-ms", type=int,
+    r.add_argument("--flush-interval-ms", type=int, metavar="MS",
                    help="while a writer thread runs (a process recording much), it writes at least this "
                         "often (default 1000); nothing waits on it: records are in the live file at once")
-    r.add_argument("--sample-ms", type=int, help="sample process counters (CPU, RSS, I/O) this often")
+    r.add_argument("--sample-ms", type=int, metavar="MS", help="sample process counters (CPU, RSS, I/O) this often")
     r.add_argument("--no-auto", action="store_true",
                    help="no automatic Python events (DataLoader batches, samples, checkpoints, "
                         "numpy/h5py/PIL/pyarrow/pandas file calls): IOTRACE_AUTO=0, docs/auto.md")
     r.add_argument("-v", "--verbose", action="store_true", help="say where the traces go")
     r.add_argument("cmd", nargs=argparse.REMAINDER, help="the command")
-    r.set_defaults(func=run)
+    r.set_defaults(func=run, parser=r)
     pp = sub.add_parser("preload-path", help="print the path of the LD_PRELOAD library")
     pp.set_defaults(func=lambda args: print(preload_path()) or 0)
     return r

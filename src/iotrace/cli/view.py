@@ -8,9 +8,11 @@ def add_parser(subparsers) -> argparse.ArgumentParser:
     p = subparsers.add_parser(
         "view", help="open a trace in the Perfetto UI",
         description="Serve FILE on 127.0.0.1 and print the ui.perfetto.dev link that "
-                    "opens it; with --local-ui, serve a local copy of the Perfetto UI too.")
-    p.add_argument("file", help="an exported trace (.pftrace, .json.gz) or a per-process "
-                                "trace (.iotc.zst and .pfw.zst are served as their JSON)")
+                    "opens it; with --local-ui, serve a local copy of the Perfetto UI too. "
+                    "A folder of traces is merged into one trace first (iotrace export).")
+    p.add_argument("file", help="an exported trace (.pftrace, .json.gz), a per-process "
+                                "trace (.iotc.zst and .pfw.zst are served as their JSON), or a "
+                                "folder of traces (the whole job; needs iotrace[analyze])")
     p.add_argument("-p", "--port", type=int, default=9001,
                    help="port (default 9001: the only one ui.perfetto.dev fetches from)")
     p.add_argument("--local-ui", action="store_true",

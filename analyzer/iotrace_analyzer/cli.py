@@ -6,7 +6,9 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import shutil
 import sys
+import tempfile
 import time
 
 # Before numpy loads: one BLAS thread. The analyzer does no linear algebra; OpenBLAS's idle
@@ -36,24 +38,27 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--compare", nargs=2, metavar=("BEFORE", "AFTER"),
                    help="two runs side by side: trace folders, or earlier outputs (-o folders or summary.json)")
     p.add_argument("--version", action="version", version=f"iotrace-analyze {_version()}")
-    p.add_argument("-o", "--output", "--out", dest="out",
-                   help="output folder: Parquet dataset, summary.json, report.html")
-    p.add_argument("--summary", help="where to write summary.json (default OUT/summary.json)")
-    p.add_argument("--report", help="where to write the report page (default OUT/report.html)")
+    p.add_argument("-o", "--output", "--out", dest="out", metavar="OUT",
+                   help="output folder (made if missing): Parquet dataset, summary.json, report.html")
+    p.add_argument("--summary", metavar="FILE", help="where to write summary.json (default OUT/summary.json)")
+    p.add_argument("--report", metavar="FILE", help="where to write the report page (default OUT/report.html)")
     p.add_argument("--compute-cat", action="append", default=None, metavar="CAT",
                    help="category of compute events (repeatable; default: compute)")
     p.add_argument("--engine", choices=["auto", "local", "dask"], default="auto",
-                   help="auto: in-process threads for small inputs, a Dask cluster for big ones")
+                   help="local: forked worker processes (a thread for one worker or one trace file); dask: a "
+                        "local Dask cluster of single-threaded worker processes; auto (default): dask "
+                        "with --scheduler or for 10 billion events or more, else local")
     p.add_argument("--scheduler", metavar="ADDRESS", help="use an existing Dask cluster")
-    p.add_argument("--workers", type=int, help="workers (threads or Dask processes; default: cores)")
-    p.add_argument("--top", type=int, default=10, help="rows in the top lists of the text report")
+    p.add_argument("--workers", type=int, metavar="N",
+                   help="worker processes, forked or Dask's (default: the cores)")
+    p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the top lists of the text report")
     p.add_argument("--no-parquet", action="store_true", help="with -o, skip the events dataset")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
     p.add_argument("-q", "--quiet", action="store_true", help="no text report on stdout")
     p.add_argument("--rules", metavar="FILE",
                    help="thresholds of the findings' rules: JSON (or TOML) {rule: {key: value}}, "
-                        "see docs/insights.md")
+                        "sizes in bytes or as 64K, 1M; see docs/insights.md")
     p.add_argument("--threshold", action="append", default=[], metavar="RULE.KEY=VALUE",
                    help="one threshold (repeatable), e.g. small-reads.size=65536 or random-reads.enabled=false")
     p.add_argument("--no-findings", action="store_true", help="do not run the rules")
@@ -87,8 +92,54 @@ def run() -> int:
     return main()
 
 
+def _check_outputs(parser: argparse.ArgumentParser, args) -> None:
+    """Usage errors about where the results go, said before any work."""
+    if args.out and os.path.exists(args.out) and not os.path.isdir(args.out):
+        parser.error(f"argument -o/--output: {args.out} is a file: give a folder (made if missing)")
+    for option, path in (("--summary", args.summary), ("--report", args.report)):
+        if path and os.path.isdir(path):
+            parser.error(f"argument {option}: {path} is a folder: give a file name")
+
+
+class _CannotWrite(Exception):
+    """An output that cannot be written, named as the person gave it."""
+
+
+def _write_atomic(path: str, write) -> None:
+    """write(temporary path) beside `path`, renamed to it when complete: no half-written file."""
+    tmp = f"{path}.{os.getpid()}.tmp"
+    try:
+        os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+        write(tmp)
+        os.replace(tmp, path)
+    except OSError as e:
+        raise _CannotWrite(f"cannot write {path}: {e.strerror or e}") from None
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _publish_parquet(stage: str, out: str) -> None:
+    """The dataset written into `stage` moved into `out`; the parts of an earlier run there
+    go first (the analyzer's own names only), so the dataset is this run's alone."""
+    events = os.path.join(out, "events")
+    staged = os.path.join(stage, "events")
+    if os.path.isdir(staged):
+        os.makedirs(events, exist_ok=True)
+        for name in os.listdir(events):
+            if name.startswith("part-") and name.endswith(".parquet"):
+                os.unlink(os.path.join(events, name))
+        for name in os.listdir(staged):
+            os.replace(os.path.join(staged, name), os.path.join(events, name))
+    for name in os.listdir(stage):
+        if name.endswith(".parquet"):
+            os.replace(os.path.join(stage, name), os.path.join(out, name))
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_outputs(parser, args)
     t0 = time.time()
     try:
         rules = insights.load_rules(args.rules, args.threshold)
@@ -98,14 +149,45 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         return _compare(args, rules)
     if not args.traces:
-        build_parser().error("give trace files or folders (or --compare BEFORE AFTER)")
-    opts = _options(args, rules, out_dir=None if (args.no_parquet or not args.out) else args.out)
+        parser.error("give trace files or folders (or --compare BEFORE AFTER)")
+    out = args.out
+    made = out is not None and not os.path.isdir(out)
+    stage = None
+    try:
+        if out and not args.no_parquet:
+            # The dataset goes into a folder of its own inside OUT and is moved into place
+            # once the analysis succeeded: a failure leaves nothing half-written.
+            try:
+                os.makedirs(out, exist_ok=True)
+                stage = tempfile.mkdtemp(prefix=".iotrace-analyze-", dir=out)
+            except OSError as e:
+                raise _CannotWrite(f"cannot write in {out}: {e.strerror or e}") from None
+        return _analyze(args, rules, stage, t0)
+    except _CannotWrite as e:
+        print(f"iotrace-analyze: error: {e}", file=sys.stderr)
+        return 1
+    finally:
+        if stage:
+            shutil.rmtree(stage, ignore_errors=True)
+        if made and os.path.isdir(out) and not os.listdir(out):
+            os.rmdir(out)  # made for this run, which wrote nothing in it
+
+
+def _analyze(args, rules: dict, stage: str | None, t0: float) -> int:
+    opts = _options(args, rules, out_dir=stage)
     try:
         page: dict = {}
         S, _ = analyze(args.traces, opts, page)
     except TraceInputError as e:
         print(f"iotrace-analyze: error: {e}", file=sys.stderr)
         return 2
+    d = S["damage"]
+    if S["job"]["events"] + S["job"]["metadata_events"] == 0:
+        # Nothing to report: the error alone, and no output written.
+        print(f"iotrace-analyze: error: no event could be read from {S['input']['files']} file(s) "
+              f"({d['bad_lines']} bad line(s), {d['damaged_files']} damaged file(s)); nothing written",
+              file=sys.stderr)
+        return 1
     out = args.out
     json_path = args.summary or (os.path.join(out, "summary.json") if out else None)
     page_path = args.report or (os.path.join(out, "report.html") if out else None)
@@ -113,12 +195,19 @@ def main(argv: list[str] | None = None) -> int:
     if page_path:
         from . import report_page  # plotly and jinja2: only when a page is written
 
-        S["input"]["report_seconds"] = round(report_page.write(S, page, page_path), 3)
+        try:  # written under a temporary name and renamed, as _write_atomic does
+            S["input"]["report_seconds"] = round(report_page.write(S, page, page_path), 3)
+        except OSError as e:
+            raise _CannotWrite(f"cannot write {page_path}: {e.strerror or e}") from None
     if json_path:
-        report.write_json(S, json_path)
+        _write_atomic(json_path, lambda tmp: report.write_json(S, tmp))
+    if stage:
+        try:
+            _publish_parquet(stage, out)
+        except OSError as e:
+            raise _CannotWrite(f"cannot move the dataset into {out}: {e.strerror or e}") from None
     if not args.quiet:
         print(report.text_report(S, args.top))
-    d = S["damage"]
     if d["damaged_files"]:
         print(f"iotrace-analyze: warning: damaged input in {d['damaged_files']} file(s): "
               f"{d['by_kind'] or ''} {d['bad_lines']} bad line(s), "
@@ -129,10 +218,6 @@ def main(argv: list[str] | None = None) -> int:
               + "; read around, see summary", file=sys.stderr)
         for r in d["records"][:10]:
             print(f"  {r['path']} @{r['offset']}: {r['kind']} {r['detail']}", file=sys.stderr)
-    if S["job"]["events"] + S["job"]["metadata_events"] == 0:
-        print(f"iotrace-analyze: error: no event could be read from {S['input']['files']} file(s)",
-              file=sys.stderr)
-        return 1
     return 0
 
 
@@ -155,7 +240,11 @@ def _compare(args, rules) -> int:
         return 2
     C = compare.compare(A, B)
     if args.out:
-        report.write_json(C, os.path.join(args.out, "compare.json"))
+        try:
+            _write_atomic(os.path.join(args.out, "compare.json"), lambda tmp: report.write_json(C, tmp))
+        except _CannotWrite as e:
+            print(f"iotrace-analyze: error: {e}", file=sys.stderr)
+            return 1
     print(compare.text(C, *args.compare), end="")
     return 0
 

@@ -106,23 +106,63 @@ def thresholds(overrides: dict | None = None) -> dict:
 
 def load_rules(path: str | None, sets: list[str] = ()) -> dict:
     """Overrides from a JSON (or, with Python 3.11+, TOML) file of {rule: {key: value}} and
-    from RULE.KEY=VALUE strings, checked against THRESHOLDS."""
+    from RULE.KEY=VALUE strings, checked against THRESHOLDS. A size (a key ending in `size` or
+    `bytes`) may be written 65536, "64K", "1M" or "1MiB" (powers of 1024). A ValueError names
+    the file (with line:column for bad JSON) or the --threshold, and the key."""
+    units = {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30, "t": 1 << 40}
+
+    def number(rid: str, k: str, v):
+        if isinstance(v, bool) or not isinstance(v, (int, float, str)):
+            raise ValueError(f"{rid}.{k}: {v!r} is not a number")
+        if isinstance(v, str) and k.endswith(("size", "bytes")):
+            m = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*([kmgt]?)(?:i?b)?\s*", v, re.I)
+            if not m:
+                raise ValueError(f"{rid}.{k}: {v!r} is not a size (bytes, or 64K, 1M, 1MiB)")
+            return float(m.group(1)) * units[m.group(2).lower()]
+        try:
+            return float(v)
+        except ValueError:
+            raise ValueError(f"{rid}.{k}: {v!r} is not a number") from None
+
+    def checked(where: str, over) -> dict:
+        """`over` with its numbers read, checked alone so that an error names its source."""
+        try:
+            if not isinstance(over, dict) or not all(isinstance(v, dict) for v in over.values()):
+                raise ValueError('wants {"rule": {"key": value}} (docs/insights.md)')
+            over = {rid: {k: v if k == "enabled" or k not in THRESHOLDS.get(rid, {}) else number(rid, k, v)
+                          for k, v in keys.items()} for rid, keys in over.items()}
+            thresholds(over)  # unknown rules and keys
+        except ValueError as e:
+            raise ValueError(f"{where}: {e}") from None
+        return over
+
     over: dict = {}
     if path:
-        with open(path, "rb") as f:
-            raw = f.read()
-        if path.endswith(".toml"):
-            import tomllib
+        try:
+            with open(path, "rb") as f:
+                raw = f.read()
+        except OSError as e:
+            raise ValueError(f"{path}: {e.strerror}") from None
+        toml = path.endswith(".toml")
+        try:
+            if toml:
+                import tomllib
 
-            over = tomllib.loads(raw.decode())
-        else:
-            over = json.loads(raw)
+                over = tomllib.loads(raw.decode())
+            else:
+                over = json.loads(raw)
+        except json.JSONDecodeError as e:
+            raise ValueError(f"{path}:{e.lineno}:{e.colno}: not JSON: {e.msg}") from None
+        except (ValueError, ImportError) as e:  # TOMLDecodeError, UnicodeDecodeError; no tomllib
+            raise ValueError(f"{path}: not {'TOML' if toml else 'JSON'}: {e}") from None
+        over = checked(path, over)
     for s in sets:
         key, _, value = s.partition("=")
         rid, _, k = key.rpartition(".")
         if not rid or not _:
             raise ValueError(f"--threshold wants RULE.KEY=VALUE, got {s!r}")
-        over.setdefault(rid, {})[k] = value
+        for r, keys in checked(f"--threshold {s}", {rid: {k: value}}).items():
+            over.setdefault(r, {}).update(keys)
     return thresholds(over)
 
 

@@ -55,7 +55,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--no-parquet", action="store_true", help="with -o, skip the events dataset")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
                    help="progress bar on stderr (default: when stderr is a terminal)")
-    p.add_argument("-q", "--quiet", action="store_true", help="no text report on stdout")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="no text report on stdout (with -o, --summary or --report)")
     p.add_argument("--rules", metavar="FILE",
                    help="thresholds of the findings' rules: JSON (or TOML) {rule: {key: value}}, "
                         "sizes in bytes or as 64K, 1M; see docs/insights.md")
@@ -99,6 +100,8 @@ def _check_outputs(parser: argparse.ArgumentParser, args) -> None:
     for option, path in (("--summary", args.summary), ("--report", args.report)):
         if path and os.path.isdir(path):
             parser.error(f"argument {option}: {path} is a folder: give a file name")
+    if args.quiet and not args.compare and not (args.out or args.summary or args.report):
+        parser.error("-q/--quiet without -o OUT, --summary or --report would show and write nothing")
 
 
 class _CannotWrite(Exception):

@@ -115,3 +115,51 @@ def test_many_processes_get_a_heat_map(tmp_path):
     # 21 data files of 1 MiB: 20 written sequentially, then read back; the offsets plot has them
     assert S["file_classes"]["data"]["bytes_written"] == 20 << 20
     assert S["file_classes"]["data"]["bytes_read"] == 20 << 20
+
+
+# the main process and 2 fork workers sample every 20 ms; the main records a user counter
+COUNTED = """
+import multiprocessing as mp, os, time, iotrace
+
+def task(x):
+    time.sleep(0.02)
+    return x
+
+if __name__ == "__main__":
+    pool = mp.get_context("fork").Pool(2)
+    pool.map(task, range(8))
+    pool.close()
+    pool.join()
+    for step, loss in enumerate([2.0, 1.0, 0.5]):
+        iotrace.counter("train", loss=loss, step=step)
+    time.sleep(0.1)
+"""
+
+
+def test_counters_plot_in_chromium(tmp_path):
+    import subprocess
+
+    from test_insights_real import _env
+
+    prog = tmp_path / "counted.py"
+    prog.write_text(COUNTED)
+    traces = tmp_path / "traces"
+    subprocess.run([sys.executable, "-m", "iotrace", "run", "--sample-ms", "20", "-o", str(traces), "--",
+                    sys.executable, str(prog)], env=_env(), check=True, capture_output=True, timeout=300)
+    S = analyzed(str(traces), str(tmp_path / "out"))
+    assert S["job"]["processes"] == 3
+    shot = str(tmp_path / "counters.png")
+    page = open_page(str(tmp_path / "out" / "report.html"), shot)
+    _check_page(page, shot)  # no console message, every plot drawn
+    ids = [p["id"] for p in page["plots"]]
+    assert ids.index("plot-proc-io") + 1 == ids.index("plot-counters")
+    plot = {p["id"]: p for p in page["plots"]}["plot-counters"]
+    C = S["counters"]
+    # a trace per series, the summary's: 5 sampler keys per process, then train's loss and step
+    assert len(plot["traces"]) == len(C) == 3 * 5 + 2
+    assert all(t["type"] == "scatter" for t in plot["traces"])
+    assert [t["points"] for t in plot["traces"]] == [c["samples"] for c in C]  # short: every sample
+    assert all(c["samples"] >= 2 for c in C)  # start and end samples at least, in every process
+    # drawn: CPU % and RSS of each process, loss and step; I/O bytes and open files in the legend
+    assert plot["drawn"] == 3 * 2 + 2
+    assert plot["height"] > 3 * 200  # a panel per process and one for train

@@ -618,7 +618,7 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
     t_rules = time.perf_counter() - t_rules
     if page is not None:
-        page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events")})
+        page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events", "counters")})
     S["input"] = dict(files=len(files), recovered=len(recovered), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est,
                       findings_seconds=round(t_rules, 4))

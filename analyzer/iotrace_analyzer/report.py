@@ -66,6 +66,12 @@ def findings_text(S: dict) -> str:
                 break
         if isinstance(ev.get("file_per_sample"), dict):
             out.append("    file per sample: " + _brief(ev["file_per_sample"]))
+        # a data file's use (reading it) and its creation, apart
+        for key, label in (("use", "reading the data"), ("create", "creating the data")):
+            if isinstance(ev.get(key), dict) and ev[key].get("files"):
+                out.append(f"    {label}: " + _brief(ev[key]))
+        if isinstance(ev.get("share_of_wall"), (int, float)):
+            out.append(f"    costs {100 * ev['share_of_wall']:.1f}% of the processes' wall time")
         for a in f["advice"]:
             out.append(f"    try: {a}")
     return "\n".join(out) + "\n"
@@ -100,7 +106,7 @@ def text_report(S: dict, top: int = 10) -> str:
                         "the union of its traced events)", ["figure", "time", "% of wall"], [
         [k, _time(t[k + "_us"]), f"{100 * t[k + '_us'] / wall:.1f}"]
         for k in ("wall", "app", "io", "compute", "io_not_overlapped", "compute_not_overlapped",
-                  "io_call_time") if k + "_us" in t]))
+                  "io_call_time", "ipc_wait") if k + "_us" in t]))
     parts.append(_table("I/O calls", ["call", "count", "time", "bytes", "min", "p25", "mean",
                                       "median", "p75", "max", "MB/s"], [
         [c["name"], c["count"], _time(c["time_us"]), _size(c["bytes"]), c["size_min"], c["size_p25"],
@@ -134,6 +140,7 @@ def text_report(S: dict, top: int = 10) -> str:
             [c["cat"], c["count"], _time(c["time_us"]), _time(c["union_us"]),
              f"{100 * c['share_of_app']:.1f}"] for c in S["categories"]]))
     parts += _training(S.get("training") or {}, top)
+    parts += _counters(S.get("counters") or [], top)
     a = S["access"]
     parts.append(_table("Access pattern (data calls with an offset)", ["", "first", "consecutive",
                                                                         "sequential", "random"], [
@@ -195,6 +202,38 @@ def _training(T: dict, top: int) -> list[str]:
             [d["name"], d["count"], _time(d["time_us"]), _size(d["bytes"])]
             for d in T["data_calls"][:top]]))
     return out
+
+
+def _counter_value(v, unit) -> str | None:
+    """A counter's figure in its unit: bytes as MiB, percent as %."""
+    if v is None:
+        return None
+    if unit == "bytes":
+        mib = v / 1048576
+        return f"{mib:.1f} MiB" if mib == 0 or abs(mib) >= 0.1 else f"{mib:.3f} MiB"
+    if unit == "percent":
+        return f"{v:.1f}%"
+    return f"{v:.6g}"
+
+
+def _counters(C: list, top: int) -> list[str]:
+    """Counter series (ph C: the sampler's `process` samples, iotrace.counter values): per
+    process and series, its samples and their min, mean, max and last value; the first `top`
+    processes."""
+    if not C:
+        return []
+    procs: list = []
+    for c in C:
+        if (c["host"], c["pid"]) not in procs:
+            procs.append((c["host"], c["pid"]))
+    shown = set(procs[:top])
+    many_hosts = len({h for h, _p in procs}) > 1
+    rows = [[f"{c['host']}:{c['pid']}" if many_hosts else c["pid"], c.get("role"), c["name"], c["key"], c["samples"],
+             *(_counter_value(c[k], c.get("unit")) for k in ("min", "mean", "max", "last"))]
+            for c in C if (c["host"], c["pid"]) in shown]
+    more = f"; the first {top} of {len(procs)} processes, all in summary.json" if len(procs) > top else ""
+    return [_table(f"Counters (samples per process: --sample-ms, iotrace.counter{more})",
+                   ["process", "role", "counter", "key", "samples", "min", "mean", "max", "last"], rows)]
 
 
 def write_json(S: dict, path: str) -> None:

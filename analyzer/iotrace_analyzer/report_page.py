@@ -1,6 +1,7 @@
 """The report page: OUT/report.html, one self-contained file (plotly.js inline, no network)
 that shows the findings first, each linked to the plot of its evidence, then the time split,
-I/O over time with the phases, the cost per call family, access sizes, offsets against time,
+I/O over time with the phases, the counters per process (--sample-ms, iotrace.counter), the
+cost per call family, access sizes, offsets against time,
 the top files and processes, and the job's identity. docs/report.md says why Plotly.
 
 Everything drawn is aggregated (summary, activity.summarize): the page's size follows the
@@ -31,6 +32,9 @@ HEAT_ROWS = 1000  # processes in the heat map, the most I/O first
 TABLE_ROWS = 50  # rows of the processes and files tables
 SPLIT_PROCESSES = 30  # processes in the time split, the most I/O first
 PHASE_LANES = 8  # phase kinds drawn as lanes under the I/O timeline
+COUNTER_PANELS = 24  # counter plots: one panel per (process, counter name), the first these many
+# the sampler's keys drawn at first; its others (read_bytes, write_bytes, open_files) a click away
+COUNTER_SHOWN = ("cpu_percent", "rss_bytes")
 CONFIG = {"displaylogo": False, "responsive": True}
 # plotly.py's default look (its "plotly" template), named here so the page needs no template lookup
 TEMPLATE = dict(layout=dict(paper_bgcolor="white", plot_bgcolor="#E5ECF6", font=dict(color="#2a3f5f"),
@@ -42,6 +46,7 @@ COLORS = {"read": "#1f77b4", "write": "#d62728", "ops": "#555555"}
 SPLIT = [("io_not_overlapped_us", "I/O not hidden by compute", "#d62728"),
          ("io_hidden_us", "I/O hidden by compute", "#ff9896"),
          ("compute_not_overlapped_us", "compute only", "#2ca02c"),
+         ("ipc_us", "waiting on other processes (pipes, sockets)", "#c5b0d5"),
          ("other_us", "other traced work", "#9edae5"),
          ("untraced_us", "untraced (outside any event)", "#dddddd")]
 
@@ -76,6 +81,9 @@ def render(S: dict, page: dict) -> str:
         plots.append(("proc-io", "I/O over time per process",
                       "bytes moved per second by each process (heat map: one row per process, the most I/O first)"
                       if heat else "bytes moved per second by each process", _proc_io(pt, labels, job_start, heat)))
+    if page.get("counters"):
+        plots.append(("counters", "Counters per process", _counters_note(page["counters"]),
+                      _counters(page["counters"], labels, job_start)))
     plots.append(("cost", "I/O cost per call family and per file class",
                   "call time: data calls against metadata (open, stat, seek, close...) and syncs; file classes "
                   "tell the job's data from the software it loads", _cost(S)))
@@ -161,8 +169,10 @@ def _split_rows(p: dict) -> dict:
     io, io_free = p["io_us"], p["io_not_overlapped_us"]
     both = io_free + p["compute_us"]
     wall = p.get("wall_us") or p["app_us"]
+    ipc = p.get("ipc_wait_us", 0)  # not I/O: other processes are waited for
     return dict(io_not_overlapped_us=io_free, io_hidden_us=io - io_free,
-                compute_not_overlapped_us=p["compute_not_overlapped_us"], other_us=max(p["app_us"] - both, 0),
+                compute_not_overlapped_us=p["compute_not_overlapped_us"], ipc_us=ipc,
+                other_us=max(p["app_us"] - both - ipc, 0),
                 untraced_us=max(wall - p["app_us"], 0))
 
 
@@ -260,6 +270,75 @@ def _proc_io(pt: dict, labels: dict, job_start: int, heat: bool) -> dict:
                  hovertemplate="%{y} at %{x:.3f} s: %{z:.2f} MB/s<extra></extra>")]
     return _fig(data, height=min(200 + max(4, min(14, 800 // len(order))) * len(order), 1400), xaxis=axis,
                 yaxis=dict(type="category", autorange="reversed", title=dict(text="process"), automargin=True))
+
+
+def _counter_panels(series: list) -> list:
+    """(host, pid, counter name) -> its series, in the summary's order (by process)."""
+    panels: dict = {}
+    for s in series:
+        panels.setdefault((s["host"], s["pid"], s["name"]), []).append(s)
+    return list(panels.items())
+
+
+def _counters_note(series: list) -> str:
+    n = len(_counter_panels(series))
+    more = f"; the first {COUNTER_PANELS} of {n} (summary.json has them all)" if n > COUNTER_PANELS else ""
+    return ("each process's counter samples, one panel per counter: CPU % and resident memory from "
+            "--sample-ms (I/O bytes and open files in the legend), the program's iotrace.counter values; "
+            f"a series of more than 512 samples shows each time bin's lowest and highest{more}")
+
+
+def _counters(series: list, labels: dict, job_start: int) -> dict:
+    """A panel per (process, counter name) under one time axis: its keys as lines, bytes in MiB
+    on a right-hand axis, the rest (CPU %, the program's values) on the left."""
+    panels = _counter_panels(series)[:COUNTER_PANELS]
+    n = len(panels)
+    colorway = TEMPLATE["layout"]["colorway"]
+    groups: dict = {}  # legend group (counter name, key) -> colour; shown in the legend once
+    data = []
+    layout = dict(height=120 + 230 * n, hovermode="closest", legend=dict(orientation="h", y=1.0, yanchor="bottom"),
+                  annotations=[], margin=dict(l=10, r=10, t=60, b=40))
+    step, gap = 1.0 / n, min(0.3 / n, 0.08)
+    for k, ((host, pid, name), ss) in enumerate(panels):
+        xa, ya, yb = str(k + 1) if k else "", str(2 * k + 1) if k else "", str(2 * k + 2)
+        top = 1.0 - k * step
+        domain = [max(top - step + gap, 0.0), top - gap / 4]
+        label = labels.get((host, pid), str(pid))
+        left, right = [], []
+        for s in ss:
+            unit = s.get("unit")
+            group = f"{name}: {s['key']}"
+            new = group not in groups
+            color = groups.setdefault(group, colorway[len(groups) % len(colorway)])
+            mib = unit == "bytes"
+            (right if mib else left).append(s["key"])
+            shown = name != "process" or s["key"] in COUNTER_SHOWN
+            fmt = "%{y:.1f} MiB" if mib else "%{y:.1f} %" if unit == "percent" else "%{y:.6g}"
+            data.append(dict(type="scatter", mode="lines+markers", x=_typed(_seconds(s["ts_ns"], job_start)),
+                             y=_typed(np.asarray(s["value"], np.float64) / (1 << 20 if mib else 1)),
+                             name=group + (" (MiB)" if mib else " (%)" if unit == "percent" else ""),
+                             legendgroup=group, showlegend=new, visible=True if shown else "legendonly",
+                             line=dict(color=color, width=1.5), marker=dict(color=color, size=4),
+                             xaxis="x" + xa, yaxis="y" + (yb if mib else ya),
+                             hovertemplate=f"{label} {group}: {fmt} at %{{x:.3f}} s<extra></extra>"))
+        layout["xaxis" + xa] = dict(anchor="y" + ya, matches="x" if k else None, showticklabels=True,
+                                    title=dict(text="seconds since the job's start") if k == n - 1 else None)
+        layout["yaxis" + ya] = dict(domain=domain, anchor="x" + xa, automargin=True, rangemode="tozero",
+                                    title=dict(text="CPU %" if left == ["cpu_percent"] or
+                                               (name == "process" and "cpu_percent" in left)
+                                               else ", ".join(left) if left else ""))
+        if right:
+            layout["yaxis" + yb] = dict(overlaying="y" + ya, side="right", anchor="x" + xa, rangemode="tozero",
+                                        title=dict(text="MiB"), showgrid=False, automargin=True,
+                                        tickmode="auto")
+        layout["annotations"].append(dict(text=f"<b>{label}</b>: {name}", x=0, xref="paper", y=domain[1],
+                                          yref="paper", yanchor="bottom", xanchor="left", showarrow=False))
+    for ax in [v for key, v in layout.items() if key.startswith("xaxis")]:
+        if ax.get("matches") is None:
+            ax.pop("matches", None)
+        if ax.get("title") is None:
+            ax.pop("title", None)
+    return _fig(data, **layout)
 
 
 def _cost(S: dict) -> dict:

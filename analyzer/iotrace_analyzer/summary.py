@@ -16,7 +16,9 @@ import pyarrow.compute as pc
 from iotrace_format import calls, calls_of
 
 from . import _kernels, activity, file_class, training
+from . import counters
 from .activity import ActivityPart, binned
+from .counters import CounterPart
 from .intervals import Union
 from .training import TrainingPart
 
@@ -121,6 +123,7 @@ class Partial:
     fh: dict = field(default_factory=dict)  # fhash -> path
     info: dict = field(default_factory=dict)  # (file key, pid) -> its record's PROC_INFO
     training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
+    counters: CounterPart = field(default_factory=CounterPart)  # ph C series per process
     activity: ActivityPart = field(default_factory=ActivityPart)  # per process bins, phases, offsets
 
     # --- combining -------------------------------------------------------------------------
@@ -174,6 +177,7 @@ class Partial:
         self.fh.update(o.fh)
         self.info.update(o.info)
         self.training.merge(o.training)
+        self.counters.merge(o.counters)
         self.activity.merge(o.activity)
         self.compact()
 
@@ -257,6 +261,7 @@ class Partial:
             proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
             n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
         self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
+        self.counters.add(ev, procs, proc_of_row, ph_codes, ph_vals, name_codes, name_vals)
         self.x_events += f["x_events"]
         self.start = f["start_j"] if self.start is None else min(self.start, f["start_j"])
         self.end = f["end_j"] if self.end is None else max(self.end, f["end_j"])
@@ -631,6 +636,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     if detail is not None:
         detail.update(page)
     S["training"] = training.summarize([p.training for p in partials])
+    S["counters"] = counters.summarize([p.counters for p in partials], S["processes"], detail)
     return S
 
 

@@ -324,9 +324,7 @@ def _counters(series: list, labels: dict, job_start: int) -> dict:
         layout["xaxis" + xa] = dict(anchor="y" + ya, matches="x" if k else None, showticklabels=True,
                                     title=dict(text="seconds since the job's start") if k == n - 1 else None)
         layout["yaxis" + ya] = dict(domain=domain, anchor="x" + xa, automargin=True, rangemode="tozero",
-                                    title=dict(text="CPU %" if left == ["cpu_percent"] or
-                                               (name == "process" and "cpu_percent" in left)
-                                               else ", ".join(left) if left else ""))
+                                    title=dict(text="CPU %" if "cpu_percent" in left else ", ".join(left)))
         if right:
             layout["yaxis" + yb] = dict(overlaying="y" + ya, side="right", anchor="x" + xa, rangemode="tozero",
                                         title=dict(text="MiB"), showgrid=False, automargin=True,

@@ -18,7 +18,18 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 CATS = ("dataloader", "checkpoint", "data")
+# The hooks' own events, by category and name (docs/auto.md): "data", "checkpoint" and "load"
+# are natural names for a program's own @trace events too, and those are the program's.
+HOOK_NAMES = {"dataloader": ("epoch", "fetch", "sample"), "checkpoint": ("torch.save", "torch.load")}
+HOOK_DATA_PREFIXES = ("numpy.", "h5py.", "PIL.", "pyarrow.parquet.", "pandas.")
 _BYTES = r'"bytes":(?P<b>-?\d+)'
+
+
+def is_hook_event(cat: str, name: str) -> bool:
+    """Whether an event of this category and name is one iotrace's hooks record."""
+    if cat == "data":
+        return name.startswith(HOOK_DATA_PREFIXES)
+    return name in HOOK_NAMES.get(cat, ())
 
 
 @dataclass
@@ -47,6 +58,11 @@ class TrainingPart:
         ts = ts + shifts[proc]
         names = np.array([str(name_vals[c]) if c >= 0 else "" for c in name_codes[rows]])
         cats = np.array([str(cat_vals[c]) for c in cat_codes[rows]])
+        hook = np.array([is_hook_event(c, n) for c, n in zip(cats, names)], bool)
+        if not hook.all():  # the program's own events in these categories
+            rows, ts, dur, proc, names, cats = (x[hook] for x in (rows, ts, dur, proc, names, cats))
+            if not len(rows):
+                return
         args = ev.column("args")
         args = args.take(pa.array(rows)) if len(rows) < ev.num_rows else args
         args = args.combine_chunks() if isinstance(args, pa.ChunkedArray) else args
@@ -77,7 +93,9 @@ class TrainingPart:
                 self.epochs.append((host, pid, int(ts[i]), int(dur[i]), a))
         d = np.flatnonzero(cats == "data")
         if len(d):
-            nb = pc.extract_regex(args.take(pa.array(d)), _BYTES).field("b")
+            m = pc.extract_regex(args.take(pa.array(d)), _BYTES)
+            # a row without the pattern is a null struct whose field reads "": null it again
+            nb = pc.if_else(pc.is_valid(m), pc.struct_field(m, "b"), pa.scalar(None, pa.string()))
             nbytes = pc.fill_null(pc.cast(nb, pa.int64()), 0).to_numpy(zero_copy_only=False)
             for name in np.unique(names[d]):
                 m = names[d] == name
@@ -119,6 +137,11 @@ def _args(text) -> dict:
     return a if isinstance(a, dict) else {}
 
 
+def _int(v, default=None):
+    """An args value as an int, or `default` (a bool, a string or a float is not one)."""
+    return v if isinstance(v, int) and not isinstance(v, bool) else default
+
+
 def _us(ns) -> float:
     return round(int(ns) / 1000.0, 3)
 
@@ -132,7 +155,8 @@ def summarize(parts: list[TrainingPart], roles: dict | None = None) -> dict:
     loaders = []
     by_proc: dict = {}
     for host, pid, start, dur, a in t.epochs:
-        by_proc.setdefault((host, pid), []).append((start, dur, a))
+        if _int(a.get("loader")) is not None:  # the hooks' epochs always say their loader
+            by_proc.setdefault((host, pid), []).append((start, dur, a))
     for (host, pid), eps in sorted(by_proc.items()):
         fts, fdur = t.fetch.get((host, pid), [[np.zeros(0, np.int64)], [np.zeros(0, np.int64)]])
         fts, fdur = (fts[0], fdur[0]) if fts else (np.zeros(0, np.int64), np.zeros(0, np.int64))
@@ -142,9 +166,9 @@ def summarize(parts: list[TrainingPart], roles: dict | None = None) -> dict:
         for start, dur, a in sorted(eps, key=lambda e: e[0]):
             lo, hi = np.searchsorted(fts, [start, start + dur])  # fetches begun in the epoch
             wait = int(fdur[lo:hi].sum())
-            per_loader.setdefault(int(a.get("loader", 0)), []).append(dict(
-                epoch=a.get("epoch"), start_ns=int(start), duration_us=_us(dur),
-                batches=a.get("batches", int(hi - lo)), complete=a.get("complete", True),
+            per_loader.setdefault(a["loader"], []).append(dict(
+                epoch=_int(a.get("epoch")), start_ns=int(start), duration_us=_us(dur),
+                batches=_int(a.get("batches"), int(hi - lo)), complete=a.get("complete") is not False,
                 fetch_wait_us=_us(wait), compute_us=_us(max(dur - wait, 0)),
                 wait_share=round(wait / dur, 6) if dur else 0.0,
                 first_batch_wait_us=_us(fdur[lo]) if hi > lo else None))
@@ -162,10 +186,10 @@ def summarize(parts: list[TrainingPart], roles: dict | None = None) -> dict:
                    processes=len(t.samples),
                    mean_us=_us(sample_time / n_samples) if n_samples else None)
     batches_all = sum(len(np.concatenate(v[0])) if v[0] else 0 for v in t.fetch.values())
-    ckpt = [dict(host=h, pid=p, name=n, file=a.get("file"), bytes=a.get("bytes"),
-                 start_ns=s, duration_us=_us(d),
+    ckpt = [dict(host=h, pid=p, name=n, file=a.get("file") if isinstance(a.get("file"), str) else None,
+                 bytes=_int(a.get("bytes")), start_ns=s, duration_us=_us(d),
                  bandwidth_MBps=round(a["bytes"] / (d / 1e9) / 1e6, 3)
-                 if d and isinstance(a.get("bytes"), int) else None)
+                 if d and _int(a.get("bytes")) is not None else None)
             for h, p, n, s, d, a in sorted(t.checkpoints, key=lambda c: c[3])]
     data = [dict(name=k, count=v[0], time_us=_us(v[1]), bytes=v[2])
             for k, v in sorted(t.data.items(), key=lambda kv: -kv[1][1])]

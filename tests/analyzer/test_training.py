@@ -82,3 +82,24 @@ def test_no_training_section_without_those_events(tmp_path):
     S, _ = analyze([str(tmp_path / "t")], Options(engine="local"))
     assert S["training"] == dict(loaders=[], batches=0, samples=dict(
         count=0, time_us=0.0, errors=0, processes=0, mean_us=None), checkpoints=[], data_calls=[])
+
+
+def test_a_programs_own_events_in_the_hooks_categories_are_its_own(tmp_path):
+    """@trace(name="load", cat="data") and friends: the program's, not the hooks' (the analyzer
+    once died on them parsing a missing `bytes`); the hooks' events beside them still count."""
+    p = 100
+    ev = [process(p),
+          span("load", "data", p, 1000 * US, 10 * US, args={"path": "a.bin"}),
+          span("load", "data", p, 1100 * US, 10 * US, args={"bytes": "12"}),
+          span("checkpoint", "checkpoint", p, 1200 * US, 50 * US),
+          span("epoch", "dataloader", p, 1300 * US, 50 * US, args={"loader": "x", "epoch": "one"}),
+          span("numpy.load", "data", p, 1400 * US, 10 * US, args={"file": "a.npy", "bytes": 100}),
+          span("numpy.save", "data", p, 1500 * US, 10 * US, args={"file": "b.npy"})]
+    write_trace(tmp_path / "t" / "a.pfw.zst", ev + [end(p, len(ev))])
+    S, _ = analyze([str(tmp_path / "t")], Options(engine="local"))
+    T = S["training"]
+    assert T["loaders"] == [] and T["checkpoints"] == []
+    assert T["data_calls"] == [dict(name="numpy.load", count=1, time_us=10.0, bytes=100),
+                               dict(name="numpy.save", count=1, time_us=10.0, bytes=0)]
+    cats = {c["cat"]: c["count"] for c in S["categories"]}
+    assert cats == {"data": 4, "checkpoint": 1, "dataloader": 1}  # still the program's categories

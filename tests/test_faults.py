@@ -432,7 +432,7 @@ def test_analyze_and_export_fail_when_nothing_could_be_read(tmp_path):
     d.mkdir()
     (d / "a-h-1.pfw.zst").write_bytes(os.urandom(3000))
     (d / "b-h-2.pfw").write_text("not json\n")
-    a = subprocess.run(["iotrace-analyze", str(d), "-q"], capture_output=True, text=True, timeout=120)
+    a = subprocess.run(["iotrace-analyze", str(d)], capture_output=True, text=True, timeout=120)
     assert a.returncode == 1 and "no event could be read from 2 file(s)" in a.stderr
     e = subprocess.run([*IOTRACE, "export", str(d), "-o", str(tmp_path / "j.pftrace")],
                        capture_output=True, text=True, timeout=120)

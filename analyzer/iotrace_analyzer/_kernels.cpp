@@ -5,7 +5,8 @@
 //
 // In: the block's int64 columns as Arrow holds them (values, validity bitmap, bit offset: no
 // copy, nulls read as 0), dictionary codes (-1: null) with per-value flags computed in Python
-// (ph is "X"; category is I/O, compute, process; call reads or writes). Out: a dict of numpy
+// (ph is "X"; category is I/O, compute, process; call reads or writes; file is a pipe or
+// socket). Out: a dict of numpy
 // arrays, documented in figures() below.
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
@@ -45,7 +46,11 @@ struct Col {
 };
 
 constexpr uint8_t kCatIo = 1, kCatCompute = 2, kCatProcess = 4;
-constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4, kSync = 8;
+// kCall: a call the tracer records (in an I/O or process category, the tracer's own event; a
+// program's @trace event may use those category names too)
+constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4, kSync = 8, kCall = 16;
+// a file that is another process's end of a pipe or socket: waiting there is not storage I/O
+constexpr uint8_t kFileIpc = 1;
 constexpr int64_t kSizeEdges[] = {0,       100,     1 << 10,  10 << 10,  100 << 10,
                                   1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30};
 constexpr int kSizeBins = 10;
@@ -232,6 +237,7 @@ struct Found {
   std::vector<int64_t> hist[2];
   Runs unions[4];                 // io, comp, both, all
   int same_as[4] = {0, 1, 2, 3};  // unions[k] is unions[same_as[k]]
+  Runs ipc;                       // calls on pipes and sockets (not in io)
   Runs cat_runs;
   PairSums<2> sizes_;         // (name, size) -> count
   PairSums<kFileSums> files;  // (fhash, process) -> kFileSumNames
@@ -258,13 +264,13 @@ struct Found {
 
 void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
              const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
-             const Col& offset, const Col& err, I32& fh, const Col& tid, I64& proc, int64_t n_procs,
-             I64& shifts, int64_t tl_exp);
+             const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& tid, I64& proc,
+             int64_t n_procs, I64& shifts, int64_t tl_exp);
 
 py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, py::tuple ts,
                  py::tuple dur, py::tuple ret, py::tuple nbytes, py::tuple size, py::tuple offset,
-                 py::tuple err, I32 fh, py::tuple tid, I64 proc, int64_t n_procs, I64 shifts,
-                 int64_t tl_exp) {
+                 py::tuple err, I32 fh, U8 fh_kind, py::tuple tid, I64 proc, int64_t n_procs,
+                 I64 shifts, int64_t tl_exp) {
   Found F;
   const Col ts_c(ts), dur_c(dur), ret_c(ret), bytes_c(nbytes), size_c(size), off_c(offset),
       err_c(err), tid_c(tid);
@@ -278,7 +284,7 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   {
     py::gil_scoped_release nogil;
     compute(F, ph, ph_x, cat, cat_kind, name, name_kind, ts_c, dur_c, ret_c, bytes_c, size_c, off_c,
-            err_c, fh, tid_c, proc, n_procs, shifts, tl_exp);
+            err_c, fh, fh_kind, tid_c, proc, n_procs, shifts, tl_exp);
   }
   py::dict out;
   out["x_events"] = F.x_events;
@@ -300,6 +306,7 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
     if (F.same_as[j] == j) made[j] = runs_dict(std::move(F.unions[j]));
     unions[kinds[j]] = made[F.same_as[j]];
   }
+  unions["ipc"] = runs_dict(std::move(F.ipc));
   out["unions"] = unions;
   py::dict calls;
   calls["count"] = to_array(F.call_cnt);
@@ -351,8 +358,8 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
 
 void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
              const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
-             const Col& offset, const Col& err, I32& fh, const Col& tid, I64& proc, int64_t n_procs,
-             I64& shifts, int64_t tl_exp) {
+             const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& tid, I64& proc,
+             int64_t n_procs, I64& shifts, int64_t tl_exp) {
   const int64_t rows = ts.rows();
   const int32_t* ph_ = ph.data();
   const uint8_t* ph_x_ = ph_x.data();
@@ -361,6 +368,8 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   const int32_t* name_ = name.data();
   const uint8_t* name_kind_ = name_kind.data();
   const int32_t* fh_ = fh.data();
+  const uint8_t* fh_kind_ = fh_kind.data();
+  const int64_t n_fh = fh_kind.shape(0);
   const int64_t* proc_ = proc.shape(0) ? proc.data() : nullptr;
   const int64_t* shift_ = shifts.data();
   const int64_t n = n_procs;
@@ -378,7 +387,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   hist[0].assign(kSizeBins, 0), hist[1].assign(kSizeBins, 0);
   // the unions per process of I/O, compute and other complete events (both and all are
   // made of them at the end), and per @trace category (cats' slots)
-  std::vector<RunBuilder> unions[3];
+  std::vector<RunBuilder> unions[4];  // io, comp, other, ipc
   for (auto& u : unions) u.resize(size_t(n));
   std::vector<RunBuilder> cat_runs;
   auto& sizes_ = F.sizes_;
@@ -403,7 +412,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
 
   // What one row is: complete event, its category's and call's kinds, bytes moved.
   struct Row {
-    bool x, io, comp, rd, wr;
+    bool x, io, comp, rd, wr, own, ipc;
     uint8_t ck;
     int64_t d, moved;
   };
@@ -411,9 +420,11 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     Row r;
     r.x = ph_[i] >= 0 && ph_x_[ph_[i]];
     r.ck = cat_[i] >= 0 ? cat_kind_[cat_[i]] : 0;
-    r.io = r.x && (r.ck & kCatIo);
-    r.comp = r.x && (r.ck & kCatCompute);
     const uint8_t nk = name_[i] >= 0 ? name_kind_[name_[i]] : 0;
+    r.own = (r.ck & (kCatIo | kCatProcess)) && (nk & kCall);
+    r.io = r.x && (r.ck & kCatIo) && (nk & kCall);
+    r.ipc = r.io && fh_[i] >= 0 && fh_[i] < n_fh && (fh_kind_[fh_[i]] & kFileIpc);
+    r.comp = r.x && (r.ck & kCatCompute);
     r.rd = r.io && (nk & kRead), r.wr = r.io && (nk & kWrite);
     const int64_t d = dur.at(i);
     r.d = r.x && d > 0 ? d : 0;
@@ -447,10 +458,12 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     start_j = std::min(start_j, t + shift_[p]);
     end_j = std::max(end_j, end + shift_[p]);
     threads.sums[0][threads.slot(p, tid.at(i))]++;
-    if (r.io) unions[0][p].add(t, end);
+    // a wait on a pipe or socket is not I/O time (another process is being waited for)
+    if (r.io && !r.ipc) unions[0][p].add(t, end);
+    if (r.ipc) unions[3][p].add(t, end);
     if (r.comp) unions[1][p].add(t, end);
-    if (r.x && !r.io && !r.comp) unions[2][p].add(t, end);
-    if (r.x && !(r.ck & kCatIo) && !(r.ck & kCatProcess)) {  // an @trace category's event
+    if (r.x && !(r.io && !r.ipc) && !r.comp) unions[2][p].add(t, end);
+    if (r.x && !r.own) {  // an @trace category's event
       const size_t g = cats.slot(p, cat_[i]);
       cats.sums[0][g]++;
       cats.sums[1][g] += d;
@@ -548,6 +561,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     F.same_as[2] = 0;
   else
     F.unions[2] = union_runs(F.unions[0], F.unions[1]);
+  F.ipc = join_runs(unions[3]);
   Runs other = join_runs(unions[2]);
   if (other.starts.empty())
     F.same_as[3] = F.same_as[2];
@@ -606,5 +620,6 @@ PYBIND11_MODULE(_kernels, m) {
   m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
         py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),
-        py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"), py::arg("tl_exp"));
+        py::arg("fh_kind"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"),
+        py::arg("tl_exp"));
 }

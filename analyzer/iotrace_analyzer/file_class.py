@@ -10,6 +10,8 @@ The classes, in the order they are tried (docs/insights.md):
                dist-packages, __pycache__, files of code (.py, .pyc, .so, .pth, …), and the
                folders a Python process's imports stat (import_dirs: its working and script
                folders, the folders above its prefix), those folders only, not their files
+  log          a file written through fd 1 or 2 (stdout or stderr redirected to it), and
+               *.log, *.out, *.err files
   data         everything else: datasets, outputs, checkpoints, scratch
   unknown      a hash the trace never named
 """
@@ -19,7 +21,7 @@ from __future__ import annotations
 import os
 import re
 
-CLASSES = ("data", "software", "system", "pipe-socket", "unknown")
+CLASSES = ("data", "software", "system", "pipe-socket", "log", "unknown")
 
 _PIPE = re.compile(r"^(pipe|socket|anon_inode):")
 _SYSTEM_DIRS = ("/proc/", "/sys/", "/etc/", "/run/", "/var/run/", "/usr/lib/", "/usr/lib64/",
@@ -29,7 +31,8 @@ _SOFTWARE_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/", "/.dis
                    "/.egg-info/")
 _SOFTWARE_EXT = re.compile(r"\.(py|pyc|pyo|pyi|pyd|pth|so|so\.[0-9.]+)$")
 # the folders themselves (stat'ed on every import) and the standard library's zip
-_SOFTWARE_END = re.compile(r"/(site-packages|dist-packages|__pycache__|python[0-9]+\.zip)$")
+_SOFTWARE_END = re.compile(r"/(site-packages|dist-packages|__pycache__|python[0-9]+\.zip|pyvenv\.cfg)$")
+_LOG = re.compile(r"\.(log|out|err)$")
 _INTERPRETER = re.compile(r"^(python|pypy|ipython|jupyter)[0-9.]*[a-z]*$")
 
 
@@ -74,8 +77,15 @@ def import_dirs(processes) -> frozenset:
     return frozenset(out)
 
 
-def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset = frozenset()) -> str:
-    """The class of one file name (see the module's docstring); `dirs`: import_dirs()."""
+def is_ipc(path: str | None) -> bool:
+    """A pipe, socket or anonymous inode: another process's end, not a file."""
+    return bool(path) and _PIPE.match(path) is not None
+
+
+def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset = frozenset(),
+             stdio: bool = False) -> str:
+    """The class of one file name (see the module's docstring); `dirs`: import_dirs();
+    `stdio`: the file was written through fd 1 or 2."""
     if not path or path.startswith("<unknown"):
         return "unknown"
     if path in dirs:
@@ -84,6 +94,8 @@ def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset =
         return "pipe-socket"
     if path.startswith("/dev/") and not path.startswith("/dev/shm/"):
         return "system"
+    if stdio or _LOG.search(path):
+        return "log"
     if any(path.startswith(p) or path == p.rstrip("/") for p in prefixes) \
             or any(s in path for s in _SOFTWARE_PARTS) or _SOFTWARE_EXT.search(path) \
             or _SOFTWARE_END.search(path):

@@ -3,8 +3,12 @@ over the tables the summary already has (no second pass over the events); each g
 one finding with a stable id, a severity, the figure that triggered it against its threshold,
 the evidence (files, processes, calls, time windows, with counts, bytes and time) and advice.
 
-Rules weigh the job's data files (file_class: the interpreter's imports, the system, pipes are
-not the job's data) unless they say otherwise, and shares are of wall time. Every threshold is
+Rules weigh the job's data files (file_class: the interpreter's imports, the system, pipes,
+logs are not the job's data) unless they say otherwise, and shares are of wall time. A rule
+whose calls cost less than `min_share` of the processes' wall time stays silent: a pattern
+that costs nothing is not a problem. A data file's calls are split between its creation (the
+processes that wrote it) and its use (those that only read or looked at it): a dataset
+written once and read every epoch is judged by its reading, and its creation apart. Every threshold is
 in THRESHOLDS, documented in docs/insights.md, and can be changed (`--rules FILE`,
 `--threshold RULE.KEY=VALUE`).
 """
@@ -32,38 +36,45 @@ THRESHOLDS: dict = {
     "pipe-traffic": {
         "min_bytes": (10 * MiB, "bytes through pipes and sockets..."),
         "share": (0.5, "...and at least this share of the bytes read from data files"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "small-reads": {
         "size": (1 * MiB, "a read asking for less than this is small (rounded down to a histogram edge)"),
         "share": (0.1, "share of the data files' reads that are small"),
         "min_calls": (1000, "and at least this many small reads"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "small-writes": {
         "size": (1 * MiB, "a write of less than this is small (rounded down to a histogram edge)"),
         "share": (0.1, "share of the data files' writes that are small"),
         "min_calls": (1000, "and at least this many small writes"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "random-reads": {
         "share": (0.2, "share of a data file's reads that start before the previous one ended"),
         "min_calls": (100, "and at least this many random reads in all"),
         "min_file_bytes": (1 * MiB, "files read up to less than this are not weighed (read-ahead takes them whole)"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "random-writes": {
         "share": (0.2, "share of a data file's writes that start before the previous one ended"),
         "min_calls": (100, "and at least this many random writes in all"),
         "min_file_bytes": (1 * MiB, "files written less than this are not weighed"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "metadata-heavy": {
         "time_share": (0.3, "share of the data files' I/O time in metadata calls (open, stat, close, lseek...)"),
         "time_share_high": (0.5, "the same, high"),
         "min_calls": (1000, "and at least this many metadata calls on data files"),
         "per_sample_files": (100, "file per sample: at least this many data files..."),
-        "per_sample_reads": (4, "...each read in at most this many reads per open..."),
+        "per_sample_reads": (8, "...each read in at most this many reads per open (np.load of a .npz: 6)..."),
         "per_sample_bytes": (4 * MiB, "...of at most this many bytes per open"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "redundant-reads": {
         "ratio": (2.0, "bytes read from a data file / its extent read (the furthest byte read)"),
         "min_bytes": (1 * MiB, "and at least this many bytes read again, in all"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "checkpoint-stall": {
         "time_share": (0.1, "share of a process's wall time spent saving checkpoints"),
@@ -73,10 +84,12 @@ THRESHOLDS: dict = {
         "time_share": (0.2, "share of the I/O call time in fsync, fdatasync, msync, sync_file_range, sync, syncfs"),
         "min_calls": (10, "and at least this many sync calls"),
         "per_write": (0.1, "or: sync calls per write call, with at least 100 syncs"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "imbalance": {
         "ratio": (1.5, "the busiest process's data I/O time / the mean of its group (same role)"),
         "min_time_s": (0.01, "groups whose busiest process has less I/O time are not weighed"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "software-loading": {
         "time_share": (0.1, "share of the job's wall time in I/O on the software it loads (imports)"),
@@ -166,6 +179,16 @@ def load_rules(path: str | None, sets: list[str] = ()) -> dict:
     return thresholds(over)
 
 
+def _wall_us(S) -> float:
+    """The processes' wall time, summed: what a rule's cost (summed over processes) is a share of."""
+    return S.get("time", {}).get("wall_us") or S["job"].get("wall_us") or 1.0
+
+
+def _costs(S, T, time_us) -> bool:
+    """The calls a rule is about cost at least `min_share` of the wall time."""
+    return time_us >= T.get("min_share", 0.0) * _wall_us(S)
+
+
 def _finding(rid, severity, title, value, threshold, evidence, advice) -> dict:
     return dict(id=rid, severity=severity, title=title, value=round(float(value), 6),
                 threshold=threshold, evidence=evidence, advice=advice)
@@ -179,6 +202,31 @@ def _file_ev(r: dict, **extra) -> dict:
 # --------------------------------------------------------------------------- the rules
 
 
+def _workers(S, D, pid) -> dict | None:
+    """What the worker processes of `pid` (its children: loader or pool workers) do with their
+    time: storage I/O on data files against their wall time. None without workers."""
+    by_pid = D.get("data_by_pid", {})
+    ws = [q for q in S["processes"] if q.get("parent_pid") == pid]
+    if not ws:
+        return None
+    wall = sum(q.get("wall_us", 0) for q in ws)
+    io = sum(min(by_pid.get(q["pid"], {}).get("time_us", 0.0), q["io_us"]) for q in ws)
+    return dict(processes=len(ws), wall_us=round(wall, 3), data_io_us=round(io, 3),
+                io_share=round(io / wall, 6) if wall else 0.0,
+                ipc_wait_us=round(sum(q.get("ipc_wait_us", 0) for q in ws), 3))
+
+
+def _wait_advice(w: dict | None) -> list:
+    """Advice for a loop waiting for data, by what its workers do."""
+    if w is not None and w["io_share"] < 0.25:
+        return [f"The {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O: "
+                "the rest goes to decoding and handing batches over (pickled through pipes). More workers, "
+                "cheaper decoding, or batches in shared memory (torch DataLoader does) help; faster storage would not",
+                "More prefetching, so the next batch is ready when a step ends"]
+    return ["More loader workers or prefetching, so the next batch is ready when a step ends",
+            "Make each sample cheaper to read (see the other findings)"]
+
+
 def io_bound(S, D, T):
     """The loop waits for data; without loop events, processes whose wall time is mostly I/O
     on data files that no compute hid."""
@@ -190,18 +238,22 @@ def io_bound(S, D, T):
             return None
         sev = "high" if v >= T["wait_share_high"] else "warn"
         slow = max(worst["per_epoch"], key=lambda e: e["wait_share"])
+        w = _workers(S, D, worst["pid"])
         return _finding(
-            "io-bound", sev, f"The training loop waits for data {100 * v:.0f}% of its time", v, T["wait_share"],
+            "io-bound", sev, f"The training loop waits for data {100 * v:.0f}% of its time"
+            + (f"; its {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O"
+               if w else ""), v, T["wait_share"],
             dict(loaders=[dict(pid=ld["pid"], loader=ld["loader"], epochs=ld["epochs"], batches=ld["batches"],
                                epoch_time_us=ld["epoch_time_us"], fetch_wait_us=ld["fetch_wait_us"],
                                wait_share=ld["wait_share"]) for ld in loaders],
                  worst_epoch=dict(pid=worst["pid"], epoch=slow["epoch"], start_ns=slow["start_ns"],
                                   duration_us=slow["duration_us"], fetch_wait_us=slow["fetch_wait_us"],
-                                  first_batch_wait_us=slow["first_batch_wait_us"])),
-            ["More DataLoader workers (num_workers) and prefetch_factor, persistent_workers=True "
-             "so each epoch does not start workers again",
-             "Make each sample cheaper to read: bigger sequential reads, fewer files (shards), "
-             "data on node-local storage or in memory; see the other findings"])
+                                  first_batch_wait_us=slow["first_batch_wait_us"]), workers=w),
+            (_wait_advice(w)[:1] if w is not None and w["io_share"] < 0.25 else [])
+            + ["More DataLoader workers (num_workers) and prefetch_factor, persistent_workers=True "
+               "so each epoch does not start workers again",
+               "Make each sample cheaper to read: bigger sequential reads, fewer files (shards), "
+               "data on node-local storage or in memory; see the other findings"])
     # annotated loops: `fetch` events (iotrace.iter waits) beside compute in one process
     cats = D.get("cats_by_pid", {})
     loops = []
@@ -213,14 +265,18 @@ def io_bound(S, D, T):
         v, p, wait = max(loops, key=lambda x: x[0])
         if v < T["wait_share"]:
             return None
+        w = _workers(S, D, p["pid"])
         return _finding(
             "io-bound", "high" if v >= T["wait_share_high"] else "warn",
-            f"pid {p['pid']} waits for data {100 * v:.0f}% of its loop (waits against compute)", v, T["wait_share"],
-            dict(processes=[dict(host=q["host"], pid=q["pid"], role=q.get("role"), wait_us=round(w, 3),
-                                 compute_us=q["compute_us"], wall_us=q["wall_us"], wait_share=round(s, 6))
-                            for s, q, w in sorted(loops, key=lambda x: -x[0])[:10]], wait_categories=list(WAIT_CATS)),
-            ["More loader workers or prefetching, so the next batch is ready when a step ends",
-             "Make each sample cheaper to read (see the other findings)"])
+            f"pid {p['pid']} waits for data {100 * v:.0f}% of its loop (waits against compute)"
+            + (f"; its {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O"
+               if w else ""), v, T["wait_share"],
+            dict(processes=[dict(host=q["host"], pid=q["pid"], role=q.get("role"), wait_us=round(wt, 3),
+                                 compute_us=q["compute_us"], wall_us=q["wall_us"], wait_share=round(s, 6),
+                                 storage_io_us=q["io_us"], ipc_wait_us=q.get("ipc_wait_us", 0))
+                            for s, q, wt in sorted(loops, key=lambda x: -x[0])[:10]],
+                 wait_categories=list(WAIT_CATS), workers=w),
+            _wait_advice(w))
     by_pid = D.get("data_by_pid", {})
     hits = []
     for p in S["processes"]:
@@ -253,6 +309,7 @@ def _small(S, D, T, rid, direction):
     data = [r for r in D.get("files", []) if r["class"] == "data" and r["fhash"] not in skip]
     sizes = D.get("file_sizes", {})
     total = small = 0
+    cost = 0.0  # the small calls' time, each file's call time shared out by count
     rows = []
     for r in data:
         h = sizes.get(r["fhash"])
@@ -265,23 +322,38 @@ def _small(S, D, T, rid, direction):
         if n_small:
             top = int(np.argmax(h[col]))
             rows.append((n_small, r, n, SIZE_LABELS[top]))
-    if not total or small < T["min_calls"] or small / total < T["share"]:
+            cost += r["read_time_us" if direction == "read" else "write_time_us"] * n_small / n
+    if not total or small < T["min_calls"] or small / total < T["share"] or not _costs(S, T, cost):
         return None
     rows.sort(key=lambda x: -x[0])
     v = small / total
     kind = "reads" if direction == "read" else "writes"
+    moved = "bytes_read" if direction == "read" else "bytes_written"
+    # files that are small themselves: no request size helps, fewer and bigger files do
+    per_file = sorted(r[moved] for _n, r, _t, _l in rows)
+    tiny = per_file[len(per_file) // 2] < SIZE_EDGES[edge] if len(rows) >= 10 else False
+    title = (f"{100 * v:.0f}% of the data {kind} ({small} calls) are smaller than {SIZE_EDGES[edge] // 1024} KiB"
+             + (f", on {len(rows)} files of {per_file[len(per_file) // 2] / 1024:.1f} KiB (median)" if tiny else ""))
+    if tiny:
+        advice = ([f"The files themselves are small: bigger {kind} cannot help. Pack the samples into fewer, "
+                   "bigger files (shards: WebDataset/TFRecord, HDF5, one array file) "
+                   + ("read sequentially" if direction == "read" else "written once")]
+                  + (["If the files are written once and read many times, see what reading them costs"]
+                     if direction == "write" else []))
+    elif direction == "read":
+        advice = ["Read in bigger requests: a bigger buffer (open(..., buffering=4 << 20)), reading a sample "
+                  "whole, or samples packed into shards read sequentially (WebDataset, TFRecord, HDF5 chunks >= 1 MiB)"]
+    else:
+        advice = ["Gather writes in a buffer and write >= 1 MiB at a time (io.BufferedWriter with a big buffer, "
+                  "setvbuf for stdio)"]
     return _finding(
-        rid, "warn",
-        f"{100 * v:.0f}% of the data {kind} ({small} calls) are smaller than {SIZE_EDGES[edge] // 1024} KiB",
-        v, T["share"],
-        dict(calls=total, small_calls=small, size_limit=SIZE_EDGES[edge],
+        rid, "warn", title, v, T["share"],
+        dict(calls=total, small_calls=small, size_limit=SIZE_EDGES[edge], time_us=round(cost, 3),
+             share_of_wall=round(cost / _wall_us(S), 6), files_written=len(rows) if direction == "write" else None,
+             median_file_bytes=per_file[len(per_file) // 2] if per_file else None,
              files_left_to_metadata_heavy=len(skip) or None,
              files=[_file_ev(r, **{f"small_{kind}": n_s, kind: n, "usual_size": lab}) for n_s, r, n, lab in rows[:10]]),
-        (["Read in bigger requests: a bigger buffer (open(..., buffering=4 << 20)), reading a sample "
-          "whole, or samples packed into shards read sequentially (WebDataset, TFRecord, HDF5 chunks >= 1 MiB)"]
-         if direction == "read" else
-         ["Gather writes in a buffer and write >= 1 MiB at a time (io.BufferedWriter with a big buffer, "
-          "setvbuf for stdio)"]))
+        advice)
 
 
 def small_reads(S, D, T):
@@ -302,7 +374,9 @@ def _random(S, D, T, rid, direction):
     data = [r for r in weighed if r[rnd_k]]
     seq = sum(r[seq_k] for r in weighed)
     rnd = sum(r[rnd_k] for r in data)
-    if rnd < T["min_calls"] or rnd / (seq + rnd) < T["share"]:
+    t_k = "read_time_us" if direction == "read" else "write_time_us"
+    cost = sum(r[t_k] * r[rnd_k] / max(r[rnd_k] + r[seq_k], 1) for r in data)
+    if rnd < T["min_calls"] or rnd / (seq + rnd) < T["share"] or not _costs(S, T, cost):
         return None
     v = rnd / (seq + rnd)
     data.sort(key=lambda r: -r[rnd_k])
@@ -327,42 +401,89 @@ def random_writes(S, D, T):
     return _random(S, D, T, "random-writes", "write")
 
 
+def _part(data, part):
+    """Sums over data files of one part of their calls: "use" (the processes that only read
+    or looked at a file) or "create" (those that wrote it)."""
+    meta_n = sum(r[f"{part}_metadata_count"] for r in data)
+    meta_t = sum(r[f"{part}_metadata_time_us"] for r in data)
+    io_t = sum(r[f"{part}_time_us"] for r in data)
+    files = [r for r in data if r[f"{part}_opens"] or r[f"{part}_metadata_count"]]
+    return dict(files=len(files), processes=max([r[f"{part}_processes"] for r in files] or [0]),
+                opens=sum(r[f"{part}_opens"] for r in data), metadata_calls=meta_n,
+                metadata_time_us=round(meta_t, 3), io_time_us=round(io_t, 3),
+                metadata_share=round(meta_t / io_t, 6) if io_t else 0.0)
+
+
 def metadata_heavy(S, D, T):
     """Metadata calls dominating the data files' I/O time, and the file-per-sample pattern:
-    many data files, each opened for one or two small reads."""
+    many data files, each opened for one or two small reads. The data's use (reading it) and
+    its creation (writing it, often once) are weighed apart, and the finding says which."""
     data = [r for r in D.get("files", []) if r["class"] == "data"]
-    meta_n = sum(r["metadata_count"] for r in data)
-    meta_t = sum(r["metadata_time_us"] for r in data)
-    io_t = sum(r["time_us"] for r in data)
+    use, create = _part(data, "use"), _part(data, "create")
     ps = D["per_sample"]  # findings() found it with these thresholds; empty without the pattern
     per_sample = [r for r in data if r["fhash"] in ps]
-    share = meta_t / io_t if io_t else 0.0
-    heavy = meta_n >= T["min_calls"] and share >= T["time_share"]
-    many = bool(per_sample)
-    if not (heavy or many):
+    ps_time = sum(r["use_time_us"] for r in per_sample)
+
+    def heavy(p):
+        return (p["metadata_calls"] >= T["min_calls"] and p["metadata_share"] >= T["time_share"]
+                and _costs(S, T, p["metadata_time_us"]))
+
+    many = bool(per_sample) and _costs(S, T, ps_time)
+    if heavy(use) or many:
+        part, which = use, "use"
+    elif heavy(create):
+        part, which = create, "create"
+    else:
         return None
-    sev = "high" if share >= T["time_share_high"] and meta_n >= T["min_calls"] else "warn"
-    ev = dict(metadata_calls=meta_n, metadata_time_us=round(meta_t, 3), data_io_time_us=round(io_t, 3),
-              files=[_file_ev(r, metadata_calls=r["metadata_count"], metadata_time_us=r["metadata_time_us"],
-                              opens=r["opens"]) for r in sorted(data, key=lambda r: -r["metadata_time_us"])[:10]])
+    share = part["metadata_share"]
+    key = f"{which}_metadata_time_us"
+    ev = dict(phase="reading the data" if which == "use" else "creating the data",
+              use=use, create=create,
+              share_of_wall=round(max(part["metadata_time_us"], ps_time if many else 0.0) / _wall_us(S), 6),
+              files=[_file_ev(r, metadata_calls=r[f"{which}_metadata_count"], metadata_time_us=r[key],
+                              opens=r[f"{which}_opens"])
+                     for r in sorted(data, key=lambda r: -r[key])[:10]])
+    if which == "create":
+        return _finding(
+            "metadata-heavy", "warn",
+            f"Creating the data files: metadata calls take {100 * share:.0f}% of the time writing "
+            f"{part['files']} files ({part['metadata_calls']} calls)", share, T["time_share"], ev,
+            ["Write the data into fewer, bigger files (shards, one array file per split) as it is "
+             "created: one create and one close per shard, not per sample",
+             "Created once and read many times, this is paid once: what the reading costs is weighed apart"])
+    # high only when it costs much of the job too (10% of the wall time)
+    cost = max(part["metadata_time_us"], ps_time if many else 0.0) / _wall_us(S)
+    sev = "high" if share >= T["time_share_high"] and heavy(use) and cost >= 0.1 else "warn"
     if many:
-        opens = sum(r["opens"] for r in per_sample)
+        opens = sum(r["use_opens"] for r in per_sample)
         ev["file_per_sample"] = dict(
             files=len(per_sample), opens=opens, reads=sum(r["reads"] for r in per_sample),
-            mean_bytes_per_open=round(sum(r["bytes_read"] for r in per_sample) / opens, 1),
-            metadata_calls_per_open=round(sum(r["metadata_count"] for r in per_sample) / opens, 3))
-    title = (f"Metadata calls take {100 * share:.0f}% of the data files' I/O time ({meta_n} calls)" if heavy else
-             f"One file per sample: {len(per_sample)} data files each opened for a few small reads")
+            time_us=round(ps_time, 3), share_of_wall=round(ps_time / _wall_us(S), 6),
+            mean_bytes_per_open=round(sum(r["bytes_read"] for r in per_sample) / opens, 1) if opens else None,
+            metadata_calls_per_open=round(sum(r["use_metadata_count"] for r in per_sample) / opens, 3)
+            if opens else None)
+    advice = ["Pack samples into fewer, bigger files read sequentially (WebDataset/TFRecord shards, HDF5, "
+              "Parquet, LMDB): one open per shard instead of per sample"]
+    per_open = use["metadata_calls"] / use["opens"] if use["opens"] else 0.0
+    if per_open >= 10:  # a library seeking around each file, not the opens themselves
+        advice.append(f"Each open is followed by {per_open:.0f} metadata calls (lseek, fstat...): the reading "
+                      "library seeks around the file (a zip's directory, an HDF5 header); a format read in one "
+                      "pass (.npy, raw records) avoids them")
+    else:
+        advice.append("Keep files open across epochs, and avoid stat/exists checks before each open")
+    title = (f"Reading the data: metadata calls take {100 * share:.0f}% of its I/O time "
+             f"({use['metadata_calls']} calls)" if heavy(use) else
+             f"One file per sample: {len(per_sample)} data files each opened for a few small reads "
+             f"({100 * ps_time / _wall_us(S):.0f}% of the processes' wall time in their calls)")
     return _finding(
-        "metadata-heavy", sev, title, share if heavy else len(per_sample),
-        T["time_share"] if heavy else T["per_sample_files"], ev,
-        ["Pack samples into fewer, bigger files read sequentially (WebDataset/TFRecord shards, HDF5, "
-         "Parquet, LMDB): one open per shard instead of per sample",
-         "Keep files open across epochs, and avoid stat/exists checks before each open"])
+        "metadata-heavy", sev, title, share if heavy(use) else len(per_sample),
+        T["time_share"] if heavy(use) else T["per_sample_files"], ev, advice)
 
 
 def redundant_reads(S, D, T):
-    """The same bytes read again: bytes read from a file well above its extent."""
+    """The same bytes read again: bytes read from a file well above its extent. Told apart:
+    bytes read again within one open (a library reading a header or an index twice) and the
+    file opened again (each epoch, or a cache that does not hold)."""
     data = [r for r in D.get("files", []) if r["class"] == "data" and r["read_extent"]]
     rows = [(r["bytes_read"] - r["read_extent"], r["bytes_read"] / r["read_extent"], r)
             for r in data if r["bytes_read"] > r["read_extent"]]
@@ -371,21 +492,48 @@ def redundant_reads(S, D, T):
     if not rows or again < T["min_bytes"]:
         return None
     v = sum(r["bytes_read"] for r in data) / extent  # over all the data files read
-    if v < T["ratio"]:
+    # the time of the reads that read bytes again, each file's read time shared out by bytes
+    cost = sum(r["read_time_us"] * a / r["bytes_read"] for a, _t, r in rows)
+    if v < T["ratio"] or not _costs(S, T, cost):
         return None
+    opens = sum(max(r["use_opens"] or r["opens"], 1) for r in data)  # the reading processes' opens
+    per_open = sum(r["bytes_read"] for r in data) / sum(max(r["use_opens"] or r["opens"], 1) * r["read_extent"]
+                                                        for r in data)
+    opens_per_file = opens / len(data)
     epochs = max([ld["epochs"] for ld in S.get("training", {}).get("loaders", [])]
                  + [n["count"] for c in S.get("categories", []) for n in c["top_names"] if n["name"] == "epoch"] or [0])
-    expected = epochs >= 2 and v <= epochs + 0.5  # each epoch reads the dataset once
+    within = per_open >= 1.5  # each open reads its bytes more than once
+    per_epoch = epochs >= 2 and opens_per_file <= epochs + 0.5  # opened about once per epoch
+    expected = not within and per_epoch
     rows.sort(key=lambda x: -x[0])
+    causes = []
+    if within:
+        causes.append(f"each open reads {per_open:.1f}x what it needs")
+    if opens_per_file >= 1.5:
+        causes.append(f"each file is opened {opens_per_file:.1f} times"
+                      + (f" (about once per epoch, {epochs})" if per_epoch else ""))
+    advice = []
+    if within:
+        advice.append("Within one open the same bytes are read again: the reading library reads a header or "
+                      "an index more than once (np.load of a .npz reads the zip directory again for each "
+                      "member; small unbuffered reads re-read a block). A format read in one pass (.npy, raw "
+                      "records in a shard) or one whole-file read into memory avoids it")
+    if opens_per_file >= 1.5:
+        advice.append("Across opens: cache what is read again, in memory when it fits (the page cache, a "
+                      "dataset cached after the first epoch), or on node-local storage")
+    if not within and opens_per_file < 1.5:
+        advice.append("Within an epoch: read each sample once (check the sampler and the dataset's __getitem__)")
     return _finding(
         "redundant-reads", "info" if expected else "warn",
-        f"Data files are read {v:.1f} times over ({again / MiB:.1f} MiB read again)"
-        + (f", about once per epoch ({epochs})" if expected else ""), v, T["ratio"],
-        dict(bytes_read_again=again, extent=extent, epochs=epochs or None,
-             files=[_file_ev(r, read_extent=r["read_extent"], times=round(t, 3)) for _a, t, r in rows[:10]]),
-        ["Cache what is read again: in memory when it fits (the page cache, a dataset cached after "
-         "the first epoch), or on node-local storage",
-         "Within an epoch: read each sample once (check the sampler and the dataset's __getitem__)"])
+        f"Data files are read {v:.1f} times over ({again / MiB:.1f} MiB read again): " + ", ".join(causes or
+                                                                                            ["reads overlap"]),
+        v, T["ratio"],
+        dict(bytes_read_again=again, extent=extent, epochs=epochs or None, per_open=round(per_open, 3),
+             opens_per_file=round(opens_per_file, 3), time_us=round(cost, 3),
+             share_of_wall=round(cost / _wall_us(S), 6),
+             files=[_file_ev(r, read_extent=r["read_extent"], times=round(t, 3), opens=r["use_opens"] or r["opens"])
+                    for _a, t, r in rows[:10]]),
+        advice)
 
 
 def checkpoint_stall(S, D, T):
@@ -440,7 +588,7 @@ def sync_heavy(S, D, T):
     share = t / io_t if io_t else 0.0
     by_time = n >= T["min_calls"] and share >= T["time_share"]
     by_count = n >= 100 and writes and n / writes >= T["per_write"]
-    if not (by_time or by_count):
+    if not (by_time or by_count) or not _costs(S, T, t):
         return None
     return _finding(
         "sync-heavy", "warn", f"Sync calls take {100 * share:.0f}% of the I/O time ({n} calls)",
@@ -467,6 +615,10 @@ def imbalance(S, D, T):
         if times.max() < T["min_time_s"] * 1e6:
             continue
         ratio = times.max() / times.mean()
+        top = max(g, key=lambda x: x[0])[1]
+        excess = times.max() - times.mean()  # what evening out could save the busiest
+        if excess < T["min_share"] * (top.get("wall_us") or 1):
+            continue
         if ratio >= T["ratio"] and (best is None or ratio > best[0]):
             best = (ratio, role, sorted(g, key=lambda x: -x[0]))
     if best is None:
@@ -514,7 +666,7 @@ def pipe_traffic(S, D, T):
         return None
     moved = max(ps["bytes_read"], ps["bytes_written"])
     base = data.get("bytes_read", 0)
-    if moved < T["min_bytes"] or moved < T["share"] * base:
+    if moved < T["min_bytes"] or moved < T["share"] * base or not _costs(S, T, ps["time_us"]):
         return None
     v = moved / base if base else float(moved)
     top = sorted((r for r in D.get("files", []) if r["class"] == "pipe-socket"), key=lambda r: -r["time_us"])
@@ -536,9 +688,9 @@ RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small
 def per_sample_files(D: dict, T: dict) -> set:
     """The fhashes of the file-per-sample pattern (metadata-heavy's thresholds), when the job
     has it: small reads and jumps within such files are its symptoms, not findings apart."""
-    rows = [r for r in D.get("files", []) if r["class"] == "data" and r["opens"] and r["reads"]
-            and r["reads"] / r["opens"] <= T["per_sample_reads"]
-            and r["bytes_read"] / r["opens"] <= T["per_sample_bytes"]]
+    rows = [r for r in D.get("files", []) if r["class"] == "data" and r["use_opens"] and r["reads"]
+            and r["reads"] / r["use_opens"] <= T["per_sample_reads"]
+            and r["bytes_read"] / r["use_opens"] <= T["per_sample_bytes"]]
     return {r["fhash"] for r in rows} if len(rows) >= T["per_sample_files"] else set()
 
 

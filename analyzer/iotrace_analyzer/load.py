@@ -163,6 +163,11 @@ class FileReader:
                     reasons.append(args.get("reason"))
 
     @property
+    def own(self) -> bool:
+        """Written by iotrace (its process record seen), not by a peer such as DFTracer."""
+        return "version" in self.proc
+
+    @property
     def host(self) -> str:
         h = self.proc.get("hostname")
         if h:
@@ -391,16 +396,17 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
             proc_ids.append(np.full(t.num_rows, k, np.int64))
         tabs = [t for _r, t in group]
         ev = pa.concat_tables(tabs).unify_dictionaries().combine_chunks() if len(tabs) > 1 else tabs[0]
+        names: dict = {}
+        for r, _t in group:
+            names.update(r.names)
         if all(p[2] is not None for p in procs) and len({(p[0], p[2]) for p in procs}) == len(procs):
-            P.add(ev, procs, np.concatenate(proc_ids), compute_cats)
+            P.add(ev, procs, np.concatenate(proc_ids), compute_cats, names,
+                  own=all(r.own for r, _t in group))
         else:  # a file without a process record (DFTracer): each as its own pids
             for r, t in group:
-                P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats)
+                P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats, r.names, own=r.own)
         hosts = {r.host for r, _t in group}
         if len(hosts) == 1:  # one host: the group's table is one Parquet row group
-            names: dict = {}
-            for r, _t in group:
-                names.update(r.names)
             out.put(ev, hosts.pop(), names)
         else:
             for r, t in group:
@@ -419,7 +425,8 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
                     continue
                 if streamed:
                     fr.seen(rb)
-                    P.add(rb, [(fr.key, fr.host, None, fr.shift)], None, compute_cats)
+                    P.add(rb, [(fr.key, fr.host, None, fr.shift)], None, compute_cats, fr.names,
+                          own=fr.own)
                     out.put(rb, fr.host, fr.names)
                 else:
                     small.append(rb)

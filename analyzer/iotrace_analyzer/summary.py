@@ -32,7 +32,10 @@ SIZE_LABELS = ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-
                "10M-100M", "100M-1G", "1G+"]
 TIMELINE_BINS = 256  # at most this many bins in the merged timeline
 FINE_BINS = 4096  # at most this many bins per file partial
-UNIONS = ("io", "comp", "both", "all")  # I/O, compute, either, any complete event
+UNIONS = ("io", "comp", "both", "all", "ipc")  # I/O, compute, either, any complete event, pipes
+# the calls the tracer records: an event of an I/O or process category is the tracer's only
+# when its name is one of them (a program's @trace may name its category "posix" too)
+KNOWN_CALLS = frozenset(name for _n, name, _c, _f in calls())
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
              "exe", "cmdline", "cwd", "ranks")
@@ -93,6 +96,7 @@ class ProcState:
                     app_ns=u["all"], io_ns=u["io"], compute_ns=u["comp"],
                     io_not_overlapped_ns=u["both"] - u["comp"],
                     compute_not_overlapped_ns=u["both"] - u["io"], io_call_time_ns=self.io_call_time,
+                    ipc_wait_ns=u["ipc"],
                     bytes_read=self.bytes_read, bytes_written=self.bytes_written)
 
 
@@ -121,6 +125,7 @@ class Partial:
     tl_exp: int = 10  # timeline: bins of 2**tl_exp ns on the job clock
     tl: tuple = ()  # (bin index, bytes read, bytes written, ops)
     fh: dict = field(default_factory=dict)  # fhash -> path
+    stdio: set = field(default_factory=set)  # fhashes written through fd 1 or 2 (logs)
     info: dict = field(default_factory=dict)  # (file key, pid) -> its record's PROC_INFO
     training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
     counters: CounterPart = field(default_factory=CounterPart)  # ph C series per process
@@ -175,6 +180,7 @@ class Partial:
                                  + np.asarray(h)).tolist()
         self._merge_timeline(o.tl_exp, o.tl)
         self.fh.update(o.fh)
+        self.stdio |= o.stdio
         self.info.update(o.info)
         self.training.merge(o.training)
         self.counters.merge(o.counters)
@@ -223,12 +229,14 @@ class Partial:
     # --- reading ---------------------------------------------------------------------------
 
     def add(self, ev: pa.Table | pa.RecordBatch, procs: list, proc_of_row: np.ndarray | None,
-            compute_cats: tuple[str, ...]) -> None:
+            compute_cats: tuple[str, ...], names: dict | None = None, own: bool = True) -> None:
         """The events of one block. `procs`: one (file key, host, pid, clock shift ns) per
         process the block holds; `proc_of_row`: each row's index into `procs` (None: the
         single process of `procs`, or one per distinct pid of a file when `procs` holds one
         entry with pid None). The figures are counted by one C++ pass (_kernels.figures);
-        here they join the partial's tables."""
+        here they join the partial's tables. `names`: fhash -> path as far as known (pipes and
+        sockets are told from files by it); `own`: iotrace's traces (a peer's, DFTracer's, may
+        name its calls otherwise)."""
         n_rows = ev.num_rows
         if n_rows == 0:
             return
@@ -250,17 +258,27 @@ class Partial:
         cat_kind = np.array([(c in IO_CATS) | (c in compute_cats) << 1 | (c == "process") << 2
                              for c in low], np.uint8)
         name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 | (nm in OPEN_CALLS) << 2
-                              | (nm in SYNC_CALLS) << 3 for nm in name_vals], np.uint8)
+                              | (nm in SYNC_CALLS) << 3 | (nm in KNOWN_CALLS or not own) << 4
+                              for nm in name_vals], np.uint8)
+        names = names or {}
+        fh_kind = np.array([file_class.is_ipc(names.get(h)) for h in fh_vals], np.uint8)
         f = _kernels.figures(
             ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
             ts=_col(ev.column("ts_ns")), dur=_col(ev.column("dur_ns")), ret=_col(ev.column("ret")),
             bytes=_col(ev.column("bytes")), size=_col(ev.column("size")),
-            offset=_col(ev.column("offset")), errno=_col(ev.column("errno")), fh=fh_codes,
+            offset=_col(ev.column("offset")), errno=_col(ev.column("errno")), fh=fh_codes, fh_kind=fh_kind,
             tid=_col(ev.column("tid")),
             proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
             n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
         self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
+        # files written through fd 1 or 2: stdout and stderr redirected to a file are logs
+        out = pc.is_in(ev.column("fd"), value_set=pa.array([1, 2], pa.int64()))
+        if pc.any(out).as_py():
+            writes = np.array([nm in WRITE_CALLS for nm in name_vals], bool)
+            rows = np.flatnonzero(np.asarray(pc.fill_null(out, False)) & (name_codes >= 0)
+                                  & writes[np.maximum(name_codes, 0)] & (fh_codes >= 0))
+            self.stdio |= {str(fh_vals[c]) for c in np.unique(fh_codes[rows])}
         self.counters.add(ev, procs, proc_of_row, ph_codes, ph_vals, name_codes, name_vals)
         self.x_events += f["x_events"]
         self.start = f["start_j"] if self.start is None else min(self.start, f["start_j"])
@@ -471,8 +489,10 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     fhash -> calls per (direction, size bin) as an array of 2 x len(SIZE_LABELS)."""
     S: dict = {}
     fh: dict = {}
+    stdio: set = set()
     for p in partials:
         fh.update(p.fh)
+        stdio |= p.stdio
     procs = [st.figures(p.info.get(k)) for p in partials for k, st in p.procs.items() if st.events]
     bounds = [(d.pop("start_j"), d.pop("end_j")) for d in procs]
     hosts = sorted({d["host"] for d in procs if d["host"]})
@@ -495,7 +515,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     # shares are of the processes' wall time (start to end records), what a person means by
     # "my job spends X% in I/O"; "app" is only the union of the traced events
     keys = ["wall_ns", "lifetime_ns", "app_ns", "io_ns", "compute_ns", "io_not_overlapped_ns",
-            "compute_not_overlapped_ns", "io_call_time_ns"]
+            "compute_not_overlapped_ns", "io_call_time_ns", "ipc_wait_ns"]
     tot = {k: sum(d[k] for d in procs) for k in keys}
     S["time"] = {k.replace("_ns", "_us"): _us(v) for k, v in tot.items()}
     S["time"]["io_share_of_app"] = round(tot["io_ns"] / tot["app_ns"], 6) if tot["app_ns"] else 0.0
@@ -548,10 +568,18 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         per_proc = file_tab.group_by(["fhash", "pid"]).aggregate(FILE_AGG).rename_columns(
             ["fhash", "pid", *FILE_SUMS])
         f = per_proc.group_by("fhash").aggregate(FILE_AGG + [("pid", "count")])
+        # what the processes that only read a file (never wrote it) did to it: the data's use,
+        # apart from its creation (a dataset written once, then read every epoch)
+        readers = per_proc.filter(pc.and_(pc.equal(per_proc.column("written_sum"), 0),
+                                          pc.equal(per_proc.column("writes"), 0)))
+        use = {r["fhash"]: r for r in readers.group_by("fhash").aggregate(
+            [("meta_count", "sum"), ("meta_dur", "sum"), ("opens", "sum"), ("dur_sum", "sum"),
+             ("pid", "count")]).to_pylist()}
         for r in f.to_pylist():
             name = fh.get(r["fhash"], f"<unknown {r['fhash']}>")
             v = {k: r[f"{k}_{a}"] for k, a in FILE_AGG}
-            frows.append(dict(file=name, fhash=r["fhash"], **{"class": file_class.classify(name, prefixes, dirs)},
+            cls = file_class.classify(name, prefixes, dirs, stdio=r["fhash"] in stdio)
+            frows.append(dict(file=name, fhash=r["fhash"], **{"class": cls},
                               count=v["dur_count"], time_us=_us(v["dur_sum"]),
                               bytes_read=v["read_sum"], bytes_written=v["written_sum"],
                               processes=r["pid_count"], metadata_count=v["meta_count"],
@@ -559,7 +587,8 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
                               writes=v["writes"], read_time_us=_us(v["read_dur"]),
                               write_time_us=_us(v["write_dur"]), read_extent=v["read_extent"],
                               read_sequential=v["read_seq"], read_random=v["read_rand"],
-                              write_sequential=v["write_seq"], write_random=v["write_rand"]))
+                              write_sequential=v["write_seq"], write_random=v["write_rand"],
+                              **_use_split(v, r["pid_count"], use.get(r["fhash"]))))
     # per class: the job's data apart from the software it loads, the system, pipes
     classes = {}
     sums = ("count", "time_us", "bytes_read", "bytes_written", "metadata_count", "metadata_time_us")
@@ -638,6 +667,20 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     S["training"] = training.summarize([p.training for p in partials])
     S["counters"] = counters.summarize([p.counters for p in partials], S["processes"], detail)
     return S
+
+
+def _use_split(v: dict, procs: int, use: dict | None) -> dict:
+    """A file's calls split between the processes that wrote it (its creation) and those that
+    only read or looked at it (its use)."""
+    use = use or dict.fromkeys(("meta_count_sum", "meta_dur_sum", "opens_sum", "dur_sum_sum",
+                                "pid_count"), 0)
+    return dict(
+        use_processes=use["pid_count"], use_opens=use["opens_sum"], use_time_us=_us(use["dur_sum_sum"]),
+        use_metadata_count=use["meta_count_sum"], use_metadata_time_us=_us(use["meta_dur_sum"]),
+        create_processes=procs - use["pid_count"], create_opens=v["opens"] - use["opens_sum"],
+        create_time_us=_us(v["dur_sum"] - use["dur_sum_sum"]),
+        create_metadata_count=v["meta_count"] - use["meta_count_sum"],
+        create_metadata_time_us=_us(v["meta_dur"] - use["meta_dur_sum"]))
 
 
 def _family_histograms(sizes) -> dict:

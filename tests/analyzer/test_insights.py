@@ -56,8 +56,13 @@ class Proc:
         return self.lines + [end(self.pid, len(self.lines), mono_ns=T0 + self.wall_ms * MS)]
 
 
-def run(tmp_path, *procs, rules=None):
-    """The findings by id, and the summary."""
+def run(tmp_path, *procs, rules=None, costs=False):
+    """The findings by id, and the summary. `costs`: the rules' minimum cost (`min_share` of
+    the wall time) in force; off by default, the workloads here being built at the edges of
+    the other thresholds with little time in their calls."""
+    if not costs:
+        rules = {rid: dict({"min_share": 0} if "min_share" in keys else {}, **(rules or {}).get(rid, {}))
+                 for rid, keys in insights.THRESHOLDS.items()}
     for p in procs:
         write_trace(tmp_path / "tr" / f"python3-node1-{p.pid}.pfw.zst", p.done(), lines_per_frame=500)
     S, _ = analyze([str(tmp_path / "tr")], Options(engine="local", workers=1,
@@ -226,7 +231,8 @@ def test_metadata_time_at_min_calls(tmp_path, n_stats, fires):
     assert ("metadata-heavy" in found) == fires
     if fires:
         f = found["metadata-heavy"]
-        assert f["severity"] == "warn" and f["evidence"]["metadata_calls"] == 1000
+        assert f["severity"] == "warn" and f["evidence"]["use"]["metadata_calls"] == 1000
+        assert f["evidence"]["phase"] == "reading the data" and f["evidence"]["create"]["files"] == 0
         assert 0.3 <= f["value"] < 0.5 and files_of(f) == ["/data/big.bin"]
 
 
@@ -428,13 +434,13 @@ def test_cli_rules_file_threshold_and_quiet(tmp_path, capsys):
     assert main([str(tmp_path / "tr"), "-o", str(out), "--no-parquet", "-q"]) == 0
     assert json.loads((out / "summary.json").read_text())["findings"] == []
     rules = tmp_path / "rules.json"
-    rules.write_text(json.dumps({"small-reads": {"min_calls": 500}}))
+    rules.write_text(json.dumps({"small-reads": {"min_calls": 500, "min_share": 0}}))
     assert main([str(tmp_path / "tr"), "-o", str(out), "--no-parquet", "-q", "--rules", str(rules)]) == 0
     S = json.loads((out / "summary.json").read_text())
     assert [f["id"] for f in S["findings"]] == ["small-reads"] and S["findings"][0]["threshold"] == 0.1
     assert capsys.readouterr().out == ""  # -q: nothing on stdout, the findings still written
     assert main([str(tmp_path / "tr"), "--no-parquet", "--threshold", "small-reads.min_calls=500",
-                 "--threshold", "small-reads.share=0.5"]) == 0
+                 "--threshold", "small-reads.share=0.5", "--threshold", "small-reads.min_share=0"]) == 0
     assert "[WARN] small-reads: 100% of the data reads (500 calls)" in capsys.readouterr().out
     assert main([str(tmp_path / "tr"), "--no-parquet", "--threshold", "small-reads.enabled=false",
                  "--threshold", "small-reads.min_calls=1"]) == 0

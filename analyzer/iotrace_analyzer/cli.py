@@ -237,7 +237,10 @@ def _compare(args, rules) -> int:
         return analyze([path], _options(args, rules, out_dir=None))[0]
 
     try:
-        A, B = (compare.load_side(p, analyze_traces) for p in args.compare)
+        A, B = (compare.load_side(p, analyze_traces, label) for p, label in zip(args.compare, ("before", "after")))
+    except compare.UnreadableSide as e:
+        print(f"iotrace-analyze: error: compare: {e}", file=sys.stderr)
+        return 1
     except (TraceInputError, OSError, ValueError, KeyError) as e:
         print(f"iotrace-analyze: error: compare: {e}", file=sys.stderr)
         return 2

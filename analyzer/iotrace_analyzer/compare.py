@@ -10,18 +10,47 @@ from __future__ import annotations
 import json
 import os
 
-SAME = 0.05  # a change under 5% is "same"
+# A change is "better" or "worse" only past the noise of two runs of one job: a relative
+# threshold (timings move 10-30% between runs on a shared machine; counts and bytes of the same
+# work barely move) and, for times and shares, an absolute floor (0.001 s -> 0.0012 s is +20%
+# and nothing).
+SAME = {"s": 0.10, "share": 0.10, "MB/s": 0.10}  # relative, by unit
+SAME_OTHER = 0.05
+FLOOR = {"s": 0.01, "share": 0.02}  # seconds, share points
 
 
-def load_side(path: str, analyze_traces) -> dict:
-    """The summary of one side: read from an earlier output, else made by `analyze_traces`."""
+class UnreadableSide(ValueError):
+    """A side with no event read: nothing to compare it on."""
+
+
+def load_side(path: str, analyze_traces, label: str = "") -> dict:
+    """The summary of one side: read from an earlier output, else made by `analyze_traces`.
+    UnreadableSide when it holds no readable event (empty, damaged or not traces at all)."""
     if os.path.isfile(path) and path.endswith(".json"):
         with open(path) as f:
-            return json.load(f)
-    if os.path.isdir(path) and os.path.isfile(os.path.join(path, "summary.json")):
+            S = json.load(f)
+    elif os.path.isdir(path) and os.path.isfile(os.path.join(path, "summary.json")):
         with open(os.path.join(path, "summary.json")) as f:
-            return json.load(f)
-    return analyze_traces(path)
+            S = json.load(f)
+    else:
+        S = analyze_traces(path)
+    if not isinstance(S, dict) or "job" not in S or "time" not in S:
+        raise UnreadableSide(f"{label} {path}: not an iotrace-analyze summary")
+    if not S["job"].get("events"):
+        d = S.get("damage", {})
+        raise UnreadableSide(f"{label} {path}: no event could be read "
+                             f"({S.get('input', {}).get('files', '?')} file(s), {d.get('bad_lines', 0)} bad "
+                             f"line(s), {d.get('damaged_files', 0)} damaged file(s)); nothing to compare")
+    return S
+
+
+def damage_note(S: dict) -> str | None:
+    """What reading a side met, when it met damage: its figures may be short."""
+    d = S.get("damage") or {}
+    if not d.get("damaged_files"):
+        return None
+    return (f"{d['damaged_files']} damaged file(s), {d.get('bad_lines', 0)} bad line(s), "
+            f"{d.get('missing_child_count', 0)} child process(es) without a trace")
 
 
 def _figures(S: dict) -> list[tuple[str, float | None, str, int]]:
@@ -72,10 +101,10 @@ def _fmt(v, unit: str) -> str:
     return f"{v} {unit}".strip()
 
 
-def _verdict(a, b, direction: int) -> str:
+def _verdict(a, b, direction: int, unit: str = "") -> str:
     if a is None or b is None:
         return ""
-    if a == b or (a and abs(b - a) / abs(a) < SAME):
+    if a == b or abs(b - a) < FLOOR.get(unit, 0) or (a and abs(b - a) / abs(a) < SAME.get(unit, SAME_OTHER)):
         return "same"
     if direction == 0:
         return "more" if b > a else "less"
@@ -87,7 +116,8 @@ def compare(A: dict, B: dict) -> dict:
     figs = []
     for (label, a, unit, d), (_l, b, _u, _d) in zip(_figures(A), _figures(B)):
         change = None if a in (None, 0) or b is None else round((b - a) / a, 6)
-        figs.append(dict(figure=label, before=a, after=b, unit=unit, change=change, verdict=_verdict(a, b, d)))
+        figs.append(dict(figure=label, before=a, after=b, unit=unit, change=change,
+                         verdict=_verdict(a, b, d, unit)))
     fa = {f["id"]: f for f in A.get("findings", [])}
     fb = {f["id"]: f for f in B.get("findings", [])}
     finds = []
@@ -98,11 +128,11 @@ def compare(A: dict, B: dict) -> dict:
         elif b and not a:
             status = "new"
         else:
-            status = _verdict(a["value"], b["value"], -1)  # a finding's figure: lower is better
+            status = _verdict(a["value"], b["value"], -1, "share")  # a finding's figure: lower is better
         finds.append(dict(id=rid, status=status, before=a and dict(severity=a["severity"], value=a["value"]),
                           after=b and dict(severity=b["severity"], value=b["value"]),
                           title=(b or a)["title"]))
-    return dict(figures=figs, findings=finds)
+    return dict(figures=figs, findings=finds, damage=dict(before=damage_note(A), after=damage_note(B)))
 
 
 def text(C: dict, before: str, after: str) -> str:
@@ -111,7 +141,11 @@ def text(C: dict, before: str, after: str) -> str:
     head = ["figure", "before", "after", "change", ""]
     widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
     line = "  ".join("-" * w for w in widths)
-    out = [f"Compare: before {before}", f"         after  {after}", "", line,
+    out = [f"Compare: before {before}", f"         after  {after}"]
+    for side, note in (C.get("damage") or {}).items():
+        if note:
+            out.append(f"  {side} was read with damage: {note} (its figures may be short)")
+    out += ["", line,
            "  ".join(h.ljust(w) for h, w in zip(head, widths)), line]
     for r in rows:
         out.append("  ".join(c.ljust(w) if i in (0, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))

@@ -104,3 +104,14 @@ def test_import_dirs_are_the_folders_only():
     assert file_class.classify("/work/job", (), dirs) == "software"
     assert file_class.classify("/work/job/data.bin", (), dirs) == "data"
     assert file_class.classify("/srv", (), dirs) == "data"  # tar is no interpreter
+
+
+def test_logs_and_the_interpreters_own_files():
+    """stdout/stderr redirected to a file (told by the writes through fd 1 or 2) and *.log,
+    *.out, *.err are logs; a venv's pyvenv.cfg is software; a tty stays system."""
+    assert classify("/work/run.txt", stdio=True) == "log"
+    assert classify("/work/run.txt") == "data"
+    assert [classify(p) for p in ("/work/train.log", "/scratch/job.123.out", "/scratch/job.err")] == ["log"] * 3
+    assert classify("/home/u/venv/pyvenv.cfg") == "software"
+    assert classify("/dev/pts/0", stdio=True) == "system"
+    assert classify("pipe:[123]", stdio=True) == "pipe-socket"

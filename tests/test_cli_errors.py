@@ -115,8 +115,8 @@ def test_view_a_folder_serves_the_whole_job(tmp_path, job):
 
 def test_view_a_folder_without_the_analysis_side(tmp_path, job):
     """Without iotrace[analyze], a folder gets a clear message (status 2), not "no such file"."""
-    code = ("import sys; sys.modules['iotrace_analyzer'] = None\n"
-            "from iotrace.cli import main; sys.exit(main(sys.argv[1:]))")
+    code = ("import sys, iotrace.cli as c; c._plugins = lambda: []  # no iotrace export\n"
+            "sys.exit(c.main(sys.argv[1:]))")
     p = cli(sys.executable, "-c", code, "view", job)
     assert p.returncode == 2
     (line,) = said(p)

@@ -23,9 +23,11 @@ import gzip
 import http.server
 import importlib.util
 import os
+import re
 import posixpath
 import shutil
 import sys
+import subprocess
 import tempfile
 import threading
 import urllib.parse
@@ -209,26 +211,24 @@ def view(trace: str, port: int = DEFAULT_PORT, local_ui: bool = False,
 
 
 def _view_job(folder: str, port: int, local_ui: bool, ui_dir: str | None, once: bool, out) -> int:
-    """A folder of traces, merged by `iotrace export` into a temporary .pftrace and served.
-    The exporter (numpy, the analysis side) is imported only here: `iotrace` stays light."""
-    try:
-        from iotrace_analyzer.export.merge import NothingRead, export
-        from iotrace_format.reader import TraceInputError
-    except ImportError:
+    """A folder of traces, merged by `iotrace export` (the analysis side's command, run as a
+    program of its own: `iotrace` imports nothing of it) into a temporary .pftrace and served."""
+    from .cli import _plugins
+
+    if not any(ep.name == "export" for ep in _plugins()):
         print(f"iotrace view: {folder} is a folder of traces: give one trace file, or install the "
               "analysis side (pip install 'iotrace[analyze]') to view the whole job", file=sys.stderr)
         return 2
     name = os.path.basename(os.path.normpath(os.path.abspath(folder))) or "job"
     with tempfile.TemporaryDirectory(prefix="iotrace-view-") as tmp:
         merged = os.path.join(tmp, name + ".pftrace")
-        try:
-            res = export([folder], merged, log=sys.stderr)
-        except TraceInputError as e:
-            print(f"iotrace view: {e}", file=sys.stderr)
-            return 2
-        except NothingRead as e:
-            print(f"iotrace view: {folder}: {e}", file=sys.stderr)
-            return 1
-        print(f"iotrace view: {folder}: {res.processes} processes, {res.events} events merged "
-              "(iotrace export)", file=sys.stderr)
+        # stdout says what is served: the exporter's words are read, not passed on
+        r = subprocess.run([sys.executable, "-m", "iotrace", "export", folder, "-o", merged],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode != 0:
+            sys.stderr.write(r.stderr.replace("iotrace export:", "iotrace view:"))
+            return r.returncode
+        m = re.search(r"(\d+) process(?:es)?\b.*?(\d+) events", r.stdout + r.stderr)
+        print(f"iotrace view: {folder}: " + (f"{m.group(1)} processes, {m.group(2)} events merged (iotrace export)"
+                                            if m else "merged (iotrace export)"), file=sys.stderr)
         return view(merged, port, local_ui, ui_dir, once, out)

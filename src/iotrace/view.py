@@ -224,7 +224,7 @@ def _view_job(folder: str, port: int, local_ui: bool, ui_dir: str | None, once: 
         merged = os.path.join(tmp, name + ".pftrace")
         # stdout says what is served: the exporter's words are read, not passed on
         r = subprocess.run([sys.executable, "-m", "iotrace", "export", folder, "-o", merged],
-                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                           capture_output=True, text=True)
         if r.returncode != 0:
             sys.stderr.write(r.stderr.replace("iotrace export:", "iotrace view:"))
             return r.returncode

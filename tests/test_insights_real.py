@@ -78,8 +78,18 @@ def test_pipeline_findings_name_their_cause(pipeline_runs):
     assert w["processes"] == 2 and w["io_share"] < 0.25
     assert f"its 2 workers spend {100 * w['io_share']:.0f}% of their time in storage I/O" in f["title"]
     assert "faster storage would not" in f["advice"][0]
-    # the creation's 5 small writes per file and np.load's re-reads cost under 2% of the wall
-    assert "small-writes" not in found and "redundant-reads" not in found, sorted(found)
+    # the creation's 5 small writes per file and np.load's re-reads cost about the 2% floor: when
+    # they pass it, the findings say what the pipeline did, not "write >= 1 MiB" or "check the
+    # sampler"
+    if "small-writes" in found:
+        f = found["small-writes"]
+        assert f["evidence"]["files_written"] >= SAMPLES and f["evidence"]["median_file_bytes"] < 8192, f
+        assert "bigger writes cannot help" in f["advice"][0] and f["evidence"]["share_of_wall"] >= 0.02
+    if "redundant-reads" in found:
+        f = found["redundant-reads"]
+        # np.load reads each member's header again: about 2x per open, one open per epoch
+        assert f["evidence"]["per_open"] >= 1.5 and f["evidence"]["opens_per_file"] <= EPOCHS + 0.5, f
+        assert "each open reads" in f["title"] and not any("sampler" in a for a in f["advice"])
     if "metadata-heavy" in found:  # only when its metadata calls cost >= 2% of the wall
         f = found["metadata-heavy"]
         m = f["evidence"]

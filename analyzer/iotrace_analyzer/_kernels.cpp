@@ -238,6 +238,7 @@ struct Found {
   Runs unions[4];                 // io, comp, both, all
   int same_as[4] = {0, 1, 2, 3};  // unions[k] is unions[same_as[k]]
   Runs ipc;                       // calls on pipes and sockets (not in io)
+  std::vector<uint8_t> stdio_fh;  // per fhash code: written through fd 1 or 2 (a log)
   Runs cat_runs;
   PairSums<2> sizes_;         // (name, size) -> count
   PairSums<kFileSums> files;  // (fhash, process) -> kFileSumNames
@@ -264,18 +265,18 @@ struct Found {
 
 void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
              const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
-             const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& tid, I64& proc,
-             int64_t n_procs, I64& shifts, int64_t tl_exp);
+             const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& fd, const Col& tid,
+             I64& proc, int64_t n_procs, I64& shifts, int64_t tl_exp);
 
 py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, py::tuple ts,
                  py::tuple dur, py::tuple ret, py::tuple nbytes, py::tuple size, py::tuple offset,
-                 py::tuple err, I32 fh, U8 fh_kind, py::tuple tid, I64 proc, int64_t n_procs,
-                 I64 shifts, int64_t tl_exp) {
+                 py::tuple err, I32 fh, U8 fh_kind, py::tuple fd, py::tuple tid, I64 proc,
+                 int64_t n_procs, I64 shifts, int64_t tl_exp) {
   Found F;
   const Col ts_c(ts), dur_c(dur), ret_c(ret), bytes_c(nbytes), size_c(size), off_c(offset),
-      err_c(err), tid_c(tid);
+      err_c(err), fd_c(fd), tid_c(tid);
   const int64_t rows = ts_c.rows();
-  for (const Col* c : {&dur_c, &ret_c, &bytes_c, &size_c, &off_c, &err_c, &tid_c})
+  for (const Col* c : {&dur_c, &ret_c, &bytes_c, &size_c, &off_c, &err_c, &fd_c, &tid_c})
     if (c->rows() != rows || (c->bm && c->bitmap.shape(0) * 8 < rows + c->off))
       throw std::invalid_argument("figures: columns of different lengths");
   if (ph.shape(0) != rows || cat.shape(0) != rows || name.shape(0) != rows || fh.shape(0) != rows ||
@@ -284,7 +285,7 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   {
     py::gil_scoped_release nogil;
     compute(F, ph, ph_x, cat, cat_kind, name, name_kind, ts_c, dur_c, ret_c, bytes_c, size_c, off_c,
-            err_c, fh, fh_kind, tid_c, proc, n_procs, shifts, tl_exp);
+            err_c, fh, fh_kind, fd_c, tid_c, proc, n_procs, shifts, tl_exp);
   }
   py::dict out;
   out["x_events"] = F.x_events;
@@ -338,6 +339,12 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
     d["seen"] = to_array(seen), d["stride"] = to_array(stride);
     out["offsets"] = d;
   }
+  {
+    std::vector<int64_t> logs;  // the fhash codes written through fd 1 or 2
+    for (size_t k = 0; k < F.stdio_fh.size(); k++)
+      if (F.stdio_fh[k]) logs.push_back(int64_t(k));
+    out["stdio_fh"] = to_array(logs);
+  }
   out["stream_fh"] = to_array(F.stream_fh);
   out["stream_proc"] = to_array(F.stream_proc);
   const char* dir_names[2] = {"read", "write"};
@@ -358,8 +365,8 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
 
 void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8& name_kind,
              const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
-             const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& tid, I64& proc,
-             int64_t n_procs, I64& shifts, int64_t tl_exp) {
+             const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& fd, const Col& tid,
+             I64& proc, int64_t n_procs, I64& shifts, int64_t tl_exp) {
   const int64_t rows = ts.rows();
   const int32_t* ph_ = ph.data();
   const uint8_t* ph_x_ = ph_x.data();
@@ -370,6 +377,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   const int32_t* fh_ = fh.data();
   const uint8_t* fh_kind_ = fh_kind.data();
   const int64_t n_fh = fh_kind.shape(0);
+  F.stdio_fh.assign(size_t(n_fh), 0);
   const int64_t* proc_ = proc.shape(0) ? proc.data() : nullptr;
   const int64_t* shift_ = shifts.data();
   const int64_t n = n_procs;
@@ -510,6 +518,9 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     tl.sums[2][b]++;
     tl.sums[3][b] += d;
     if (!(r.rd || r.wr)) continue;
+    // stdout or stderr redirected to a file: a log, not data
+    if (r.wr && fh_[i] >= 0 && fh_[i] < n_fh && fd.ok(i) && (fd.v[i] == 1 || fd.v[i] == 2))
+      F.stdio_fh[size_t(fh_[i])] = 1;
     const int dir = r.rd ? 0 : 1;
     if (f >= 0 && offset.ok(i)) {
       if (size_t(f) >= F.samples.size()) F.samples.resize(size_t(f) + 1);
@@ -620,6 +631,6 @@ PYBIND11_MODULE(_kernels, m) {
   m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
         py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),
-        py::arg("fh_kind"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"), py::arg("shifts"),
-        py::arg("tl_exp"));
+        py::arg("fh_kind"), py::arg("fd"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"),
+        py::arg("shifts"), py::arg("tl_exp"));
 }

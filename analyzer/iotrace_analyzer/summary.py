@@ -268,17 +268,13 @@ class Partial:
             ts=_col(ev.column("ts_ns")), dur=_col(ev.column("dur_ns")), ret=_col(ev.column("ret")),
             bytes=_col(ev.column("bytes")), size=_col(ev.column("size")),
             offset=_col(ev.column("offset")), errno=_col(ev.column("errno")), fh=fh_codes, fh_kind=fh_kind,
+            fd=_col(ev.column("fd")),
             tid=_col(ev.column("tid")),
             proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
             n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
         self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
         # files written through fd 1 or 2: stdout and stderr redirected to a file are logs
-        out = pc.is_in(ev.column("fd"), value_set=pa.array([1, 2], pa.int64()))
-        if pc.any(out).as_py():
-            writes = np.array([nm in WRITE_CALLS for nm in name_vals], bool)
-            rows = np.flatnonzero(np.asarray(pc.fill_null(out, False)) & (name_codes >= 0)
-                                  & writes[np.maximum(name_codes, 0)] & (fh_codes >= 0))
-            self.stdio |= {str(fh_vals[c]) for c in np.unique(fh_codes[rows])}
+        self.stdio |= {str(fh_vals[c]) for c in f["stdio_fh"]}
         self.counters.add(ev, procs, proc_of_row, ph_codes, ph_vals, name_codes, name_vals)
         self.x_events += f["x_events"]
         self.start = f["start_j"] if self.start is None else min(self.start, f["start_j"])

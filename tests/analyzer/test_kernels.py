@@ -36,7 +36,7 @@ def block(rng, rows, procs, files, in_order):
                 name_kind=NAME_KIND, ts=ts, dur=dur, ret=ret, bytes=np.zeros(rows, np.int64),
                 size=size, offset=offset, errno=np.where(ret < 0, 22, 0), valid=valid, fh=fh,
                 fh_kind=(rng.random(files) < 0.3).astype(np.uint8),  # pipes
-                tid=rng.integers(1, 3, rows).astype(np.int64),
+                fd=rng.integers(0, 5, rows).astype(np.int64), tid=rng.integers(1, 3, rows).astype(np.int64),
                 proc=proc.astype(np.int64),
                 n_procs=procs, shifts=np.zeros(procs, np.int64), tl_exp=10)
 
@@ -45,7 +45,7 @@ def figures(rng, b):
     """The kernel on block `b`, its columns passed as Arrow holds them: values, validity
     bitmap (bits from a random offset, garbage values under nulls) or none."""
     args = {k: v for k, v in b.items() if k != "valid"}
-    for k in ("ts", "dur", "ret", "bytes", "size", "offset", "errno", "tid"):
+    for k in ("ts", "dur", "ret", "bytes", "size", "offset", "errno", "fd", "tid"):
         values = b[k].astype(np.int64)
         if k not in b["valid"]:
             args[k] = (values, np.zeros(0, np.uint8), 0)
@@ -127,6 +127,9 @@ def test_figures_match_reference(seed):
         assert {streams[s]: (int(o), int(t)) for s, o, t in
                 zip(got["head_stream"], got["head_off"], got["tail_end"])} == heads, direction
     assert f["x_events"] == x.sum()
+    # the files written through fd 1 or 2 (stdout or stderr redirected: logs)
+    wrote = io & (NAME_KIND[b["name"]] & 2 > 0) & (b["fh"] >= 0) & np.isin(b["fd"], [1, 2])
+    assert sorted(f["stdio_fh"].tolist()) == sorted(set(b["fh"][wrote].tolist()))
     # per call name: count, bytes moved, errors (rows with errno); (name, size) counts
     data = io & (NAME_KIND[b["name"]] & 3 > 0)
     for nc in range(len(NAMES)):

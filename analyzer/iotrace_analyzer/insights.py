@@ -20,7 +20,7 @@ import re
 
 import numpy as np
 
-from .summary import SIZE_EDGES, SIZE_LABELS
+from .summary import SIZE_EDGES, SIZE_LABELS, STORAGE_SYNC_CALLS
 
 SEVERITIES = ("high", "warn", "info")
 MiB = 1 << 20
@@ -81,7 +81,7 @@ THRESHOLDS: dict = {
         "time_share_high": (0.3, "the same, high"),
     },
     "sync-heavy": {
-        "time_share": (0.2, "share of the I/O call time in fsync, fdatasync, msync, sync_file_range, sync, syncfs"),
+        "time_share": (0.2, "share of the I/O call time in fsync, fdatasync, msync"),
         "min_calls": (10, "and at least this many sync calls"),
         "per_write": (0.1, "or: sync calls per write call, with at least 100 syncs"),
         "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
@@ -97,7 +97,6 @@ THRESHOLDS: dict = {
     },
 }
 WAIT_CATS = ("fetch",)  # @trace / iotrace.iter categories whose events are a loop's waits for data
-SYNC_CALLS = ("fsync", "fdatasync", "msync", "sync_file_range", "sync", "syncfs")
 CHECKPOINT_FILE = re.compile(r"(ckpt|checkpoint|\.pt$|\.pth$|\.safetensors$)", re.I)
 
 
@@ -580,7 +579,7 @@ def checkpoint_stall(S, D, T):
 def sync_heavy(S, D, T):
     """Time or frequency of the calls that force data to storage."""
     calls = {c["name"]: c for c in S["calls"]}
-    syncs = [calls[n] for n in SYNC_CALLS if n in calls]
+    syncs = [calls[n] for n in sorted(STORAGE_SYNC_CALLS) if n in calls]
     n = sum(c["count"] for c in syncs)
     t = sum(c["time_us"] for c in syncs)
     io_t = sum(c["time_us"] for c in S["calls"])

@@ -45,12 +45,6 @@ class Union:
 
     def add_runs(self, start: np.ndarray, end: np.ndarray) -> None:
         """Add disjoint sorted runs (grouped_runs' output for one group)."""
-        self._add(start, end, runs=True)
-
-    def add(self, start: np.ndarray, end: np.ndarray) -> None:
-        self._add(start, end, runs=False)
-
-    def _add(self, start: np.ndarray, end: np.ndarray, runs: bool) -> None:
         if len(start) == 0:
             return
         if self.closed_until > np.iinfo(np.int64).min:
@@ -74,7 +68,7 @@ class Union:
                 break
             tail_s.append(cs)
             tail_e.append(ce)
-        if len(tail_s) == 1 and runs:
+        if len(tail_s) == 1:
             rs, re = start, end
         else:
             s, e = np.concatenate(tail_s), np.concatenate(tail_e)

@@ -41,6 +41,8 @@ PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "work
              "exe", "cmdline", "cwd", "ranks")
 OPEN_CALLS = calls_of("open")
 SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
+# the syncs that force data to storage (fflush only hands a stream's buffer to the kernel)
+STORAGE_SYNC_CALLS = frozenset(name for _n, name, cat, fam in calls() if fam == "sync" and cat == "posix")
 # per (fhash, pid), as the kernel's kFileSumNames: calls, their time, bytes read and written,
 # metadata calls and their time, read and write calls and their time, opens, the furthest
 # byte read (read_extent: a maximum), sequential and random reads and writes

@@ -146,7 +146,7 @@ def _us(ns) -> float:
     return round(int(ns) / 1000.0, 3)
 
 
-def summarize(parts: list[TrainingPart], roles: dict | None = None) -> dict:
+def summarize(parts: list[TrainingPart]) -> dict:
     """The summary's `training` section (empty lists when the job has no such events)."""
     t = TrainingPart()
     for p in parts:

@@ -120,11 +120,6 @@ def build_processes(files: list[TraceFile]) -> list[Proc]:
     return ordered
 
 
-def vtid(proc: Proc, tid: int) -> int:
-    """The tid shown in Perfetto: moved by the host like the pid."""
-    return (proc.vpid - proc.pid) + tid
-
-
 def _sort_key(p: Proc) -> tuple:
     """Rank, then the parent chain, then the pid: a child sorts right under its parent."""
     chain = []

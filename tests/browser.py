@@ -44,6 +44,8 @@ def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
             requests=_requests(d.get_log("performance")),
             findings=d.execute_script(
                 "return Array.from(document.querySelectorAll('.finding')).map(e => e.dataset.rule)"),
+            finding_text=d.execute_script(
+                "return Array.from(document.querySelectorAll('.finding')).map(e => e.innerText)"),
             links=d.execute_script(
                 "return Array.from(document.querySelectorAll('.finding a')).map(a => a.getAttribute('href'))"),
             ids=d.execute_script("return Array.from(document.querySelectorAll('[id]')).map(e => e.id)"),

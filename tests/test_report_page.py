@@ -83,6 +83,14 @@ def test_pipeline_report_in_chromium(pipeline):
     plots = {p["id"]: p for p in page["plots"]}
     # the findings first, the same as summary.json's, in its order
     assert page["findings"] == [f["id"] for f in S["findings"]] and "metadata-heavy" in page["findings"]
+    # each finding shows what the text report prints of it (report.evidence), in the browser
+    from iotrace_analyzer import report
+    for f, text in zip(S["findings"], page["finding_text"]):
+        _key, rows, notes = report.evidence(f)
+        for line in rows[:5] + notes:
+            assert " ".join(line.split()) in " ".join(text.split()), (f["id"], line)
+    ms = page["finding_text"][page["findings"].index("metadata-heavy")]
+    assert "file per sample:" in ms and "reading the data:" in ms and "creating the data:" in ms
     assert page["ids"].index("findings") < page["ids"].index("plot-time-split")
     # one line per process (3: main and 2 loader workers), one bar row per process and the job
     assert [t["type"] for t in plots["plot-proc-io"]["traces"]] == ["scatter"] * 3

@@ -57,24 +57,37 @@ def findings_text(S: dict) -> str:
     for f in F:
         out.append(f"[{f['severity'].upper()}] {f['id']}: {f['title']}")
         out.append(f"    figure {_figure(f['value'])} against threshold {_figure(f['threshold'])}")
-        ev = f["evidence"]
-        for key in ("files", "processes", "loaders", "windows", "calls"):
-            rows = ev.get(key)
-            if isinstance(rows, list) and rows:
-                out.append(f"    {key}: " + "; ".join(_brief(r) for r in rows[:3])
-                           + (f"; ... {len(rows) - 3} more" if len(rows) > 3 else ""))
-                break
-        if isinstance(ev.get("file_per_sample"), dict):
-            out.append("    file per sample: " + _brief(ev["file_per_sample"]))
-        # a data file's use (reading it) and its creation, apart
-        for key, label in (("use", "reading the data"), ("create", "creating the data")):
-            if isinstance(ev.get(key), dict) and ev[key].get("files"):
-                out.append(f"    {label}: " + _brief(ev[key]))
-        if isinstance(ev.get("share_of_wall"), (int, float)):
-            out.append(f"    costs {100 * ev['share_of_wall']:.1f}% of the processes' wall time")
+        key, rows, notes = evidence(f)
+        if rows:
+            out.append(f"    {key}: " + "; ".join(rows[:3]) + (f"; ... {len(rows) - 3} more" if len(rows) > 3 else ""))
+        out += [f"    {n}" for n in notes]
         for a in f["advice"]:
             out.append(f"    try: {a}")
     return "\n".join(out) + "\n"
+
+
+def evidence(f: dict) -> tuple[str | None, list[str], list[str]]:
+    """A finding's evidence as every output shows it: the name of its list of rows (files,
+    processes...), each row in a line, then the lines of what else it holds (the
+    file-per-sample pattern, the data's reading and creation apart, the workers a loop waits
+    for, the cost)."""
+    ev = f["evidence"]
+    key, rows = None, []
+    for k in ("files", "processes", "loaders", "windows", "calls"):
+        if isinstance(ev.get(k), list) and ev[k]:
+            key, rows = k, [_brief(r) for r in ev[k]]
+            break
+    notes = []
+    if isinstance(ev.get("file_per_sample"), dict):
+        notes.append("file per sample: " + _brief(ev["file_per_sample"]))
+    for k, label in (("use", "reading the data"), ("create", "creating the data")):
+        if isinstance(ev.get(k), dict) and ev[k].get("files"):
+            notes.append(f"{label}: " + _brief(ev[k]))
+    if isinstance(ev.get("workers"), dict):
+        notes.append("its workers: " + _brief(ev["workers"]))
+    if isinstance(ev.get("share_of_wall"), (int, float)):
+        notes.append(f"costs {100 * ev['share_of_wall']:.1f}% of the processes' wall time")
+    return key, rows, notes
 
 
 def _brief(r: dict) -> str:

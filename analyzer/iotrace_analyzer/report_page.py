@@ -412,12 +412,9 @@ def _short(path: str, keep: int = 48) -> str:
 
 
 def _evidence(f: dict) -> list[str]:
-    ev = f["evidence"]
-    for key in ("files", "processes", "loaders", "windows", "calls"):
-        rows = ev.get(key)
-        if isinstance(rows, list) and rows:
-            return [report._brief(r) for r in rows[:5]] + ([f"... {len(rows) - 5} more"] if len(rows) > 5 else [])
-    return []
+    """The same evidence as the text report's (report.evidence), five rows shown."""
+    _key, rows, notes = report.evidence(f)
+    return rows[:5] + ([f"... {len(rows) - 5} more"] if len(rows) > 5 else []) + notes
 
 
 def _files(S: dict) -> list[dict]:

@@ -628,6 +628,13 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
 
 PYBIND11_MODULE(_kernels, m) {
   m.doc() = "The summary's figures of one block of events, in a few passes (summary.py)";
+  // The constants the Python side must agree with, from here only (summary.py, activity.py).
+  py::list edges, sums;
+  for (int64_t e : kSizeEdges) edges.append(e);
+  for (const char* n : kFileSumNames) sums.append(n);
+  m.attr("SIZE_EDGES") = py::tuple(edges);
+  m.attr("FILE_SUMS") = py::tuple(sums);
+  m.attr("SAMPLE_POINTS") = py::int_(kSamplePoints);
   m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
         py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),

@@ -13,8 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from . import _kernels
+
 PHASE_KEEP = 64  # the longest events kept per (process, category, name)
-SAMPLE_POINTS = 512  # offset samples per (file, process), as the kernel's kSamplePoints
+SAMPLE_POINTS = _kernels.SAMPLE_POINTS  # offset samples per (file, process)
 OFFSET_FILES = 6  # files whose offsets the page draws: the data files with most data calls
 OFFSET_POINTS = 4000  # points per drawn file, at most
 SPLIT_MAX_EVENTS = 16  # phase kinds with at most this many events get a time split of each

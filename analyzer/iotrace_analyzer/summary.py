@@ -27,7 +27,7 @@ READ_CALLS = calls_of("read")
 WRITE_CALLS = calls_of("write", "copy")
 DATA_CALLS = READ_CALLS | WRITE_CALLS
 # access-size histogram edges (bytes), as Darshan's
-SIZE_EDGES = [0, 100, 1 << 10, 10 << 10, 100 << 10, 1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30]
+SIZE_EDGES = list(_kernels.SIZE_EDGES)  # the kernel's bins, the only place they are written
 SIZE_LABELS = ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-10M",
                "10M-100M", "100M-1G", "1G+"]
 TIMELINE_BINS = 256  # at most this many bins in the merged timeline
@@ -46,10 +46,8 @@ STORAGE_SYNC_CALLS = frozenset(name for _n, name, cat, fam in calls() if fam == 
 # per (fhash, pid), as the kernel's kFileSumNames: calls, their time, bytes read and written,
 # metadata calls and their time, read and write calls and their time, opens, the furthest
 # byte read (read_extent: a maximum), sequential and random reads and writes
-FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum", "meta_count", "meta_dur", "reads",
-             "writes", "read_dur", "write_dur", "opens", "read_extent", "read_seq", "read_rand",
-             "write_seq", "write_rand")
-_KERNEL_FILE = ("count", "dur", "read", "written") + FILE_SUMS[4:]
+_KERNEL_FILE = _kernels.FILE_SUMS
+FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum") + _KERNEL_FILE[4:]
 FILE_AGG = [(k, "max" if k == "read_extent" else "sum") for k in FILE_SUMS]
 
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 
+from . import units
+
 # A change is "better" or "worse" only past the noise of two runs of one job: a relative
 # threshold (timings move 10-30% between runs on a shared machine; counts and bytes of the same
 # work barely move) and, for times and shares, an absolute floor (0.001 s -> 0.0012 s is +20%
@@ -90,10 +92,7 @@ def _fmt(v, unit: str) -> str:
     if v is None:
         return "-"
     if unit == "B":
-        for u in ("B", "KiB", "MiB", "GiB", "TiB"):
-            if abs(v) < 1024 or u == "TiB":
-                return f"{v:.0f} {u}" if u == "B" else f"{v:.1f} {u}"
-            v /= 1024
+        return units.size(v)
     if unit == "share":
         return f"{100 * v:.1f}%"
     if isinstance(v, float):

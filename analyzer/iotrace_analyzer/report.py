@@ -8,37 +8,7 @@ import os
 
 import orjson
 
-
-def _size(n) -> str:
-    if n is None:
-        return "-"
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(n) < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return str(n)
-
-
-def _time(us) -> str:
-    us = float(us)
-    if us >= 1e6:
-        return f"{us / 1e6:.3f} s"
-    if us >= 1e3:
-        return f"{us / 1e3:.3f} ms"
-    return f"{us:.3f} us"
-
-
-def _table(title: str, header: list[str], rows: list[list]) -> str:
-    cells = [header] + [[("-" if c is None else str(c)) for c in r] for r in rows]
-    widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
-    line = "  ".join("-" * w for w in widths)
-    out = [title, line]
-    for k, r in enumerate(cells):
-        out.append("  ".join(c.rjust(w) if k and i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
-        if k == 0:
-            out.append(line)
-    return "\n".join(out) + "\n"
+from . import units
 
 
 def _figure(v) -> str:
@@ -98,9 +68,9 @@ def _brief(r: dict) -> str:
         if k in ("file", "pid", "host", "name") or v is None or isinstance(v, (list, dict)):
             continue
         if k.endswith("_us"):
-            v = _time(v)
+            v = units.duration(v)
         elif k.startswith("bytes") or k in ("extent", "read_extent"):
-            v = _size(v)
+            v = units.size(v)
         bits.append(f"{k.replace('_us', '')} {v}")
     return f"{name} ({', '.join(bits)})" if name else ", ".join(bits)
 
@@ -108,65 +78,66 @@ def _brief(r: dict) -> str:
 def text_report(S: dict, top: int = 10) -> str:
     j, t = S["job"], S["time"]
     parts = [findings_text(S)] if "findings" in S else []
-    parts += [_table("Job", ["figure", "value"], [
-        ["wall time", _time(j.get("wall_us", j["duration_us"]))],
-        ["events' span", _time(j["duration_us"])], ["processes", j["processes"]],
+    parts += [units.table("Job", ["figure", "value"], [
+        ["wall time", units.duration(j.get("wall_us", j["duration_us"]))],
+        ["events' span", units.duration(j["duration_us"])], ["processes", j["processes"]],
         ["threads", j["threads"]], ["hosts", j["hosts"]], ["files", j["files"]],
         ["events", j["events"]], ["metadata events", j["metadata_events"]],
     ])]
     wall = t.get("wall_us") or t["app_us"] or 1
-    parts.append(_table("Time (summed over processes; wall: start to end of each process; app: "
+    parts.append(units.table("Time (summed over processes; wall: start to end of each process; app: "
                         "the union of its traced events)", ["figure", "time", "% of wall"], [
-        [k, _time(t[k + "_us"]), f"{100 * t[k + '_us'] / wall:.1f}"]
+        [k, units.duration(t[k + "_us"]), f"{100 * t[k + '_us'] / wall:.1f}"]
         for k in ("wall", "app", "io", "compute", "io_not_overlapped", "compute_not_overlapped",
                   "io_call_time", "ipc_wait") if k + "_us" in t]))
-    parts.append(_table("I/O calls", ["call", "count", "time", "bytes", "min", "p25", "mean",
+    parts.append(units.table("I/O calls", ["call", "count", "time", "bytes", "min", "p25", "mean",
                                       "median", "p75", "max", "MB/s"], [
-        [c["name"], c["count"], _time(c["time_us"]), _size(c["bytes"]), c["size_min"], c["size_p25"],
+        [c["name"], c["count"], units.duration(c["time_us"]), units.size(c["bytes"]), c["size_min"], c["size_p25"],
          c["size_mean"], c["size_median"], c["size_p75"], c["size_max"], c["bandwidth_MBps"]]
         for c in S["calls"][:top * 2]]))
     m = S["metadata_calls"]
-    parts.append(f"Metadata calls: {m['count']} calls, {_time(m['time_us'])} "
+    parts.append(f"Metadata calls: {m['count']} calls, {units.duration(m['time_us'])} "
                  f"({100 * m['count_share']:.1f}% of I/O calls, {100 * m['time_share']:.1f}% of I/O call time)\n")
     if "data_files" in m:
         md = m["data_files"]
-        parts.append(f"  on data files: {md['count']} calls, {_time(md['time_us'])} "
+        parts.append(f"  on data files: {md['count']} calls, {units.duration(md['time_us'])} "
                      f"({100 * md['count_share']:.1f}% of their calls, {100 * md['time_share']:.1f}% of their time)\n")
     fc = S.get("file_classes", {})
     if fc:
-        parts.append(_table("Files by class (data: the job's; software: what it loads; system; "
+        parts.append(units.table("Files by class (data: the job's; software: what it loads; system; "
                             "pipe-socket)", ["class", "files", "calls", "time", "read", "written"], [
-            [k, v["files"], v["count"], _time(v["time_us"]), _size(v["bytes_read"]),
-             _size(v["bytes_written"])] for k, v in fc.items()]))
-    parts.append(_table("Files (top by I/O time, data first)",
+            [k, v["files"], v["count"], units.duration(v["time_us"]), units.size(v["bytes_read"]),
+             units.size(v["bytes_written"])] for k, v in fc.items()]))
+    parts.append(units.table("Files (top by I/O time, data first)",
                         ["file", "class", "calls", "time", "read", "written", "procs"], [
-        [f["file"], f.get("class", ""), f["count"], _time(f["time_us"]), _size(f["bytes_read"]),
-         _size(f["bytes_written"]), f["processes"]] for f in S["files"][:top]]))
-    parts.append(_table("Processes (top by I/O time)", ["host", "pid", "role", "events", "wall", "io",
+        [f["file"], f.get("class", ""), f["count"], units.duration(f["time_us"]), units.size(f["bytes_read"]),
+         units.size(f["bytes_written"]), f["processes"]] for f in S["files"][:top]]))
+    parts.append(units.table("Processes (top by I/O time)", ["host", "pid", "role", "events", "wall", "io",
                                                           "io not overlapped", "compute", "read", "written"], [
-        [p["host"], p["pid"], p.get("role"), p["events"], _time(p.get("wall_us", p["app_us"])), _time(p["io_us"]),
-         _time(p["io_not_overlapped_us"]), _time(p["compute_us"]), _size(p["bytes_read"]),
-         _size(p["bytes_written"])] for p in S["processes"][:top]]))
+        [p["host"], p["pid"], p.get("role"), p["events"], units.duration(p.get("wall_us", p["app_us"])),
+         units.duration(p["io_us"]),
+         units.duration(p["io_not_overlapped_us"]), units.duration(p["compute_us"]), units.size(p["bytes_read"]),
+         units.size(p["bytes_written"])] for p in S["processes"][:top]]))
     if S["categories"]:
-        parts.append(_table("Categories of @trace events", ["category", "count", "time", "union",
+        parts.append(units.table("Categories of @trace events", ["category", "count", "time", "union",
                                                             "% of app"], [
-            [c["cat"], c["count"], _time(c["time_us"]), _time(c["union_us"]),
+            [c["cat"], c["count"], units.duration(c["time_us"]), units.duration(c["union_us"]),
              f"{100 * c['share_of_app']:.1f}"] for c in S["categories"]]))
     parts += _training(S.get("training") or {}, top)
     parts += _counters(S.get("counters") or [], top)
     a = S["access"]
-    parts.append(_table("Access pattern (data calls with an offset)", ["", "first", "consecutive",
+    parts.append(units.table("Access pattern (data calls with an offset)", ["", "first", "consecutive",
                                                                         "sequential", "random"], [
         [d, a[d]["first"], a[d]["consecutive"], a[d]["sequential"], a[d]["random"]]
         for d in ("read", "write")]))
     labels = list(a["read"]["size_histogram"])
-    parts.append(_table("Access sizes", ["", *labels], [
+    parts.append(units.table("Access sizes", ["", *labels], [
         [d, *a[d]["size_histogram"].values()] for d in ("read", "write")]))
     tl = S["timeline"]
     w = tl["bin_ns"] / 1e9
     peak_r = max(tl["bytes_read"] or [0]) / w / 1e6
     peak_w = max(tl["bytes_written"] or [0]) / w / 1e6
-    parts.append(f"Timeline: {len(tl['ops'])} bins of {_time(tl['bin_ns'] / 1000)}; "
+    parts.append(f"Timeline: {len(tl['ops'])} bins of {units.duration(tl['bin_ns'] / 1000)}; "
                  f"peak read {peak_r:.1f} MB/s, peak write {peak_w:.1f} MB/s, "
                  f"peak {max(tl['ops'] or [0]) / w:.0f} ops/s\n")
     d = S.get("damage", {})
@@ -175,7 +146,7 @@ def text_report(S: dict, top: int = 10) -> str:
                      f"{d['bad_lines']} bad line(s); missing metadata in {len(d['missing_metadata'])} file(s); "
                      f"{d['unresolved_file_hashes']} unresolved file hash(es)\n")
     if d.get("missing_child_count"):
-        parts.append(_table(
+        parts.append(units.table(
             f"Child processes without a trace ({d['missing_child_count']}; damage `missing-child`): "
             "started by a traced parent,\ntheir I/O is in no figure. They may have run untraced "
             "(a static or setuid program, IOTRACE_ENABLE=0) or died before writing anything.",
@@ -191,11 +162,11 @@ def _training(T: dict, top: int) -> list[str]:
     out = []
     for ld in T.get("loaders", []):
         rows = [[e["epoch"], "" if e["complete"] else "left early", e["batches"],
-                 _time(e["duration_us"]), _time(e["fetch_wait_us"]), _time(e["compute_us"]),
+                 units.duration(e["duration_us"]), units.duration(e["fetch_wait_us"]), units.duration(e["compute_us"]),
                  f"{100 * e['wait_share']:.1f}",
-                 _time(e["first_batch_wait_us"]) if e["first_batch_wait_us"] is not None else None]
+                 units.duration(e["first_batch_wait_us"]) if e["first_batch_wait_us"] is not None else None]
                 for e in ld["per_epoch"][:top * 2]]
-        out.append(_table(
+        out.append(units.table(
             f"Training loop: DataLoader {ld['loader']} of pid {ld['pid']} ({ld['epochs']} epochs, "
             f"{ld['batches']} batches; waited for data {100 * ld['wait_share']:.1f}% of the time)",
             ["epoch", "", "batches", "time", "waiting for data", "compute", "% waiting",
@@ -203,16 +174,16 @@ def _training(T: dict, top: int) -> list[str]:
     smp = T.get("samples") or {}
     if smp.get("count"):
         out.append(f"Samples: {smp['count']} read in {smp['processes']} process(es), "
-                   f"{_time(smp['time_us'])} in all, {_time(smp['mean_us'])} each"
+                   f"{units.duration(smp['time_us'])} in all, {units.duration(smp['mean_us'])} each"
                    + (f", {smp['errors']} failed" if smp.get("errors") else "") + "\n")
     if T.get("checkpoints"):
         ck = T["checkpoints"]
-        out.append(_table(f"Checkpoints ({len(ck)})", ["call", "file", "bytes", "time", "MB/s"], [
-            [c["name"], c["file"], _size(c["bytes"]), _time(c["duration_us"]), c["bandwidth_MBps"]]
+        out.append(units.table(f"Checkpoints ({len(ck)})", ["call", "file", "bytes", "time", "MB/s"], [
+            [c["name"], c["file"], units.size(c["bytes"]), units.duration(c["duration_us"]), c["bandwidth_MBps"]]
             for c in sorted(ck, key=lambda c: -c["duration_us"])[:top]]))
     if T.get("data_calls"):
-        out.append(_table("Data library calls", ["call", "count", "time", "bytes"], [
-            [d["name"], d["count"], _time(d["time_us"]), _size(d["bytes"])]
+        out.append(units.table("Data library calls", ["call", "count", "time", "bytes"], [
+            [d["name"], d["count"], units.duration(d["time_us"]), units.size(d["bytes"])]
             for d in T["data_calls"][:top]]))
     return out
 
@@ -245,7 +216,7 @@ def _counters(C: list, top: int) -> list[str]:
              *(_counter_value(c[k], c.get("unit")) for k in ("min", "mean", "max", "last"))]
             for c in C if (c["host"], c["pid"]) in shown]
     more = f"; the first {top} of {len(procs)} processes, all in summary.json" if len(procs) > top else ""
-    return [_table(f"Counters (samples per process: --sample-ms, iotrace.counter{more})",
+    return [units.table(f"Counters (samples per process: --sample-ms, iotrace.counter{more})",
                    ["process", "role", "counter", "key", "samples", "min", "mean", "max", "last"], rows)]
 
 

@@ -20,6 +20,7 @@ import numpy as np
 import orjson
 from plotly.offline import get_plotlyjs
 
+from . import units
 from . import report
 
 # the plot that shows each rule's evidence
@@ -99,7 +100,7 @@ def render(S: dict, page: dict) -> str:
     return _template().render(
         S=S, job=S["job"], findings=findings, rules_ran=S.get("findings") is not None, plots=figs,
         plotlyjs=get_plotlyjs(), identity=_identity(S, labels), files=_files(S), processes=_processes(S, labels),
-        damage=S.get("damage") or {}, size=report._size, dur=report._time)
+        damage=S.get("damage") or {}, size=units.size, dur=units.duration)
 
 
 def _plot_html(div_id: str, fig: dict) -> str:
@@ -179,7 +180,7 @@ def _split_rows(p: dict) -> dict:
 def _split_note(S: dict) -> str:
     t = S["time"]
     return (f"the job's processes spent {100 * t['io_share_of_wall']:.1f}% of their wall time in I/O, "
-            f"{report._time(t['io_not_overlapped_us'])} of it not hidden by compute (summed over processes)")
+            f"{units.duration(t['io_not_overlapped_us'])} of it not hidden by compute (summed over processes)")
 
 
 def _time_split(S: dict, labels: dict) -> dict:
@@ -418,17 +419,17 @@ def _evidence(f: dict) -> list[str]:
 
 
 def _files(S: dict) -> list[dict]:
-    return [dict(f, time=report._time(f["time_us"]), read=report._size(f["bytes_read"]),
-                 written=report._size(f["bytes_written"])) for f in S["files"][:TABLE_ROWS]]
+    return [dict(f, time=units.duration(f["time_us"]), read=units.size(f["bytes_read"]),
+                 written=units.size(f["bytes_written"])) for f in S["files"][:TABLE_ROWS]]
 
 
 def _processes(S: dict, labels: dict) -> list[dict]:
     out = []
     for p in S["processes"][:TABLE_ROWS]:
-        out.append(dict(p, label=labels[(p["host"], p["pid"])], wall=report._time(p.get("wall_us") or p["app_us"]),
-                        io=report._time(p["io_us"]), io_free=report._time(p["io_not_overlapped_us"]),
-                        compute=report._time(p["compute_us"]), read=report._size(p["bytes_read"]),
-                        written=report._size(p["bytes_written"]), share=f"{100 * p['io_share_of_wall']:.1f}%"))
+        out.append(dict(p, label=labels[(p["host"], p["pid"])], wall=units.duration(p.get("wall_us") or p["app_us"]),
+                        io=units.duration(p["io_us"]), io_free=units.duration(p["io_not_overlapped_us"]),
+                        compute=units.duration(p["compute_us"]), read=units.size(p["bytes_read"]),
+                        written=units.size(p["bytes_written"]), share=f"{100 * p['io_share_of_wall']:.1f}%"))
     return out
 
 

@@ -15,6 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import calls, calls_of
 
+from . import units
 from . import _kernels, activity, file_class, training
 from . import counters
 from .activity import ActivityPart, binned
@@ -472,9 +473,6 @@ def _concat(tables):
     return pa.concat_tables(tables) if tables else None
 
 
-def _us(ns) -> float:
-    return round(int(ns) / 1000.0, 3)
-
 
 def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
           detail: dict | None = None, dirs: frozenset = frozenset()) -> dict:
@@ -498,8 +496,8 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     file_tab = _concat([t for p in partials for t in p.files])
     wall = (min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else (0, 0)
     S["job"] = dict(
-        duration_us=_us(job_end - job_start), start_ns=job_start, end_ns=job_end,
-        wall_us=_us(wall[1] - wall[0]),
+        duration_us=units.us(job_end - job_start), start_ns=job_start, end_ns=job_end,
+        wall_us=units.us(wall[1] - wall[0]),
         processes=len({(d["host"], d["pid"]) for d in procs}),
         threads=len(set().union(*[p.threads for p in partials])) if partials else 0,
         hosts=len(hosts), host_names=hosts,
@@ -513,7 +511,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     keys = ["wall_ns", "lifetime_ns", "app_ns", "io_ns", "compute_ns", "io_not_overlapped_ns",
             "compute_not_overlapped_ns", "io_call_time_ns", "ipc_wait_ns"]
     tot = {k: sum(d[k] for d in procs) for k in keys}
-    S["time"] = {k.replace("_ns", "_us"): _us(v) for k, v in tot.items()}
+    S["time"] = {k.replace("_ns", "_us"): units.us(v) for k, v in tot.items()}
     S["time"]["io_share_of_app"] = round(tot["io_ns"] / tot["app_ns"], 6) if tot["app_ns"] else 0.0
     S["time"]["io_share_of_wall"] = round(tot["io_ns"] / tot["wall_ns"], 6) if tot["wall_ns"] else 0.0
     for d in procs:
@@ -534,7 +532,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         sz = sizes.group_by(["name", "size"]).aggregate([("size_count", "sum")]) if sizes else None
         for r in c.to_pylist():
             name, count, dur, nbytes = r["name"], r["dur_count_sum"], r["dur_sum_sum"], r["bytes_sum_sum"]
-            row = dict(name=name, count=count, time_us=_us(dur), bytes=nbytes, errors=r["err_sum_sum"],
+            row = dict(name=name, count=count, time_us=units.us(dur), bytes=nbytes, errors=r["err_sum_sum"],
                        size_min=None, size_p25=None, size_mean=None, size_median=None,
                        size_p75=None, size_max=None,
                        bandwidth_MBps=round(nbytes / (dur / 1e9) / 1e6, 3) if dur and nbytes else None)
@@ -554,7 +552,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
                 meta_dur += dur
     S["calls"] = sorted(rows, key=lambda r: (-r["time_us"], r["name"]))
     S["metadata_calls"] = dict(
-        count=meta_cnt, time_us=_us(meta_dur),
+        count=meta_cnt, time_us=units.us(meta_dur),
         count_share=round(meta_cnt / io_cnt, 6) if io_cnt else 0.0,
         time_share=round(meta_dur / io_dur, 6) if io_dur else 0.0)
 
@@ -576,12 +574,12 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
             v = {k: r[f"{k}_{a}"] for k, a in FILE_AGG}
             cls = file_class.classify(name, prefixes, dirs, stdio=r["fhash"] in stdio)
             frows.append(dict(file=name, fhash=r["fhash"], **{"class": cls},
-                              count=v["dur_count"], time_us=_us(v["dur_sum"]),
+                              count=v["dur_count"], time_us=units.us(v["dur_sum"]),
                               bytes_read=v["read_sum"], bytes_written=v["written_sum"],
                               processes=r["pid_count"], metadata_count=v["meta_count"],
-                              metadata_time_us=_us(v["meta_dur"]), opens=v["opens"], reads=v["reads"],
-                              writes=v["writes"], read_time_us=_us(v["read_dur"]),
-                              write_time_us=_us(v["write_dur"]), read_extent=v["read_extent"],
+                              metadata_time_us=units.us(v["meta_dur"]), opens=v["opens"], reads=v["reads"],
+                              writes=v["writes"], read_time_us=units.us(v["read_dur"]),
+                              write_time_us=units.us(v["write_dur"]), read_extent=v["read_extent"],
                               read_sequential=v["read_seq"], read_random=v["read_rand"],
                               write_sequential=v["write_seq"], write_random=v["write_rand"],
                               **_use_split(v, r["pid_count"], use.get(r["fhash"]))))
@@ -615,7 +613,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
             g = t.group_by("pid").aggregate([(k, "sum") for k in ("dur_count", "dur_sum", "read_sum", "written_sum")]
                                             + [("fhash", "count")])
             for r in g.to_pylist():
-                data_proc[r["pid"]] = dict(calls=r["dur_count_sum"], time_us=_us(r["dur_sum_sum"]),
+                data_proc[r["pid"]] = dict(calls=r["dur_count_sum"], time_us=units.us(r["dur_sum_sum"]),
                                            bytes_read=r["read_sum_sum"], bytes_written=r["written_sum_sum"],
                                            files=r["fhash_count"])
         detail["data_by_pid"] = data_proc
@@ -627,7 +625,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         by_pid: dict = {}
         for r in cat_rows:
             slot = by_pid.setdefault(r["pid"], {})
-            slot[r["cat"]] = slot.get(r["cat"], 0.0) + _us(r["union"])
+            slot[r["cat"]] = slot.get(r["cat"], 0.0) + units.us(r["union"])
         detail["cats_by_pid"] = by_pid
     cats = pa.Table.from_pylist(cat_rows) if cat_rows else None
     crows = []
@@ -639,10 +637,10 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         for r in g.to_pylist():
             names = sorted([x for x in cn if x["cat"] == r["cat"]], key=lambda x: -x["dur_sum_sum"])
             crows.append(dict(
-                cat=r["cat"], count=r["count_sum"], time_us=_us(r["dur_sum"]),
-                union_us=_us(r["union_sum"]),
+                cat=r["cat"], count=r["count_sum"], time_us=units.us(r["dur_sum"]),
+                union_us=units.us(r["union_sum"]),
                 share_of_app=round(r["union_sum"] / tot["app_ns"], 6) if tot["app_ns"] else 0.0,
-                top_names=[dict(name=x["name"], count=x["dur_count_sum"], time_us=_us(x["dur_sum_sum"]))
+                top_names=[dict(name=x["name"], count=x["dur_count_sum"], time_us=units.us(x["dur_sum_sum"]))
                            for x in names[:5]]))
     S["categories"] = sorted(crows, key=lambda r: (-r["union_us"], r["cat"]))
 
@@ -671,12 +669,12 @@ def _use_split(v: dict, procs: int, use: dict | None) -> dict:
     use = use or dict.fromkeys(("meta_count_sum", "meta_dur_sum", "opens_sum", "dur_sum_sum",
                                 "pid_count"), 0)
     return dict(
-        use_processes=use["pid_count"], use_opens=use["opens_sum"], use_time_us=_us(use["dur_sum_sum"]),
-        use_metadata_count=use["meta_count_sum"], use_metadata_time_us=_us(use["meta_dur_sum"]),
+        use_processes=use["pid_count"], use_opens=use["opens_sum"], use_time_us=units.us(use["dur_sum_sum"]),
+        use_metadata_count=use["meta_count_sum"], use_metadata_time_us=units.us(use["meta_dur_sum"]),
         create_processes=procs - use["pid_count"], create_opens=v["opens"] - use["opens_sum"],
-        create_time_us=_us(v["dur_sum"] - use["dur_sum_sum"]),
+        create_time_us=units.us(v["dur_sum"] - use["dur_sum_sum"]),
         create_metadata_count=v["meta_count"] - use["meta_count_sum"],
-        create_metadata_time_us=_us(v["meta_dur"] - use["meta_dur_sum"]))
+        create_metadata_time_us=units.us(v["meta_dur"] - use["meta_dur_sum"]))
 
 
 def _family_histograms(sizes) -> dict:

@@ -17,6 +17,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from . import units
+
 CATS = ("dataloader", "checkpoint", "data")
 # The hooks' own events, by category and name (docs/auto.md): "data", "checkpoint" and "load"
 # are natural names for a program's own @trace events too, and those are the program's.
@@ -142,9 +144,6 @@ def _int(v, default=None):
     return v if isinstance(v, int) and not isinstance(v, bool) else default
 
 
-def _us(ns) -> float:
-    return round(int(ns) / 1000.0, 3)
-
 
 def summarize(parts: list[TrainingPart]) -> dict:
     """The summary's `training` section (empty lists when the job has no such events)."""
@@ -167,11 +166,11 @@ def summarize(parts: list[TrainingPart]) -> dict:
             lo, hi = np.searchsorted(fts, [start, start + dur])  # fetches begun in the epoch
             wait = int(fdur[lo:hi].sum())
             per_loader.setdefault(a["loader"], []).append(dict(
-                epoch=_int(a.get("epoch")), start_ns=int(start), duration_us=_us(dur),
+                epoch=_int(a.get("epoch")), start_ns=int(start), duration_us=units.us(dur),
                 batches=_int(a.get("batches"), int(hi - lo)), complete=a.get("complete") is not False,
-                fetch_wait_us=_us(wait), compute_us=_us(max(dur - wait, 0)),
+                fetch_wait_us=units.us(wait), compute_us=units.us(max(dur - wait, 0)),
                 wait_share=round(wait / dur, 6) if dur else 0.0,
-                first_batch_wait_us=_us(fdur[lo]) if hi > lo else None))
+                first_batch_wait_us=units.us(fdur[lo]) if hi > lo else None))
         for loader, rows in sorted(per_loader.items()):
             total = sum(r["duration_us"] for r in rows)
             wait = sum(r["fetch_wait_us"] for r in rows)
@@ -182,16 +181,16 @@ def summarize(parts: list[TrainingPart]) -> dict:
                 per_epoch=rows))
     n_samples = sum(v[0] for v in t.samples.values())
     sample_time = sum(v[1] for v in t.samples.values())
-    samples = dict(count=n_samples, time_us=_us(sample_time), errors=sum(v[2] for v in t.samples.values()),
+    samples = dict(count=n_samples, time_us=units.us(sample_time), errors=sum(v[2] for v in t.samples.values()),
                    processes=len(t.samples),
-                   mean_us=_us(sample_time / n_samples) if n_samples else None)
+                   mean_us=units.us(sample_time / n_samples) if n_samples else None)
     batches_all = sum(len(np.concatenate(v[0])) if v[0] else 0 for v in t.fetch.values())
     ckpt = [dict(host=h, pid=p, name=n, file=a.get("file") if isinstance(a.get("file"), str) else None,
-                 bytes=_int(a.get("bytes")), start_ns=s, duration_us=_us(d),
+                 bytes=_int(a.get("bytes")), start_ns=s, duration_us=units.us(d),
                  bandwidth_MBps=round(a["bytes"] / (d / 1e9) / 1e6, 3)
                  if d and _int(a.get("bytes")) is not None else None)
             for h, p, n, s, d, a in sorted(t.checkpoints, key=lambda c: c[3])]
-    data = [dict(name=k, count=v[0], time_us=_us(v[1]), bytes=v[2])
+    data = [dict(name=k, count=v[0], time_us=units.us(v[1]), bytes=v[2])
             for k, v in sorted(t.data.items(), key=lambda kv: -kv[1][1])]
     return dict(loaders=loaders, batches=batches_all, samples=samples, checkpoints=ckpt,
                 data_calls=data)

@@ -29,6 +29,7 @@ import numpy as np
 import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
+from iotrace_format import PROCESS_INFO_KEYS
 from iotrace_format.reader import Damage, find_traces, iter_batches, settle_live
 
 from . import file_class, insights, parquet, summary
@@ -143,8 +144,7 @@ class FileReader:
                 self.proc.update(args)
                 self.proc.setdefault("pid", m.get("pid"))
             elif name == "iotrace_process_info":  # the role learnt after the file opened
-                self.proc.update({k: v for k, v in args.items()
-                                  if k in ("role", "parent_pid", "worker_id")})
+                self.proc.update({k: v for k, v in args.items() if k in PROCESS_INFO_KEYS})
             elif name == "process_name":
                 self.proc["name"] = args.get("name")
                 self.proc.setdefault("pid", m.get("pid"))

@@ -15,6 +15,9 @@ from functools import cache
 from . import _native
 
 COLUMNS = _native.COLUMNS
+# what an `iotrace_process_info` event may change of its process after the file opened
+# (docs/trace-format.md)
+PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id")
 
 
 @cache

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 import orjson
+from iotrace_format import PROCESS_INFO_KEYS
 
 from .. import _export
 from . import json_out
@@ -211,9 +212,6 @@ class _SerialPool:
 # trace opened: a DataLoader worker, a multiprocessing child) is written at the worker's start,
 # so it is looked for among the first lines only; the labels are settled before the events.
 _INFO_LINES = 4096
-_INFO_KEYS = ("role", "parent_pid", "worker_id")
-
-
 def _first_event(path: str) -> dict | None:
     """The file's first line, parsed (normally `iotrace_process`), with the updates of
     the iotrace_process_info lines near the start applied to its args."""
@@ -244,7 +242,7 @@ def _first_event(path: str) -> dict | None:
             ev = orjson.loads(line)
             if ev.get("name") == "iotrace_process_info" and first.get("name") == "iotrace_process":
                 first.setdefault("args", {}).update(
-                    {k: v for k, v in (ev.get("args") or {}).items() if k in _INFO_KEYS})
+                    {k: v for k, v in (ev.get("args") or {}).items() if k in PROCESS_INFO_KEYS})
         return first
     except (r.TraceInputError, orjson.JSONDecodeError):
         return None

@@ -165,18 +165,13 @@ def test_rules_file_sizes_and_errors(tmp_path, job):
     assert p.returncode == 2
     (line,) = said(p)
     assert f"rules: {rules}: small-reads.size: 'lots' is not a size" in line
-    rules.write_text('{"small-reads": {\n  "share": "high"}}')
-    (line,) = said(cli(*ANALYZE, job, "--rules", rules, "-o", out))
-    assert f"rules: {rules}: small-reads.share: 'high' is not a number" in line
-    rules.write_text("garbage\n")
-    (line,) = said(cli(*ANALYZE, job, "--rules", rules, "-o", out))
-    assert f"rules: {rules}:1:1: not JSON" in line
-    rules.write_text('{"small-reads": {"size": 1,}}')
-    (line,) = said(cli(*ANALYZE, job, "--rules", rules, "-o", out))
-    assert f"rules: {rules}:1:28: not JSON" in line
-    rules.write_text('{"small-reads": {"sise": 1}}')
-    (line,) = said(cli(*ANALYZE, job, "--rules", rules, "-o", out))
-    assert f"rules: {rules}: unknown threshold small-reads.sise" in line
+    for text, says in (('{"small-reads": {\n  "share": "high"}}', ": small-reads.share: 'high' is not a number"),
+                       ("garbage\n", ":1:1: not JSON"),
+                       ('{"small-reads": {"size": 1,}}', ":1:28: not JSON"),
+                       ('{"small-reads": {"sise": 1}}', ": unknown threshold small-reads.sise")):
+        rules.write_text(text)
+        (line,) = said(cli(*ANALYZE, job, "--rules", rules, "-o", out))
+        assert f"rules: {rules}{says}" in line, text
     p = cli(*ANALYZE, job, "--threshold", "small-reads.size=3x", "-o", out)
     assert p.returncode == 2 and "rules: --threshold small-reads.size=3x: small-reads.size:" in said(p)[0]
     p = cli(*ANALYZE, job, "--rules", tmp_path / "none.json", "-o", out)

@@ -490,15 +490,15 @@ def redundant_reads(S, D, T):
     extent = sum(r["read_extent"] for r in data)
     if not rows or again < T["min_bytes"]:
         return None
-    v = sum(r["bytes_read"] for r in data) / extent  # over all the data files read
+    read = sum(r["bytes_read"] for r in data)
+    v = read / extent  # over all the data files read
     # the time of the reads that read bytes again, each file's read time shared out by bytes
     cost = sum(r["read_time_us"] * a / r["bytes_read"] for a, _t, r in rows)
     if v < T["ratio"] or not _costs(S, T, cost):
         return None
-    opens = sum(max(r["use_opens"] or r["opens"], 1) for r in data)  # the reading processes' opens
-    per_open = sum(r["bytes_read"] for r in data) / sum(max(r["use_opens"] or r["opens"], 1) * r["read_extent"]
-                                                        for r in data)
-    opens_per_file = opens / len(data)
+    opens = [max(r["use_opens"] or r["opens"], 1) for r in data]  # the reading processes' opens
+    per_open = read / sum(o * r["read_extent"] for o, r in zip(opens, data))
+    opens_per_file = sum(opens) / len(data)
     epochs = max([ld["epochs"] for ld in S.get("training", {}).get("loaders", [])]
                  + [n["count"] for c in S.get("categories", []) for n in c["top_names"] if n["name"] == "epoch"] or [0])
     within = per_open >= 1.5  # each open reads its bytes more than once

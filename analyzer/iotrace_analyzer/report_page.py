@@ -20,8 +20,7 @@ import numpy as np
 import orjson
 from plotly.offline import get_plotlyjs
 
-from . import units
-from . import report
+from . import report, units
 
 # the plot that shows each rule's evidence
 EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "sizes", "small-writes": "sizes",

@@ -15,9 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import calls, calls_of
 
-from . import units
-from . import _kernels, activity, file_class, training
-from . import counters
+from . import _kernels, activity, counters, file_class, training, units
 from .activity import ActivityPart, binned
 from .counters import CounterPart
 from .intervals import Union
@@ -402,8 +400,6 @@ class Partial:
         self.compact(every=32)
 
 
-
-
 def _codes32(col) -> tuple[np.ndarray, list]:
     """int32 dictionary codes (-1 for nulls) and the dictionary's values of a string column."""
     if isinstance(col, pa.ChunkedArray):
@@ -471,7 +467,6 @@ def _quantiles(values: np.ndarray, counts: np.ndarray, qs) -> list[float]:
 def _concat(tables):
     tables = [t for t in tables if t is not None and t.num_rows]
     return pa.concat_tables(tables) if tables else None
-
 
 
 def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),

@@ -58,9 +58,15 @@ class TrainingPart:
                 else np.zeros(len(rows), np.int64))
         shifts = np.array([p[3] for p in procs], np.int64)
         ts = ts + shifts[proc]
-        names = np.array([str(name_vals[c]) if c >= 0 else "" for c in name_codes[rows]])
-        cats = np.array([str(cat_vals[c]) for c in cat_codes[rows]])
-        hook = np.array([is_hook_event(c, n) for c, n in zip(cats, names)], bool)
+        # strings per dictionary value, then taken per row (no Python per event)
+        nv = np.array([str(v) for v in name_vals] + [""])  # a null name (-1) is the last, ""
+        cv = np.array([str(v) for v in cat_vals])
+        ni = np.where(name_codes[rows] >= 0, name_codes[rows], len(name_vals))
+        ci = cat_codes[rows].astype(np.int64)
+        names, cats = nv[ni], cv[ci]
+        # the hooks' own events: decided once per distinct (category, name) of the block
+        pairs, inv = np.unique(ci * len(nv) + ni, return_inverse=True)
+        hook = np.array([is_hook_event(cv[p // len(nv)], nv[p % len(nv)]) for p in pairs], bool)[inv]
         if not hook.all():  # the program's own events in these categories
             rows, ts, dur, proc, names, cats = (x[hook] for x in (rows, ts, dur, proc, names, cats))
             if not len(rows):
@@ -142,7 +148,6 @@ def _args(text) -> dict:
 def _int(v, default=None):
     """An args value as an int, or `default` (a bool, a string or a float is not one)."""
     return v if isinstance(v, int) and not isinstance(v, bool) else default
-
 
 
 def summarize(parts: list[TrainingPart]) -> dict:

@@ -38,7 +38,7 @@ struct WriteHook {
 class Sink {
  public:
   // Create DIR/<name>-<host>-<pid>[-n]<suffix> (never overwriting; folders made 0755 under the
-  // umask, the file 0644), empty, with room kept at its end (see write). false on failure,
+  // umask, the file 0644), empty. false on failure,
   // errno set. The fd is closed again: writes open the file by path (or keep it on a writer
   // thread with an fd table of its own).
   static bool create(const char* dir, const char* name, const char* host, int pid,
@@ -73,7 +73,8 @@ class Sink {
   void resume_gzip();
   int file_fd();           // the kept fd, or one opened by path and checked (-1: none)
   void done_with(int fd);  // close it unless it is the kept one
-  static bool reserve_tail(int fd, uint64_t from);  // false: no room for it (ENOSPC, EDQUOT)
+  bool reserve_tail(int fd, uint64_t from);  // false: no room for it (ENOSPC, EDQUOT)
+  bool reserved_ = false;  // blocks may be held past the end of the file: close gives them back
   bool open_ = false;
   int fd_ = -1;  // kept open in the writer's table (-1: not the writer's file)
   TraceFileId id_;

@@ -1,5 +1,7 @@
 #include "region.h"
 
+#include <atomic>
+
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -10,6 +12,7 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -25,7 +28,7 @@ namespace iot {
 
 namespace {
 constexpr uint64_t kPage = 4096;
-constexpr int kMinClass = 12;  // 4 KiB: a thread's first chunk; most threads need no more
+constexpr int kMinClass = 10;  // 1 KiB: a thread's first chunk (8 records); most need no more
 constexpr int kMaxClass = 31;
 constexpr uint64_t kFirstSegment = 64 << 10;  // the part mapped at start: small processes' all
 
@@ -64,6 +67,7 @@ struct Region {
   bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
   uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
   bool populating = false;                  // a thread is having the next blocks, unlocked
+  std::atomic<uint64_t> half_free{~uint64_t(0)};  // half the free bytes of its disk, lately
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 } g;
 
@@ -133,7 +137,7 @@ bool chunk_ready(uint64_t at, uint64_t bytes) {
 // A new segment of `size` bytes after the last one, mapped from the last page of the mapping
 // before it (mremap of a shared mapping with old size 0 maps the same file again, from that
 // page on), so no fd is needed.
-char* grow(uint64_t size) {
+__attribute__((noinline)) char* grow(uint64_t size) {
   live::Header* h = g.h;
   uint32_t n = h->n_segments.load(std::memory_order_relaxed);
   if (n >= uint32_t(live::kMaxSegments) || g.n_maps >= live::kMaxSegments) return nullptr;
@@ -184,6 +188,20 @@ char* grow(uint64_t size) {
   return p;
 }
 
+// A segment of at most half the free space of the live file's disk: the trace file must still
+// find room for the frames that free the live file's chunks. On a disk that fills up, a live
+// file that took the last blocks would keep every frame out (and its chunks, converted or not,
+// would never be given back). The free space is looked up at start and by the writer between
+// drains (region_prepare), never here: this runs on the program's stack.
+uint64_t within_free_space(uint64_t want) {
+  uint64_t half = g.half_free.load(std::memory_order_relaxed) & ~(kPage - 1);
+  return want < half ? want : half;
+}
+
+void note_free_space(const struct statfs& fs) {
+  g.half_free.store(uint64_t(fs.f_bavail) * uint64_t(fs.f_bsize) / 2, std::memory_order_relaxed);
+}
+
 // Carve a chunk of class `cls` from the last segment; what is left of it when the chunk does
 // not fit becomes free chunks, so nothing of the file is lost.
 __attribute__((noinline)) live::Chunk* carve(int cls) {
@@ -205,10 +223,12 @@ __attribute__((noinline)) live::Chunk* carve(int cls) {
         g.seg_used += b;
       }
     }
-    // The next segment doubles what there is (fewer, bigger mappings), within the cap.
+    // The next segment doubles what there is (fewer, bigger mappings), within the cap, and
+    // within half the room left on the disk.
     uint64_t want = g.chunk_bytes;
     if (want < bytes) want = bytes;
     if (g.chunk_bytes + want > g.max) want = g.max > g.chunk_bytes ? g.max - g.chunk_bytes : 0;
+    want = within_free_space(want);
     if (want < bytes || !grow(want)) return nullptr;
   }
   auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[g.h->n_segments.load() - 1] + g.seg_used);
@@ -258,6 +278,8 @@ bool region_create(const RegionSetup& s) {
                            O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC | O_NOFOLLOW, 0644)
                  : (errno = EFBIG, -1L);
   struct stat st;
+  struct statfs sfs;
+  if (fd >= 0 && syscall(SYS_fstatfs, fd, &sfs) == 0) note_free_space(sfs);
   bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
             syscall(SYS_ftruncate, fd, long(size)) == 0 &&
             syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0;
@@ -368,6 +390,8 @@ __attribute__((noinline)) void populate_ahead(const Ahead& a, uint64_t from) {
 }
 
 void region_prepare(uint64_t bytes) {
+  struct statfs fs;
+  if (g.h && !g.anon && syscall(SYS_statfs, g.path, &fs) == 0) note_free_space(fs);
   pthread_mutex_lock(&g.mu);
   Ahead ahead = ahead_wanted(bytes, bytes);
   uint64_t from = ahead.addr ? g.seg_populated : 0;

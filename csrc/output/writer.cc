@@ -39,9 +39,10 @@ __thread int t_nested __attribute__((tls_model("initial-exec"))) = 0;
 __thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
-// A thread's chunks grow from one page (most threads record little: thousands of threads
-// fit, and each touches one page of the live file) to IOTRACE_BUFFER_SIZE as it records more.
-constexpr uint32_t kFirstChunk = 4 << 10;
+// A thread's chunks grow from 1 KiB (most threads record little: four threads share a page of
+// the live file, and each new page of it costs a thread's start about 8 µs on ext4) to
+// IOTRACE_BUFFER_SIZE as it records more.
+constexpr uint32_t kFirstChunk = 1 << 10;
 
 // Only the writer drains (and fork holds the lock across fork). Threads register under
 // reg_mu; the writer walks the registry without it (only the writer unlinks) and unlinks
@@ -232,8 +233,11 @@ void keep_string(const RecHeader* r) {
   if (!region()) return;
   if (!g_strings ||
       g_strings->committed.load(std::memory_order_relaxed) + r->size > g_strings->cap) {
+    // 4 KiB first (a short process names a few files), each next one twice the last, to 64 KiB.
+    uint32_t want = g_strings ? g_strings->cap + sizeof(live::Chunk) : 2 << 10;
+    want = want < (32 << 10) ? 2 * want : 64 << 10;
     if (g_strings) g_strings->state.store(live::kSealed, std::memory_order_release);
-    g_strings = region_take(r->size, 64 << 10, 0);
+    g_strings = region_take(r->size, want, 0);
     if (!g_strings) return;
     g_strings->held = kStrings;
   }
@@ -671,7 +675,10 @@ bool buffer_swap(ThreadState* ts, uint32_t need) {
   ts->data = c->data();
   ts->cap = c->cap;
   ts->pos = 0;
-  wake_writer();
+  // The sealed chunk is converted at the next drain; woken for it only when memory in flight
+  // counts (a wake per chunk costs a system call, and a context switch of the writer, per KiB
+  // that a thread records).
+  if (region_in_use() > writer_threshold()) wake_writer();
   return true;
 }
 

@@ -17,10 +17,14 @@ void CompactBuilder::reset() {
   rows_ = 0;
   prev_tid_ = 0;
   prev_end_ = 0;
+  // Tables that were used only (a short process's first frame then touches none of their
+  // pages: a page fault costs it a few µs).
+  if (n_files_) memset(file_idx_, 0, (file_mask_ + 1) * sizeof file_idx_[0]);
+  file_mask_ = kFileStart - 1;
+  if (n_strs_) memset(str_idx_, 0, sizeof str_idx_);
+  if (any_known_) memset(known_, 0, sizeof known_);
   n_files_ = n_strs_ = 0;
-  memset(file_idx_, 0, sizeof file_idx_);
-  memset(str_idx_, 0, sizeof str_idx_);
-  memset(known_, 0, sizeof known_);
+  any_known_ = false;
 }
 
 bool CompactBuilder::failed() const {
@@ -57,14 +61,41 @@ void CompactBuilder::times(int tid, int64_t start, int64_t dur) {
   prev_end_ = wrap_add(start, dur);
 }
 
+uint32_t CompactBuilder::file_slot(uint64_t hash) const {
+  uint32_t s = uint32_t(hash) & file_mask_;
+  while (file_idx_[s] && file_key_[s] != hash) s = (s + 1) & file_mask_;
+  return s;
+}
+
+// The lookup starts on kFileStart slots (a frame of a few files touches a page or two of it,
+// not a random page each) and moves to all kFileSlots when it is half full, rebuilt from the
+// frame's list of hashes.
+void CompactBuilder::grow_files() {
+  memset(file_idx_, 0, (file_mask_ + 1) * sizeof file_idx_[0]);
+  file_mask_ = kFileSlots - 1;
+  const Out& hashes = col_[kHashes];
+  if (hashes.failed || hashes.n < size_t(n_files_) * 8) return;  // the frame is lost anyway
+  for (int i = 0; i < n_files_; i++) {
+    uint64_t h;
+    memcpy(&h, hashes.p + size_t(i) * 8, 8);
+    uint32_t s = file_slot(h);
+    if (!file_idx_[s]) file_key_[s] = h, file_idx_[s] = i + 1;
+  }
+}
+
 void CompactBuilder::file(uint64_t hash) {
-  uint32_t s = uint32_t(hash) & (kFileSlots - 1);
-  while (file_idx_[s] && file_key_[s] != hash) s = (s + 1) & (kFileSlots - 1);
+  uint32_t s = file_slot(hash);
   if (file_idx_[s]) return col_[kFiles].uvar(uint64_t(file_idx_[s] - 1));
   // New in this frame: its index is the list's length, its 8 bytes follow in kHashes.
   col_[kFiles].uvar(uint64_t(n_files_));
+  if (n_files_ < kFileSlots / 2) {
+    if (uint32_t(n_files_) >= (file_mask_ + 1) / 2) {
+      grow_files();
+      s = file_slot(hash);
+    }
+    file_key_[s] = hash, file_idx_[s] = n_files_ + 1;
+  }
   col_[kHashes].put(reinterpret_cast<const char*>(&hash), 8);
-  if (n_files_ < kFileSlots / 2) file_key_[s] = hash, file_idx_[s] = n_files_ + 1;
   n_files_++;
 }
 
@@ -121,6 +152,7 @@ int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
   if (f & F_FLAGS) col_[kExtras].uvar(zz(r.flags));
   if (f & F_MODE) col_[kExtras].uvar(zz(r.mode));
   fds.update(r);
+  any_known_ |= (f & F_FD) != 0;
   rows_++;
   return events;
 }

@@ -81,8 +81,11 @@ class CompactBuilder {
     kColumns
   };
   static constexpr int kFileSlots = 8192, kStrSlots = 4096;  // open addressing, <= half full
+  static constexpr uint32_t kFileStart = 512;                  // the files' first slots
   void times(int tid, int64_t start, int64_t dur);  // tid, gap and dur of an I/O or span row
   void file(uint64_t hash);
+  uint32_t file_slot(uint64_t hash) const;  // its slot, or the empty one it would go in
+  void grow_files();
   void str(const Str* s);
   Out col_[kColumns];
   Out tmp_;
@@ -94,10 +97,12 @@ class CompactBuilder {
   // Lookup tables into those lists: slot → key and index + 1 (0: an empty slot).
   uint64_t file_key_[kFileSlots] = {};
   int32_t file_idx_[kFileSlots] = {};
+  uint32_t file_mask_ = kFileStart - 1;  // the slots in use, less one
   const Str* str_key_[kStrSlots] = {};
   int32_t str_idx_[kStrSlots] = {};
   int64_t pos_[1024] = {};  // expected position per fd (fds below 1024)
   bool known_[1024] = {};
+  bool any_known_ = false;  // some of known_ is set
 };
 
 // Does `p` start with the compact magic? (A block cut short still does: it renders damaged.)

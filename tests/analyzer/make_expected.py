@@ -388,6 +388,8 @@ def diff(a, b, where="", out=None, most=20) -> list:
     if len(out) >= most:
         return out
     if isinstance(a, dict) and isinstance(b, dict):
+        if list(a) != list(b) and set(a) == set(b):  # summary.json keeps the order of its keys
+            out.append(f"{where}: keys in another order: expected {list(a)}, got {list(b)}")
         for k in sorted(set(a) | set(b)):
             if k not in a or k not in b:
                 out.append(f"{where}/{k}: {'missing' if k not in b else 'new'}")
@@ -421,7 +423,7 @@ def main() -> int:
             bad += bool(d)
         else:
             with open(path, "w") as f:
-                json.dump(rec, f, indent=1, sort_keys=True, ensure_ascii=False)
+                json.dump(rec, f, indent=1, ensure_ascii=False)
                 f.write("\n")
             print(f"wrote {os.path.relpath(path, ROOT)} ({os.path.getsize(path)} bytes)")
     return 1 if bad else 0

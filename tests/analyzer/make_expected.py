@@ -14,8 +14,8 @@ tests/analyzer/expected/<workload>.<rules>.json:
   page         what the report page draws beyond the summary (proc_timeline, offsets,
                phase_events, counters): a sha256 of each part's canonical JSON
   parquet      per Parquet file of OUT (events/part-*.parquet, processes, threads, files):
-               its schema (name, type, nullable), its row count and a sha256 of its rows, each
-               row as canonical JSON, sorted (row order within a file is not pinned)
+               its schema (name, type, nullable), its row count and a sha256 of its rows
+               sorted (row order within a file is not pinned)
 
 Paths that vary with where the repository or the temporary folder is are written as <GOLDEN>
 and <TMP>. tests/analyzer/test_equivalence.py recomputes every record and compares.
@@ -259,11 +259,70 @@ def many_files(folder, files=2500, procs=1):
     write(folder, workers)
 
 
+def streams(folder):
+    """One process of 250,000 events (three blocks of the reader's JSON scan): 64 files read
+    over and over across the blocks (sequential runs and jumps, more calls than a block keeps
+    offset samples of), 20,000 files read once among them, a second thread reading a file out
+    of start order, hashes that are not hex, data calls without a hash, and a written file."""
+    rng = random.Random(250)
+    p = Proc(700, cmdline=["/opt/conda/bin/python3.11", "loader.py"])
+    lines = p.lines
+    hot = [f"/data/hot/shard-{k:02d}.bin" for k in range(64)]
+    pos = dict.fromkeys(hot, 0)
+    odd = [f"dft-{k}" for k in range(5)]  # hashes another tool wrote, not 16 hex digits
+    for k, h in enumerate(odd):
+        lines.append(f'{{"ph":"M","name":"FH","pid":700,"tid":700,"args":{{"name":"/data/odd/{k}.rec","value":"{h}"}}}}')
+    cold = 0
+    t = p.t
+    for step in range(36000):
+        f = hot[step % 64]
+        if f not in p.paths:
+            p.paths.add(f)
+            lines.append(fh(f, 700))
+        if rng.random() < 0.1:
+            pos[f] = rng.randrange(0, 64) * 4096  # a jump
+        lines.append(io("pread64", 700, t, rng.randint(3, 40) * US, path=f, fd=3 + step % 64, size=4096,
+                        offset=pos[f], ret=4096))
+        pos[f] += 4096
+        t += 50 * US
+        if step % 2 == 0 and cold < 20000:  # a file read once
+            c = f"/data/cold/c{cold // 1000:02d}/s{cold:06d}.jpg"
+            lines.append(fh(c, 700))
+            for name, extra in (("stat", dict(ret=0)), ("openat", dict(ret=90, flags=0)),
+                                ("read", dict(fd=90, size=8192, offset=0, ret=3000)),
+                                ("read", dict(fd=90, size=8192, offset=3000, ret=0)), ("close", dict(fd=90, ret=0))):
+                lines.append(io(name, 700, t, rng.randint(2, 30) * US, path=c, **extra))
+                t += 20 * US
+            cold += 1
+        if step % 50 == 0:  # a hash that is not hex, a call without a hash
+            h = odd[step // 50 % 5]
+            lines.append(f'{{"ph":"X","name":"read","cat":"posix","pid":700,"tid":700,"ts":{usec(t)},"dur":7.000,'
+                         f'"args":{{"fhash":"{h}","fd":70,"size":512,"offset":{512 * (step // 250)},"ret":512}}}}')
+            t += 10 * US
+            lines.append(io("read", 700, t, 5 * US, fd=71, size=100, offset=(step // 50) * 100 % 700, ret=100))
+            t += 10 * US
+        if step % 500 == 0:  # another thread, its calls written after later ones of the first
+            for j in range(3):
+                lines.append(io("pread64", 700, t - (3 - j) * 40 * US, 4 * US, tid=701, path=hot[0], fd=3,
+                                size=1024, offset=rng.randrange(0, 8) * 1024, ret=1024))
+        if step % 9 == 0:
+            out = "/data/out/result.bin"
+            if out not in p.paths:
+                p.paths.add(out)
+                lines.append(fh(out, 700))
+            off = (step // 9) * 512 if step % 90 else max(0, (step // 9) * 512 - 4096)
+            lines.append(io("pwrite64", 700, t, 6 * US, path=out, fd=80, size=512, offset=off, ret=512))
+            t += 10 * US
+    p.t = t
+    write(folder, [p])
+
+
 SYNTHETIC = {
     "pipeline": pipeline,
     "hosts": hosts,
     "many-files": many_files,
     "many-files-8p": lambda d: many_files(d, files=3000, procs=8),
+    "streams": streams,
 }
 
 
@@ -326,6 +385,30 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _rows_sha(t, subs) -> str:
+    """A hash of a table's rows whatever their order: its columns (strings with the paths
+    replaced, dictionaries decoded) sorted by all of them, then written column by column.
+    A table with list columns is hashed row by row (it is small: processes.parquet)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    cols = {}
+    for name in t.column_names:
+        c = t.column(name)
+        if pa.types.is_dictionary(c.type):
+            c = c.cast(c.type.value_type)
+        if pa.types.is_string(c.type) or pa.types.is_large_string(c.type):
+            for a, b in subs:
+                c = pc.replace_substring(c, a, b)
+        cols[name] = c
+    t = pa.table(cols)
+    if any(pa.types.is_nested(f.type) for f in t.schema):
+        return _sha("\n".join(sorted(_canon(_normal(r, subs)) for r in t.to_pylist())))
+    if t.num_rows:
+        t = t.take(pc.sort_indices(t, sort_keys=[(n, "ascending") for n in t.column_names]))
+    return _sha("\n".join(f"{n}:{_canon(t.column(n).to_pylist())}" for n in t.column_names))
+
+
 def _parquet(out: str, subs) -> dict:
     import pyarrow.parquet as pq
 
@@ -336,10 +419,9 @@ def _parquet(out: str, subs) -> dict:
                 continue
             path = os.path.join(dirpath, name)
             t = pq.read_table(path)
-            rows = sorted(_canon(_normal(r, subs)) for r in t.to_pylist())
             rec[os.path.relpath(path, out)] = dict(
                 schema=[[f.name, str(f.type), f.nullable] for f in t.schema], rows=t.num_rows,
-                sha256=_sha("\n".join(rows)))
+                sha256=_rows_sha(t, subs))
     return rec
 
 

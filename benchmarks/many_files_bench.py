@@ -1,0 +1,186 @@
+"""Benchmark: cost per distinct file. A job reading 1,000,000 distinct 1 KiB files once (one
+file per sample, ImageNet's shape) against the same events on 64 files, for `iotrace-analyze`
+and `iotrace export` (issue 24: "cost follows files, not events").
+
+Cases (--cases, comma-separated NAME, each FILES:PROCS):
+  files1M-1p   1,000,000 files, one process
+  files1M-8p   1,000,000 files, spread over 8 forked processes (and their parent)
+  files64-1p   64 files, one process, the same 1,000,000 samples (9M events)
+  files64-8p   64 files, 8 processes
+
+Each sample makes 9 intercepted calls (benchmarks/many_files.c: stat, access, open, fstat,
+lseek, read of 1 KiB, read at the end, fstat, close), so every case has 9M events. The traces
+come from the real tracer (LD_PRELOAD=$(iotrace preload-path)) and are made once, under
+--dir (default /tmp/iotrace-many-files): the 1 KiB files are created untraced, read under
+the tracer, and deleted (--keep-data keeps them); a case's traces are reused when present.
+
+Measured, each in a fresh process (no warm-up: the first run after an install is counted):
+  analyze  `python -m iotrace_analyzer TRACES -o OUT -q --no-progress` (Parquet, summary.json,
+           report.html), wall time from start to exit, CPU of the process tree, and peak RSS:
+           the RSS of the command and all its descendants (forked or Dask workers) summed,
+           sampled every 10 ms (pages shared after fork count once per process: an upper bound)
+  export   `iotrace export TRACES -o OUT/job.pftrace`, the same figures
+
+usage: python benchmarks/many_files_bench.py [--cases files1M-1p,files1M-8p,files64-1p]
+           [--dir DIR] [--repeat N] [--only analyze|export] [--analyzer-args ARGS]
+
+To measure another build of the analyzer than the installed one (a copy of an installed
+iotrace_analyzer, say), put it first on PYTHONPATH: every command runs with this environment.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+
+import psutil
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+SAMPLES = 1_000_000
+CASES = {"files1M-1p": (1_000_000, 1), "files1M-8p": (1_000_000, 8),
+         "files64-1p": (64, 1), "files64-8p": (64, 8)}
+
+
+def preload_path() -> str:
+    out = subprocess.run(["iotrace", "preload-path"], capture_output=True, text=True, timeout=60)
+    path = out.stdout.strip()
+    if out.returncode or not os.path.exists(path):
+        raise SystemExit("the tracer is not installed (iotrace preload-path): pip install .")
+    return path
+
+
+def workload(base: str) -> str:
+    exe = os.path.join(base, "many_files")
+    src = os.path.join(HERE, "many_files.c")
+    if not os.path.exists(exe) or os.path.getmtime(exe) < os.path.getmtime(src):
+        subprocess.run(["cc", "-O2", "-o", exe, src], check=True)
+    return exe
+
+
+def traces_of(base: str, case: str, lib: str, keep_data: bool) -> str:
+    """The case's trace folder, generated when missing."""
+    files, procs = CASES[case]
+    out = os.path.join(base, f"traces-{case}")
+    done = os.path.join(out, ".done")
+    if os.path.exists(done):
+        return out
+    shutil.rmtree(out, ignore_errors=True)
+    os.makedirs(out)
+    exe = workload(base)
+    data = os.path.join(base, f"data-{files}")
+    t = time.perf_counter()
+    if not os.path.exists(os.path.join(data, ".done")):
+        shutil.rmtree(data, ignore_errors=True)
+        os.makedirs(data)
+        subprocess.run([exe, "create", data, str(files)], check=True)
+        open(os.path.join(data, ".done"), "w").close()
+    env = dict(os.environ, LD_PRELOAD=lib, IOTRACE_DIR=out)
+    subprocess.run([exe, "read", data, str(files), str(procs), str(SAMPLES)], env=env, check=True)
+    open(done, "w").close()
+    stored = sum(os.path.getsize(os.path.join(out, f)) for f in os.listdir(out))
+    print(f"# generated {case}: {len(os.listdir(out)) - 1} trace file(s), {stored / 2**20:.1f} MiB, "
+          f"{time.perf_counter() - t:.0f} s", flush=True)
+    if not keep_data and files > 64:
+        shutil.rmtree(data, ignore_errors=True)
+    return out
+
+
+def run(cmd: list[str]) -> tuple[float, float, int, int]:
+    """(wall s, CPU s of the process tree, peak summed RSS of the process tree in bytes,
+    exit status)."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
+    ps = psutil.Process(proc.pid)
+    peak = 0
+    while proc.poll() is None:
+        rss = 0
+        try:
+            procs = [ps, *ps.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            procs = []
+        for p in procs:
+            try:
+                rss += p.memory_info().rss
+            except psutil.NoSuchProcess:
+                pass
+        peak = max(peak, rss)
+        time.sleep(0.01)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if proc.returncode:
+        print(f"# {' '.join(cmd)} failed with exit code {proc.returncode}", flush=True)
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), peak, proc.returncode
+
+
+def export_cmd() -> list[str]:
+    exe = shutil.which("iotrace")
+    return [exe, "export"] if exe else [sys.executable, "-m", "iotrace_analyzer.export"]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cases", default="files1M-1p,files1M-8p,files64-1p",
+                    help=f"comma-separated, of {', '.join(CASES)}")
+    ap.add_argument("--dir", default="/tmp/iotrace-many-files", help="traces are made once, here")
+    ap.add_argument("--repeat", type=int, default=1, help="runs of each measure")
+    ap.add_argument("--only", choices=("analyze", "export"), help="one of the two commands")
+    ap.add_argument("--keep-data", action="store_true", help="keep the 1 KiB files after tracing")
+    ap.add_argument("--analyzer-args", default="", help="extra arguments for iotrace-analyze")
+    args = ap.parse_args()
+    cases = args.cases.split(",")
+    for c in cases:
+        if c not in CASES:
+            raise SystemExit(f"unknown case {c} ({', '.join(CASES)})")
+    os.makedirs(args.dir, exist_ok=True)
+    lib = preload_path()
+    print(f"# machine: {os.cpu_count()} cores, {psutil.virtual_memory().total / 2**30:.0f} GiB; "
+          f"tracer {lib}", flush=True)
+    rows = []
+    for case in cases:
+        traces = traces_of(args.dir, case, lib, args.keep_data)
+        out = os.path.join(args.dir, f"out-{case}")
+        for _ in range(args.repeat):
+            row = [case]
+            if args.only != "export":
+                shutil.rmtree(out, ignore_errors=True)
+                load = os.getloadavg()[0]
+                w, c, p, rc = run([sys.executable, "-m", "iotrace_analyzer", traces, "-o", out, "-q",
+                                   "--no-progress", *args.analyzer_args.split()])
+                row += [w, c, p, rc]
+                print(f"{case:<11} analyze {w:6.2f} s  CPU {c:6.2f} s  peak RSS {p / 2**20:7.0f} MiB"
+                      f"  [load before {load:.1f}]", flush=True)
+            else:
+                row += [None] * 4
+            if args.only != "analyze":
+                os.makedirs(out, exist_ok=True)
+                load = os.getloadavg()[0]
+                w, c, p, rc = run([*export_cmd(), traces, "-o", os.path.join(out, "job.pftrace")])
+                row += [w, c, p, rc]
+                print(f"{case:<11} export  {w:6.2f} s  CPU {c:6.2f} s  peak RSS {p / 2**20:7.0f} MiB"
+                      f"  [load before {load:.1f}]", flush=True)
+            else:
+                row += [None] * 4
+            rows.append(row)
+
+    def f(v, kind):
+        if v is None:
+            return "-"
+        return f"{v:.2f}" if kind == "s" else f"{v / 2**20:.0f}"
+
+    def failed(rc):
+        return f"  (exit {rc})" if rc else ""
+
+    print("\ncase         events  analyze s  CPU s  peak MiB   export s  CPU s  peak MiB")
+    for r in rows:
+        print(f"{r[0]:<11} {9 * SAMPLES / 1e6:5.0f}M  {f(r[1], 's'):>9}  {f(r[2], 's'):>5}  {f(r[3], 'm'):>8}"
+              f"{failed(r[4])}   {f(r[5], 's'):>8}  {f(r[6], 's'):>5}  {f(r[7], 'm'):>8}{failed(r[8])}")
+
+
+if __name__ == "__main__":
+    main()

@@ -14,8 +14,11 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstring>
 #include <numeric>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -624,6 +627,608 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   }
 }
 
+// An index of keys (uint64, int64) -> 0, 1, 2... in the order they came: open addressing, the
+// keys in arrays (a million files cost tens of bytes each, not a node each).
+class KeyIndex {
+ public:
+  std::vector<uint64_t> kv;
+  std::vector<int64_t> ka;
+
+  size_t size() const { return kv.size(); }
+
+  // the key's index, or -1
+  int64_t find(uint64_t v, int64_t a) const {
+    if (table_.empty()) return -1;
+    for (size_t i = hash(v, a) & mask_; table_[i] >= 0; i = (i + 1) & mask_)
+      if (kv[size_t(table_[i])] == v && ka[size_t(table_[i])] == a) return table_[i];
+    return -1;
+  }
+
+  // (index, whether the key is new)
+  std::pair<uint32_t, bool> add(uint64_t v, int64_t a) {
+    if ((kv.size() + 1) * 4 > table_.size() * 3) grow();
+    size_t i = hash(v, a) & mask_;
+    while (table_[i] >= 0) {
+      const uint32_t k = uint32_t(table_[i]);
+      if (kv[k] == v && ka[k] == a) return {k, false};
+      i = (i + 1) & mask_;
+    }
+    table_[i] = int32_t(kv.size());
+    kv.push_back(v), ka.push_back(a);
+    return {uint32_t(kv.size() - 1), true};
+  }
+
+ private:
+  std::vector<int32_t> table_;
+  size_t mask_ = 0;
+  static size_t hash(uint64_t v, int64_t a) {
+    uint64_t h = (v ^ (uint64_t(a) * 0x9E3779B97F4A7C15ull)) * 0xC2B2AE3D27D4EB4Full;
+    return size_t(h ^ (h >> 29));
+  }
+  void grow() {
+    const size_t n = table_.empty() ? 1024 : table_.size() * 2;
+    table_.assign(n, -1);
+    mask_ = n - 1;
+    for (size_t k = 0; k < kv.size(); k++) {
+      size_t i = hash(kv[k], ka[k]) & mask_;
+      while (table_[i] >= 0) i = (i + 1) & mask_;
+      table_[i] = int32_t(k);
+    }
+  }
+};
+
+// ---------------------------------------------------------------------------- file names
+
+// A JSON string's body at p (after its opening quote) up to its closing quote, when it holds
+// no escape and no control character (then its text is the value itself); else nullptr.
+const char* plain_json_string(const char* p, const char* end) {
+  for (; p < end; p++) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"') return p;
+    if (c == '\\' || c < 0x20) return nullptr;
+  }
+  return nullptr;
+}
+
+bool take(const char*& p, const char* end, const char* lit) {
+  const size_t n = std::strlen(lit);
+  if (size_t(end - p) < n || std::memcmp(p, lit, n) != 0) return false;
+  p += n;
+  return true;
+}
+
+// A JSON integer of at most 18 digits (no leading zero), as any parser reads it.
+bool take_int(const char*& p, const char* end) {
+  if (p < end && *p == '-') p++;
+  const char* s = p;
+  while (p < end && *p >= '0' && *p <= '9') p++;
+  return p > s && p - s <= 18 && !(*s == '0' && p - s > 1);
+}
+
+// A file-name line (`FH`) read without a JSON parser when it is as the tracer writes it:
+// {"ph":"M","name":"FH","pid":N,"tid":N,"args":{"name":"PATH","value":"HASH"}} with PATH and
+// HASH free of escapes: its path and hash. False for any other line (another layout, an
+// escape), which the caller's parser reads.
+bool fh_line(const py::handle& h, std::string_view& path, std::string_view& hash) {
+  if (!PyBytes_Check(h.ptr())) return false;
+  const char* b = PyBytes_AS_STRING(h.ptr());
+  const char* end = b + PyBytes_GET_SIZE(h.ptr());
+  while (end > b && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ')) end--;
+  const char* p = b;
+  const char *path0, *path1, *hash0, *hash1;
+  if (!(take(p, end, "{\"ph\":\"M\",\"name\":\"FH\",\"pid\":") && take_int(p, end) &&
+        take(p, end, ",\"tid\":") && take_int(p, end) && take(p, end, ",\"args\":{\"name\":\"") &&
+        (path0 = p, path1 = plain_json_string(p, end)) && (p = path1 + 1, take(p, end, ",\"value\":\"")) &&
+        (hash0 = p, hash1 = plain_json_string(p, end)) && (p = hash1 + 1, take(p, end, "}}")) && p == end))
+    return false;
+  path = std::string_view(path0, size_t(path1 - path0));
+  hash = std::string_view(hash0, size_t(hash1 - hash0));
+  return true;
+}
+
+// ---------------------------------------------------------------------------- hash strings
+// A string array as (offsets n + 1, bytes, validity: one byte per value or empty).
+struct Strings {
+  I64 off;
+  py::array_t<uint8_t, py::array::c_style> data;
+  U8 valid;
+  int64_t size() const { return off.shape(0) - 1; }
+  bool ok(int64_t i) const { return !valid.shape(0) || valid.data()[i]; }
+  std::string_view at(int64_t i) const {
+    return {reinterpret_cast<const char*>(data.data()) + off.data()[i], size_t(off.data()[i + 1] - off.data()[i])};
+  }
+};
+
+py::object str_of(std::string_view v) {
+  PyObject* o = PyUnicode_DecodeUTF8(v.data(), Py_ssize_t(v.size()), nullptr);
+  if (!o) throw py::error_already_set();
+  return py::reinterpret_steal<py::object>(o);
+}
+
+// Per value: the uint64 that 16 lowercase hex digits write (ok 1), else ok 0.
+py::tuple hex_values(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid) {
+  const Strings s{off, data, valid};
+  const int64_t n = s.size();
+  std::vector<uint64_t> value(size_t(n > 0 ? n : 0), 0);
+  std::vector<uint8_t> ok(size_t(n > 0 ? n : 0), 0);
+  for (int64_t i = 0; i < n; i++) {
+    if (!s.ok(i)) continue;
+    const std::string_view v = s.at(i);
+    if (v.size() != 16) continue;
+    uint64_t x = 0;
+    bool good = true;
+    for (char c : v) {
+      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+      if (d < 0) {
+        good = false;
+        break;
+      }
+      x = x << 4 | uint64_t(d);
+    }
+    if (good) value[size_t(i)] = x, ok[size_t(i)] = 1;
+  }
+  return py::make_tuple(give_array(std::move(value)), give_array(std::move(ok)));
+}
+
+// parquet.resolve_names' lookup: per value of a dictionary of hashes its path's code among
+// the distinct paths (-1: none, or a null value), and those paths in order of first use.
+py::tuple name_codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid, const py::dict& names) {
+  const Strings s{off, data, valid};
+  const int64_t n = s.size();
+  std::vector<int32_t> code(size_t(n > 0 ? n : 0), -1);
+  py::dict uniq;
+  py::list paths;
+  for (int64_t i = 0; i < n; i++) {
+    if (!s.ok(i)) continue;
+    const py::object key = str_of(s.at(i));
+    PyObject* name = PyDict_GetItemWithError(names.ptr(), key.ptr());
+    if (!name) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      continue;
+    }
+    PyObject* have = PyDict_GetItemWithError(uniq.ptr(), name);
+    if (!have) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      const py::int_ c(py::len(paths));
+      if (PyDict_SetItem(uniq.ptr(), name, c.ptr())) throw py::error_already_set();
+      paths.append(py::reinterpret_borrow<py::object>(name));
+      code[size_t(i)] = int32_t(py::len(paths) - 1);
+    } else {
+      code[size_t(i)] = int32_t(PyLong_AsLong(have));
+    }
+  }
+  return py::make_tuple(give_array(std::move(code)), paths);
+}
+
+// The 64-bit number 16 lowercase hex digits write; false for any other string.
+bool hex16(std::string_view v, uint64_t& x) {
+  if (v.size() != 16) return false;
+  x = 0;
+  for (char c : v) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    x = x << 4 | uint64_t(d);
+  }
+  return true;
+}
+
+std::string_view utf8_of(const py::handle& o) {
+  Py_ssize_t n = 0;
+  const char* p = PyUnicode_AsUTF8AndSize(o.ptr(), &n);
+  if (!p) throw py::error_already_set();
+  return {p, size_t(n)};
+}
+
+// One trace file's names, fhash -> path, as a dict would hold them (a later name of a hash
+// replaces its earlier one, in place): the tracer's hashes (16 hex digits) as numbers and the
+// paths back to back in one buffer (a million names: tens of MB, no Python object each), any
+// other hash in a dict of its own. Looked up a block's dictionary of hashes at a time.
+class Names {
+ public:
+  // The FH lines among a block's metadata lines (fh_line; bytes that are not UTF-8 are left
+  // too), into this table: (the other lines, the hashes of the paths that start with one of
+  // `ipc_prefixes`: pipes and sockets, the lines taken).
+  py::tuple fh(const py::list& lines, const std::vector<std::string>& ipc_prefixes) {
+    py::list rest, ipc;
+    int64_t taken = 0;
+    for (const py::handle& h : lines) {
+      std::string_view path, hash;
+      if (!fh_line(h, path, hash) || !valid_utf8(path) || !valid_utf8(hash)) {
+        rest.append(h);
+        continue;
+      }
+      taken++;
+      bool is_ipc = false;
+      for (const std::string& pre : ipc_prefixes)
+        if (path.size() >= pre.size() && std::memcmp(path.data(), pre.data(), pre.size()) == 0) is_ipc = true;
+      if (is_ipc) ipc.append(str_of(hash));
+      put(hash, path);
+    }
+    return py::make_tuple(rest, ipc, taken);
+  }
+
+  void set(const py::str& hash, const py::str& path) { put(utf8_of(hash), utf8_of(path)); }
+
+  py::object get(const py::object& hash) const {
+    if (!PyUnicode_Check(hash.ptr())) return py::none();
+    const std::string_view h = utf8_of(hash);
+    uint64_t x;
+    if (hex16(h, x)) {
+      const int64_t k = index_.find(x, 0);
+      return k < 0 ? py::none() : str_of(path(size_t(k)));
+    }
+    const py::object o = other_.attr("get")(hash);
+    return o;
+  }
+
+  bool contains(const py::object& hash) const { return !get(hash).is_none(); }
+  size_t size() const { return index_.size() + py::len(other_); }
+
+  // parquet.resolve_names' lookup of a dictionary of hashes: per value its path's code among
+  // the distinct paths (-1: none, or null), and those paths in order of first use.
+  py::tuple codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid) const {
+    const Strings s{off, data, valid};
+    const int64_t n = s.size();
+    std::vector<int32_t> code(size_t(n > 0 ? n : 0), -1);
+    std::unordered_map<std::string_view, int32_t> uniq;
+    py::list paths;
+    for (int64_t i = 0; i < n; i++) {
+      if (!s.ok(i)) continue;
+      std::string_view p;
+      if (!find(s.at(i), p)) continue;
+      auto it = uniq.emplace(p, int32_t(uniq.size()));
+      if (it.second) paths.append(str_of(p));
+      code[size_t(i)] = it.first->second;
+    }
+    return py::make_tuple(give_array(std::move(code)), paths);
+  }
+
+  // The values (non-null) of a dictionary of hashes that have no name.
+  py::list missing(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid) const {
+    const Strings s{off, data, valid};
+    py::list out;
+    std::string_view p;
+    for (int64_t i = 0; i < s.size(); i++)
+      if (s.ok(i) && !find(s.at(i), p)) out.append(str_of(s.at(i)));
+    return out;
+  }
+
+  // (the hex hashes' numbers, their paths' offsets and bytes (an Arrow string array's),
+  // the other hashes' dict), the hex ones in the order they came.
+  py::tuple table() const {
+    const size_t n = index_.size();
+    std::vector<int64_t> offsets(n + 1, 0);
+    std::vector<uint8_t> bytes;
+    size_t total = 0;
+    for (size_t k = 0; k < n; k++) total += len_[k];
+    bytes.reserve(total);
+    for (size_t k = 0; k < n; k++) {
+      const std::string_view p = path(k);
+      bytes.insert(bytes.end(), p.begin(), p.end());
+      offsets[k + 1] = int64_t(bytes.size());
+    }
+    std::vector<uint64_t> values(index_.kv.begin(), index_.kv.end());
+    return py::make_tuple(give_array(std::move(values)), give_array(std::move(offsets)),
+                          give_array(std::move(bytes)), other_);
+  }
+
+ private:
+  KeyIndex index_;  // (hash number, 0) -> entry
+  std::string arena_;
+  std::vector<uint64_t> at_;
+  std::vector<uint32_t> len_;
+  py::dict other_;
+
+  std::string_view path(size_t k) const { return {arena_.data() + at_[k], len_[k]}; }
+
+  void put(std::string_view hash, std::string_view p) {
+    uint64_t x;
+    if (!hex16(hash, x)) {
+      if (PyDict_SetItem(other_.ptr(), str_of(hash).ptr(), str_of(p).ptr())) throw py::error_already_set();
+      return;
+    }
+    const auto k = index_.add(x, 0);
+    if (k.second) at_.push_back(0), len_.push_back(0);
+    if (!k.second && path(k.first) == p) return;
+    at_[k.first] = arena_.size(), len_[k.first] = uint32_t(p.size());
+    arena_.append(p);
+  }
+
+  bool find(std::string_view hash, std::string_view& p) const {
+    uint64_t x;
+    if (hex16(hash, x)) {
+      const int64_t k = index_.find(x, 0);
+      if (k < 0) return false;
+      p = path(size_t(k));
+      return true;
+    }
+    if (!py::len(other_)) return false;
+    PyObject* o = PyDict_GetItemWithError(other_.ptr(), str_of(hash).ptr());
+    if (!o) {
+      if (PyErr_Occurred()) throw py::error_already_set();
+      return false;
+    }
+    p = utf8_of(o);
+    return true;
+  }
+
+  static bool valid_utf8(std::string_view v) {
+    for (unsigned char c : v)
+      if (c >= 0x80) {  // the rare non-ASCII path: Python's decoder says
+        PyObject* o = PyUnicode_DecodeUTF8(v.data(), Py_ssize_t(v.size()), nullptr);
+        if (!o) {
+          PyErr_Clear();
+          return false;
+        }
+        Py_DECREF(o);
+        return true;
+      }
+    return true;
+  }
+};
+
+// Paths (an Arrow string array's offsets and bytes) cut at their last '/': the folder (before
+// it) and the tail of the name from its first '.' (the whole name when it has none), each as
+// codes into its distinct values, in order of first appearance. Flags per path: 1, no '/'
+// (no folder: code -1); 2, ends with a newline (a regex's `$` also matches before it).
+py::tuple path_parts(I64 offsets, py::array_t<uint8_t, py::array::c_style> data) {
+  const int64_t n = offsets.shape(0) - 1;
+  const int64_t* off = offsets.data();
+  const char* d = reinterpret_cast<const char*>(data.data());
+  std::vector<int32_t> dir_code(size_t(n > 0 ? n : 0)), tail_code(size_t(n > 0 ? n : 0));
+  std::vector<uint8_t> flags(size_t(n > 0 ? n : 0), 0);
+  std::unordered_map<std::string_view, int32_t> dirs, tails;
+  std::vector<std::string_view> dir_list, tail_list;
+  {
+    py::gil_scoped_release nogil;
+    for (int64_t i = 0; i < n; i++) {
+      const char* s = d + off[i];
+      const char* e = d + off[i + 1];
+      if (e > s && e[-1] == '\n') flags[size_t(i)] |= 2;
+      const char* slash = e;
+      while (slash > s && slash[-1] != '/') slash--;
+      const char* name = slash;  // after the last '/', or the whole path
+      if (slash == s) {
+        flags[size_t(i)] |= 1;
+        dir_code[size_t(i)] = -1;
+      } else {
+        std::string_view dv(s, size_t(slash - 1 - s));
+        auto it = dirs.emplace(dv, int32_t(dir_list.size()));
+        if (it.second) dir_list.push_back(dv);
+        dir_code[size_t(i)] = it.first->second;
+      }
+      const char* dot = name;
+      while (dot < e && *dot != '.') dot++;
+      std::string_view tv = dot < e ? std::string_view(dot, size_t(e - dot))
+                                    : std::string_view(name, size_t(e - name));
+      auto it = tails.emplace(tv, int32_t(tail_list.size()));
+      if (it.second) tail_list.push_back(tv);
+      tail_code[size_t(i)] = it.first->second;
+    }
+  }
+  py::list dl, tl;
+  for (auto v : dir_list) dl.append(py::str(v.data(), v.size()));
+  for (auto v : tail_list) tl.append(py::str(v.data(), v.size()));
+  return py::make_tuple(give_array(std::move(dir_code)), dl, give_array(std::move(tail_code)), tl,
+                        give_array(std::move(flags)));
+}
+
+// ---------------------------------------------------------------------------- a task's files
+
+template <class T>
+py::array_t<T> array_of(const py::dict& d, const char* key) {
+  return d[key].cast<py::array_t<T, py::array::c_style | py::array::forcecast>>();
+}
+
+// What a task knows of its files, block after block (summary.Partial): per (hash, pid) the
+// sums of kFileSumNames, calls per (file, direction and size bin), each stream's end (the
+// access pattern of a stream that goes on in the next block) and each (hash, pid)'s uniform
+// sample of offsets. fold() takes a block's figures (figures(): its files slots, streams and
+// samples, numbered within the block) with the block's hashes as numbers (keys.py: a value
+// and a kind per dictionary code) and the block's processes (a number and a pid each); keys
+// keep the order they first came in, as Arrow's group-by of the blocks' tables kept it.
+class FileState {
+ public:
+  KeyIndex files;  // (hash value, pid * 4 + kind)
+  std::vector<int64_t> sums[kFileSums];
+  KeyIndex sizes;  // (files index, direction * kSizeBins + size bin)
+  std::vector<int64_t> size_count;
+  KeyIndex streams[2];  // (hash value, process number * 4 + kind)
+  std::vector<int64_t> stream_end[2];
+  KeyIndex samples;  // (hash value, pid * 4 + kind)
+  struct Sample {
+    int64_t seen = 0;
+    int stride = 0;
+    std::vector<int64_t> ts, off, len;
+    std::vector<int8_t> dir;
+  };
+  std::vector<Sample> sample;
+
+  // The block's access counts that the streams carried from blocks before decide, per
+  // direction: first, consecutive, sequential, random.
+  py::tuple fold(const py::dict& f, py::array_t<uint64_t, py::array::c_style | py::array::forcecast> value,
+                 py::array_t<int8_t, py::array::c_style | py::array::forcecast> kind, I64 pk, I64 pid) {
+    const uint64_t* val = value.data();
+    const int8_t* knd = kind.data();
+    const int64_t* pk_ = pk.data();
+    const int64_t* pid_ = pid.data();
+    const int64_t n_codes = value.shape(0);
+    auto file_key = [&](int64_t code, int64_t p) {
+      if (code < 0 || code >= n_codes) throw std::invalid_argument("fold: hash code out of range");
+      return std::make_pair(val[code], pid_[p] * 4 + knd[code]);
+    };
+    // files slots of the block -> files
+    const py::dict fl = f["files"];
+    const I64 fh = array_of<int64_t>(fl, "fhash"), proc = array_of<int64_t>(fl, "proc");
+    std::vector<I64> cols;
+    for (const char* name : kFileSumNames) cols.push_back(array_of<int64_t>(fl, name));
+    const int64_t n_slots = fh.shape(0);
+    std::vector<uint32_t> slot_file(size_t(n_slots > 0 ? n_slots : 0));
+    for (int64_t j = 0; j < n_slots; j++) {
+      const auto k = file_key(fh.data()[j], proc.data()[j]);
+      const auto at = files.add(k.first, k.second);
+      if (at.second)
+        for (auto& s : sums) s.push_back(0);
+      slot_file[size_t(j)] = at.first;
+      for (int c = 0; c < kFileSums; c++) {
+        const int64_t x = cols[size_t(c)].data()[j];
+        int64_t& y = sums[c][at.first];
+        y = c == kReadExtent ? std::max(y, x) : y + x;
+      }
+    }
+    const py::dict fs = f["file_sizes"];
+    const I64 fs_slot = array_of<int64_t>(fs, "slot"), fs_bin = array_of<int64_t>(fs, "bin"),
+              fs_count = array_of<int64_t>(fs, "count");
+    for (int64_t j = 0; j < fs_slot.shape(0); j++) {
+      const auto at = sizes.add(slot_file[size_t(fs_slot.data()[j])], fs_bin.data()[j]);
+      if (at.second) size_count.push_back(0);
+      size_count[at.first] += fs_count.data()[j];
+    }
+    // streams: a block's first call of a stream against where the stream ended before
+    const I64 s_fh = f["stream_fh"].cast<I64>(), s_proc = f["stream_proc"].cast<I64>();
+    py::list counts;
+    const char* dirs[2] = {"read", "write"};
+    for (int dir = 0; dir < 2; dir++) {
+      const py::dict d = f[dirs[dir]];
+      const I64 hs = array_of<int64_t>(d, "head_stream"), ho = array_of<int64_t>(d, "head_off"),
+                te = array_of<int64_t>(d, "tail_end");
+      int64_t first = 0, consecutive = 0, sequential = 0, random = 0;
+      for (int64_t h = 0; h < hs.shape(0); h++) {
+        const int64_t sid = hs.data()[h];
+        const int64_t code = s_fh.data()[sid], p = s_proc.data()[sid];
+        const uint64_t v = code >= 0 ? val[code] : 0;
+        const int64_t a = pk_[p] * 4 + (code >= 0 ? knd[code] : 2);
+        const auto at = streams[dir].add(v, a);
+        const int64_t off = ho.data()[h];
+        if (at.second) {
+          first++;
+          stream_end[dir].push_back(te.data()[h]);
+          continue;
+        }
+        const int64_t before = stream_end[dir][at.first];
+        consecutive += off == before;
+        const bool seq = off >= before;
+        sequential += seq, random += !seq;
+        if (code >= 0) {
+          const auto k = file_key(code, p);
+          const auto fa = files.add(k.first, k.second);
+          if (fa.second)
+            for (auto& s : sums) s.push_back(0);
+          sums[kReadSeq + 2 * dir + !seq][fa.first]++;
+        }
+        stream_end[dir][at.first] = te.data()[h];
+      }
+      counts.append(py::make_tuple(first, consecutive, sequential, random));
+    }
+    // samples: the block's, merged into each (hash, pid)'s as activity._merge_sample does
+    const py::dict off = f["offsets"];
+    const I64 o_slot = array_of<int64_t>(off, "slot"), o_ts = array_of<int64_t>(off, "ts"),
+              o_off = array_of<int64_t>(off, "offset"), o_len = array_of<int64_t>(off, "length"),
+              o_dir = array_of<int64_t>(off, "dir"), o_seen = array_of<int64_t>(off, "seen"),
+              o_stride = array_of<int64_t>(off, "stride");
+    const int64_t n_pts = o_slot.shape(0);
+    for (int64_t a = 0; a < n_pts;) {
+      const int64_t j = o_slot.data()[a];
+      int64_t b = a;
+      while (b < n_pts && o_slot.data()[b] == j) b++;
+      const auto k = file_key(fh.data()[j], proc.data()[j]);
+      const auto at = samples.add(k.first, k.second);
+      if (at.second) sample.emplace_back();
+      merge_sample(sample[at.first], at.second, o_seen.data()[j], int(o_stride.data()[j]), o_ts.data() + a,
+                   o_off.data() + a, o_len.data() + a, o_dir.data() + a, size_t(b - a));
+      a = b;
+    }
+    return py::tuple(counts);
+  }
+
+  // Everything, as columns in the order the keys came (the state is emptied).
+  py::dict take() {
+    py::dict out;
+    {
+      std::vector<int64_t> pid(files.size()), kind(files.size());
+      for (size_t i = 0; i < files.size(); i++) pid[i] = files.ka[i] >> 2, kind[i] = files.ka[i] & 3;
+      py::dict d;
+      std::vector<uint8_t> sampled(files.size(), 0);  // the (hash, pid)s that have offset samples
+      for (size_t i = 0; i < samples.size(); i++) {
+        const int64_t at = files.find(samples.kv[i], samples.ka[i]);
+        if (at >= 0) sampled[size_t(at)] = 1;
+      }
+      d["value"] = give_array(std::move(files.kv));
+      d["kind"] = give_array(std::move(kind));
+      d["pid"] = give_array(std::move(pid));
+      d["sampled"] = give_array(std::move(sampled));
+      for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = give_array(std::move(sums[c]));
+      out["files"] = d;
+    }
+    {
+      std::vector<int64_t> file(sizes.kv.begin(), sizes.kv.end());
+      py::dict d;
+      d["file"] = give_array(std::move(file));
+      d["bin"] = give_array(std::move(sizes.ka));
+      d["count"] = give_array(std::move(size_count));
+      out["file_sizes"] = d;
+    }
+    {
+      const size_t n = samples.size();
+      std::vector<int64_t> pid(n), kind(n), seen(n), stride(n), bounds(n + 1, 0), ts, off, len;
+      std::vector<int8_t> dir;
+      for (size_t i = 0; i < n; i++) {
+        pid[i] = samples.ka[i] >> 2, kind[i] = samples.ka[i] & 3;
+        const Sample& s = sample[i];
+        seen[i] = s.seen, stride[i] = s.stride;
+        ts.insert(ts.end(), s.ts.begin(), s.ts.end()), off.insert(off.end(), s.off.begin(), s.off.end());
+        len.insert(len.end(), s.len.begin(), s.len.end()), dir.insert(dir.end(), s.dir.begin(), s.dir.end());
+        bounds[i + 1] = int64_t(ts.size());
+      }
+      py::dict d;
+      d["value"] = give_array(std::move(samples.kv));
+      d["kind"] = give_array(std::move(kind));
+      d["pid"] = give_array(std::move(pid));
+      d["seen"] = give_array(std::move(seen));
+      d["stride"] = give_array(std::move(stride));
+      d["bounds"] = give_array(std::move(bounds));
+      d["ts"] = give_array(std::move(ts));
+      d["offset"] = give_array(std::move(off));
+      d["length"] = give_array(std::move(len));
+      d["dir"] = give_array(std::move(dir));
+      out["samples"] = d;
+    }
+    *this = FileState();
+    return out;
+  }
+
+ private:
+  // _merge_sample(a, b): both at the coarser stride (every 2^(s - stride)-th point of each),
+  // halved while more than kSamplePoints.
+  static void merge_sample(Sample& a, bool fresh, int64_t seen, int stride, const int64_t* ts,
+                           const int64_t* off, const int64_t* len, const int64_t* dir, size_t n) {
+    if (fresh) {
+      a.seen = seen, a.stride = stride;
+      a.ts.assign(ts, ts + n), a.off.assign(off, off + n), a.len.assign(len, len + n);
+      a.dir.resize(n);
+      for (size_t k = 0; k < n; k++) a.dir[k] = int8_t(dir[k]);
+      return;
+    }
+    const int s = std::max(a.stride, stride);
+    Sample m;
+    const size_t sa = size_t(1) << (s - a.stride), sb = size_t(1) << (s - stride);
+    for (size_t k = 0; k < a.ts.size(); k += sa)
+      m.ts.push_back(a.ts[k]), m.off.push_back(a.off[k]), m.len.push_back(a.len[k]), m.dir.push_back(a.dir[k]);
+    for (size_t k = 0; k < n; k += sb)
+      m.ts.push_back(ts[k]), m.off.push_back(off[k]), m.len.push_back(len[k]), m.dir.push_back(int8_t(dir[k]));
+    m.stride = s;
+    while (m.ts.size() > kSamplePoints) {
+      size_t w = 0;
+      for (size_t k = 0; k < m.ts.size(); k += 2, w++)
+        m.ts[w] = m.ts[k], m.off[w] = m.off[k], m.len[w] = m.len[k], m.dir[w] = m.dir[k];
+      m.ts.resize(w), m.off.resize(w), m.len.resize(w), m.dir.resize(w);
+      m.stride++;
+    }
+    m.seen = a.seen + seen;
+    a = std::move(m);
+  }
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_kernels, m) {
@@ -640,4 +1245,22 @@ PYBIND11_MODULE(_kernels, m) {
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),
         py::arg("fh_kind"), py::arg("fd"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"),
         py::arg("shifts"), py::arg("tl_exp"));
+  m.def("hex_values", &hex_values, py::arg("offsets"), py::arg("data"), py::arg("valid"));
+  m.def("name_codes", &name_codes, py::arg("offsets"), py::arg("data"), py::arg("valid"), py::arg("names"));
+  py::class_<Names>(m, "Names", "one trace file's names, fhash -> path (load.FileReader)")
+      .def(py::init<>())
+      .def("fh", &Names::fh, py::arg("lines"), py::arg("ipc_prefixes"))
+      .def("set", &Names::set, py::arg("hash"), py::arg("path"))
+      .def("get", &Names::get, py::arg("hash"))
+      .def("__contains__", &Names::contains)
+      .def("__len__", &Names::size)
+      .def("codes", &Names::codes, py::arg("offsets"), py::arg("data"), py::arg("valid"))
+      .def("missing", &Names::missing, py::arg("offsets"), py::arg("data"), py::arg("valid"))
+      .def("table", &Names::table);
+  py::class_<FileState>(m, "FileState", "a task's files, block after block (summary.Partial)")
+      .def(py::init<>())
+      .def("fold", &FileState::fold, py::arg("figures"), py::arg("value"), py::arg("kind"),
+           py::arg("pk"), py::arg("pid"))
+      .def("take", &FileState::take);
+  m.def("path_parts", &path_parts, py::arg("offsets"), py::arg("data"));
 }

@@ -12,8 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from . import _kernels
+from .files import top_rows
+from .keys import HashIds
 
 PHASE_KEEP = 64  # the longest events kept per (process, category, name)
 SAMPLE_POINTS = _kernels.SAMPLE_POINTS  # offset samples per (file, process)
@@ -36,6 +40,111 @@ def binned(idx: np.ndarray, *vals: np.ndarray) -> tuple:
         return (u + lo, *[np.bincount(rel, weights=v, minlength=span)[u] for v in vals])
     u, inv = np.unique(idx, return_inverse=True)
     return (u, *[np.bincount(inv, weights=v, minlength=len(u)) for v in vals])
+
+
+def _ranges(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """The indices of the ranges [starts[i], ends[i]), one after the other."""
+    lens = ends - starts
+    total = int(lens.sum())
+    if not total:
+        return np.zeros(0, np.int64)
+    keep = lens > 0
+    starts, lens = starts[keep], lens[keep]
+    step = np.ones(total, np.int64)
+    pos = np.concatenate([[0], np.cumsum(lens)[:-1]])
+    step[pos] = starts - np.concatenate([[0], (starts + lens - 1)[:-1]])
+    step[0] = starts[0]
+    return np.cumsum(step)
+
+
+@dataclass
+class Samples:
+    """Offset samples as columns: per key (fhash, pid; `kind`, `value`: the hash's number in
+    its task, keys.py) the calls seen and the stride (every 2**stride-th call kept), and its
+    points (`bounds` cut them per key: job-clock start, offset, length, direction). Keys in
+    the order they came first."""
+
+    fhash: pa.Array
+    pid: np.ndarray
+    kind: np.ndarray
+    value: np.ndarray
+    seen: np.ndarray
+    stride: np.ndarray
+    bounds: np.ndarray
+    ts: np.ndarray
+    offset: np.ndarray
+    length: np.ndarray
+    dir: np.ndarray
+
+    def __len__(self) -> int:
+        return len(self.pid)
+
+    def entry(self, i: int) -> list:
+        """Key i as [seen, stride, ts, offset, length, dir] (the form _merge_sample takes)."""
+        a, b = self.bounds[i], self.bounds[i + 1]
+        return [int(self.seen[i]), int(self.stride[i]), self.ts[a:b], self.offset[a:b], self.length[a:b],
+                self.dir[a:b]]
+
+    def take(self, idx: np.ndarray) -> Samples:
+        idx = np.asarray(idx, np.int64)
+        pts = _ranges(self.bounds[idx], self.bounds[idx + 1])
+        lens = self.bounds[idx + 1] - self.bounds[idx]
+        return Samples(self.fhash.take(pa.array(idx)), self.pid[idx], self.kind[idx], self.value[idx],
+                       self.seen[idx], self.stride[idx], np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
+                       self.ts[pts], self.offset[pts], self.length[pts], self.dir[pts])
+
+    @staticmethod
+    def join(parts: list) -> Samples | None:
+        """The keys of several Samples one after the other (the same key may repeat)."""
+        parts = [p for p in parts if p is not None and len(p)]
+        if not parts:
+            return None
+        if len(parts) == 1:
+            return parts[0]
+        shift = np.cumsum([0] + [int(p.bounds[-1]) for p in parts[:-1]])
+        return Samples(pa.concat_arrays([p.fhash for p in parts]), *[np.concatenate([getattr(p, k) for p in parts])
+                                                                       for k in ("pid", "kind", "value", "seen",
+                                                                                 "stride")],
+                       np.concatenate([parts[0].bounds[:1]] + [p.bounds[1:] + s for p, s in zip(parts, shift)]),
+                       *[np.concatenate([getattr(p, k) for p in parts]) for k in ("ts", "offset", "length", "dir")])
+
+    def merged(self) -> Samples:
+        """One entry per key, where it first came: a key's entries merged in order (_merge_sample)."""
+        n = len(self)
+        if n < 2:
+            return self
+        order = np.lexsort((np.arange(n), self.value, self.kind, self.pid))
+        k = (self.pid[order], self.kind[order], self.value[order])
+        new = np.ones(n, bool)
+        new[1:] = (k[0][1:] != k[0][:-1]) | (k[1][1:] != k[1][:-1]) | (k[2][1:] != k[2][:-1])
+        if new.all():
+            return self
+        starts = np.flatnonzero(new)
+        first = order[starts]  # each key's first entry, by key
+        size = np.diff(np.append(starts, n))
+        reps = np.sort(first)  # in the order the keys came
+        multi = {int(first[g]): order[starts[g]:starts[g] + size[g]] for g in np.flatnonzero(size > 1)}
+        extra = []
+        at = {}
+        for i in reps:
+            m = multi.get(int(i))
+            if m is None:
+                continue
+            acc = None
+            for j in m:  # in the order they came (the sort kept it)
+                acc = _merge_sample(acc, self.entry(int(j)))
+            at[int(i)] = n + len(extra)
+            extra.append(acc)
+        src = self
+        if extra:
+            ex = Samples(self.fhash.take(pa.array(list(at), pa.int64())), self.pid[list(at)], self.kind[list(at)],
+                         self.value[list(at)], np.array([e[0] for e in extra], np.int64),
+                         np.array([e[1] for e in extra], np.int64),
+                         np.concatenate([[0], np.cumsum([len(e[2]) for e in extra])]).astype(np.int64),
+                         *[np.concatenate([e[c] for e in extra]).astype(getattr(self, k).dtype)
+                           for c, k in ((2, "ts"), (3, "offset"), (4, "length"), (5, "dir"))])
+            src = Samples.join([self, ex])
+        return src.take(np.array([at.get(int(i), int(i)) for i in reps], np.int64))
 
 
 def _merge_sample(a: list | None, b: list) -> list:
@@ -62,7 +171,7 @@ class ActivityPart:
     exp: int = 0
     chunks: list = field(default_factory=list)  # [rows, bins, read, written, ops, io_ns] arrays
     packed: bool = True  # chunks is one chunk with one row per (process, bin)
-    samples: dict = field(default_factory=dict)  # (fhash, pid) -> [seen, stride, ts, offset, length, dir]
+    samples: Samples | None = None  # per (fhash, pid): _kernels.FileState's, at the task's end
     phases: dict = field(default_factory=dict)  # (host, pid, cat, name) -> [count, dur, starts, durs]
 
     def add_bins(self, tl: dict, procs: list, tl_exp: int, partial_exp: int) -> None:
@@ -102,18 +211,6 @@ class ActivityPart:
         self.chunks = [[r[first], b[first], *[np.add.reduceat(c[order], first) for c in cols[2:]]]]
         self.packed = True
 
-    def add_samples(self, off: dict, files: dict, fh_vals: list, procs: list) -> None:
-        """The kernel's offset samples, per files slot (fhash, process)."""
-        if not len(off["slot"]):
-            return
-        slots, first = np.unique(off["slot"], return_index=True)
-        ends = list(first[1:]) + [len(off["slot"])]
-        for s, a, b in zip(slots, first, ends):
-            key = (str(fh_vals[files["fhash"][s]]), procs[files["proc"][s]][2])
-            new = [int(off["seen"][s]), int(off["stride"][s]), off["ts"][a:b], off["offset"][a:b],
-                   off["length"][a:b], off["dir"][a:b].astype(np.int8)]
-            self.samples[key] = _merge_sample(self.samples.get(key), new)
-
     def add_phases(self, host_pid: list, proc: np.ndarray, cat: np.ndarray, name: np.ndarray,
                    ts: np.ndarray, dur: np.ndarray, cat_vals: list, name_vals: list) -> None:
         """Complete events of @trace categories (neither I/O nor process events): per
@@ -147,20 +244,24 @@ class ActivityPart:
                             np.int64)
             c = o.chunks[0]
             self._add([mine[c[0]], *c[1:]], o.exp, o.exp)
-        for k, v in o.samples.items():
-            self.samples[k] = _merge_sample(self.samples.get(k), v)
+        if o.samples is not None:  # the hashes numbered again: another task numbered its own
+            ids = HashIds()
+            for part in (self.samples, o.samples):
+                if part is not None:
+                    part.kind, part.value = ids.of(part.fhash)
+            self.samples = Samples.join([self.samples, o.samples]).merged()
         for k, v in o.phases.items():
             self._add_phase(k, v)
 
 
-def summarize(parts: list[ActivityPart], grid: dict, files: list[dict]) -> tuple[dict, dict]:
+def summarize(parts: list[ActivityPart], grid: dict, files) -> tuple[dict, dict]:
     """(the summary's "phases", the page's detail: "proc_timeline", "offsets", "phase_events"). `grid`:
     the job timeline (bin_ns, start_ns, bins), whose bins the processes' rows share;
-    `files`: every file's summary row."""
+    `files`: every file's summary row (files.FileTable)."""
     rows: dict = {}
     hosts: list = []
     cols: list = []  # per part: rows, bin start ns, bin width ns, read, written, ops, io_ns
-    acc = ActivityPart()  # the samples and phases of all parts; the bins stay at each part's exponent
+    acc = ActivityPart()  # the phases of all parts; the bins stay at each part's exponent
     for p in parts:
         if p.chunks:
             p.compact()
@@ -172,11 +273,11 @@ def summarize(parts: list[ActivityPart], grid: dict, files: list[dict]) -> tuple
                 mine[r] = rows[k]
             c = p.chunks[0]
             cols.append([mine[c[0]], c[1] << p.exp, np.full(len(c[1]), 1 << p.exp, np.int64), *c[2:]])
-        acc.merge(ActivityPart(samples=p.samples, phases=p.phases))
+        acc.merge(ActivityPart(phases=p.phases))
     bins = [np.concatenate([c[k] for c in cols]) for k in range(7)] if cols else [np.zeros(0, np.int64)] * 7
     keys = [(hosts[r], k[1]) for k, r in rows.items()]  # per row: (host, pid)
     S, events = _phases(acc.phases, bins, {k: r for r, k in enumerate(keys)})
-    return S, dict(proc_timeline=_proc_rows(bins, keys, grid), offsets=_offsets(acc.samples, files),
+    return S, dict(proc_timeline=_proc_rows(bins, keys, grid), offsets=_offsets([p.samples for p in parts], files),
                    phase_events=events)
 
 
@@ -196,17 +297,26 @@ def _proc_rows(bins: list, keys: list, grid: dict) -> dict:
     return dict(bin_ns=width, start_ns=start, processes=[dict(host=h, pid=p) for h, p in procs], **out)
 
 
-def _offsets(samples: dict, files: list[dict]) -> list[dict]:
-    """The drawn files' offset samples, every process's together, in time order."""
-    by_hash: dict = {}
-    for (h, pid), v in samples.items():
-        by_hash.setdefault(h, []).append((pid, v))
-    rows = [r for r in files if r["class"] == "data" and r["fhash"] in by_hash and r["reads"] + r["writes"]]
-    # the most data calls first: a pattern needs calls to show
-    rows.sort(key=lambda r: (-(r["reads"] + r["writes"]), -(r["read_time_us"] + r["write_time_us"]), r["file"]))
+def _offsets(samples: list, files) -> list[dict]:
+    """The drawn files' offset samples, every process's together, in time order. `samples`:
+    each task's Samples (or None), `files`: files.FileTable. A drawn file is a data file with
+    data calls and samples, the most data calls first (a pattern needs calls to show)."""
+    samples = [p for p in samples if p is not None and len(p)]
+    if not samples or not len(files):
+        return []
+    has = files.has_samples if files.has_samples is not None else \
+        pc.is_in(files.fhash, value_set=pa.concat_arrays([p.fhash for p in samples])).to_numpy(zero_copy_only=False)
+    calls = files["reads"] + files["writes"]
+    cand = files.is_class("data") & has & (calls != 0)
+    top = top_rows(cand, [-calls, -(files["read_time_us"] + files["write_time_us"])], files.file, OFFSET_FILES)
     out = []
-    for r in rows[:OFFSET_FILES]:
-        parts = by_hash[r["fhash"]]
+    for i in top:
+        r = files.row(i)
+        by_pid: dict = {}  # pid -> its samples, the tasks' merged in their order
+        for p in samples:
+            for j in np.flatnonzero(pc.equal(p.fhash, r["fhash"]).to_numpy(zero_copy_only=False)):
+                by_pid[int(p.pid[j])] = _merge_sample(by_pid.get(int(p.pid[j])), p.entry(int(j)))
+        parts = list(by_pid.items())
         cols = [np.concatenate([v[k] for _, v in parts]) for k in range(2, 6)]
         pid = np.concatenate([np.full(len(v[2]), p, np.int64) for p, v in parts])
         order = np.argsort(cols[0], kind="stable")

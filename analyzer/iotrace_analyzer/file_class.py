@@ -21,8 +21,11 @@ from __future__ import annotations
 import os
 import re
 
+import numpy as np
+
 CLASSES = ("data", "software", "system", "pipe-socket", "log", "unknown")
 
+IPC_PREFIXES = ("pipe:", "socket:", "anon_inode:")  # as /proc/self/fd names them
 _PIPE = re.compile(r"^(pipe|socket|anon_inode):")
 _SYSTEM_DIRS = ("/proc/", "/sys/", "/etc/", "/run/", "/var/run/", "/usr/lib/", "/usr/lib64/",
                 "/usr/lib32/", "/lib/", "/lib64/", "/lib32/", "/usr/share/", "/usr/libexec/",
@@ -32,6 +35,8 @@ _SOFTWARE_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/", "/.dis
 _SOFTWARE_EXT = re.compile(r"\.(py|pyc|pyo|pyi|pyd|pth|so|so\.[0-9.]+)$")
 # the folders themselves (stat'ed on every import) and the standard library's zip
 _SOFTWARE_END = re.compile(r"/(site-packages|dist-packages|__pycache__|python[0-9]+\.zip|pyvenv\.cfg)$")
+# the tails (from the first '.') of the names with a '.' that _SOFTWARE_END matches
+_SOFTWARE_END_TAILS = (".zip", ".cfg")
 _LOG = re.compile(r"\.(log|out|err)$")
 _INTERPRETER = re.compile(r"^(python|pypy|ipython|jupyter)[0-9.]*[a-z]*$")
 
@@ -79,7 +84,7 @@ def import_dirs(processes) -> frozenset:
 
 def is_ipc(path: str | None) -> bool:
     """A pipe, socket or anonymous inode: another process's end, not a file."""
-    return bool(path) and _PIPE.match(path) is not None
+    return bool(path) and path.startswith(IPC_PREFIXES)
 
 
 def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset = frozenset(),
@@ -103,3 +108,77 @@ def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset =
     if path.startswith(_SYSTEM_DIRS):
         return "system"
     return "data"
+
+
+def classify_many(paths, prefixes: tuple[str, ...] = (), dirs: frozenset = frozenset(),
+                  stdio=None, unknown=None) -> np.ndarray:
+    """classify() of many paths at once, as indices into CLASSES: each test is made once per
+    distinct folder or name tail, not per path. `paths`: a pyarrow string array (no nulls);
+    `stdio`, `unknown`: per path, written through fd 1 or 2, and a hash without a name.
+
+    A path is its folder (before the last '/') and its name. Every test of classify() but
+    three is about a prefix or a part that ends with '/', or starts at the path's start without
+    one: it is the folder's. The name's tests are suffixes that start with '.' (of the tail from
+    the name's first '.') or the whole name (_SOFTWARE_END, a tail without '.'). The paths
+    that this cut cannot decide go through classify() one by one: no '/', a final newline
+    (where `$` also matches), a name with a tail of _SOFTWARE_END_TAILS, a folder where a
+    prefix without a final '/' ends (its name decides)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from . import _kernels
+
+    paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
+    n = len(paths)
+    code = {c: np.int8(i) for i, c in enumerate(CLASSES)}
+    out = np.zeros(n, np.int8)
+    if not n:
+        return out
+    if paths.null_count:
+        raise ValueError("classify_many: null paths")
+    big = pa.types.is_large_string(paths.type)
+    offsets = np.frombuffer(paths.buffers()[1], np.int64 if big else np.int32)[paths.offset:paths.offset + n + 1]
+    dir_code, dir_vals, tail_code, tail_vals, flags = _kernels.path_parts(
+        offsets.astype(np.int64), np.frombuffer(paths.buffers()[2], np.uint8))
+    # per folder d, the tests of the path that are tests of d + "/"; the last row: no folder
+    open_prefixes = [p for p in prefixes if not p.endswith("/")]
+    UNKNOWN, PIPE, DEV, SOFTWARE, SYSTEM, SLOW = range(6)
+    by_dir = np.zeros((len(dir_vals) + 1, 6), bool)
+    for i, d in enumerate(dir_vals):
+        head = d + "/"
+        by_dir[i] = (d.startswith("<unknown"), _PIPE.match(d) is not None,
+                     head.startswith("/dev/") and not head.startswith("/dev/shm/"),
+                     any(head.startswith(p) for p in prefixes) or any(s in head for s in _SOFTWARE_PARTS),
+                     head.startswith(_SYSTEM_DIRS),
+                     any(head == p[:p.rindex("/") + 1] for p in open_prefixes))  # the name decides
+    # per name tail t: *.log, code, the folders of _SOFTWARE_END, and the tails it leaves undecided
+    LOG, CODE, UNDECIDED = range(3)
+    by_tail = np.zeros((len(tail_vals), 3), bool)
+    for i, t in enumerate(tail_vals):
+        by_tail[i] = (_LOG.search(t) is not None,
+                      _SOFTWARE_EXT.search(t) is not None
+                      or ("." not in t and _SOFTWARE_END.search("/" + t) is not None),
+                      t in _SOFTWARE_END_TAILS)
+    d, t = by_dir[dir_code], by_tail[tail_code]  # code -1: the last row of by_dir
+    # the whole path: a folder the imports stat (`dirs`), or a prefix's own folder
+    whole = sorted(dirs)
+    exact = pc.fill_null(pc.index_in(paths, value_set=pa.array(
+        whole + sorted({p.rstrip("/") for p in prefixes}), pa.string())), -1).to_numpy()
+    log = t[:, LOG] if stdio is None else t[:, LOG] | np.asarray(stdio, bool)
+    # the first test that holds decides: the classes are set from the last test to the first
+    out[d[:, SYSTEM]] = code["system"]
+    out[d[:, SOFTWARE] | t[:, CODE] | (exact >= len(whole))] = code["software"]
+    out[log] = code["log"]
+    out[d[:, DEV]] = code["system"]
+    out[d[:, PIPE]] = code["pipe-socket"]
+    out[(exact >= 0) & (exact < len(whole))] = code["software"]
+    out[d[:, UNKNOWN]] = code["unknown"]
+    slow = (flags != 0) | d[:, SLOW] | t[:, UNDECIDED]
+    if unknown is not None:
+        unknown = np.asarray(unknown, bool)
+        out[unknown] = code["unknown"]
+        slow &= ~unknown
+    for i in np.flatnonzero(slow):
+        out[i] = code[classify(paths[int(i)].as_py(), prefixes, dirs,
+                               stdio=bool(stdio[i]) if stdio is not None else False)]
+    return out

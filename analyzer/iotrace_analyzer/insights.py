@@ -19,7 +19,10 @@ import json
 import re
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
 
+from .files import FileSizes, FileTable, py_sum, seq_sum, top_rows
 from .summary import SIZE_EDGES, SIZE_LABELS, STORAGE_SYNC_CALLS
 
 SEVERITIES = ("high", "warn", "info")
@@ -198,6 +201,17 @@ def _file_ev(r: dict, **extra) -> dict:
                 bytes_read=r["bytes_read"], bytes_written=r["bytes_written"], **extra)
 
 
+def _files(D) -> FileTable:
+    """Every file's row (files.FileTable; the rules weigh them as columns)."""
+    return D.get("files") if D.get("files") is not None else FileTable.empty()
+
+
+def _skip(D, F: FileTable) -> np.ndarray:
+    """The files of metadata-heavy's file-per-sample pattern, as a mask of F's rows."""
+    m = D.get("per_sample")
+    return m if m is not None and len(m) == len(F) else np.zeros(len(F), bool)
+
+
 # --------------------------------------------------------------------------- the rules
 
 
@@ -304,35 +318,33 @@ def io_bound(S, D, T):
 def _small(S, D, T, rid, direction):
     col = 0 if direction == "read" else 1
     edge = max([i for i, e in enumerate(SIZE_EDGES) if e <= T["size"]] or [0])  # bins below it
-    skip = D.get("per_sample", set()) if direction == "read" else set()  # metadata-heavy's
-    data = [r for r in D.get("files", []) if r["class"] == "data" and r["fhash"] not in skip]
-    sizes = D.get("file_sizes", {})
-    total = small = 0
-    cost = 0.0  # the small calls' time, each file's call time shared out by count
-    rows = []
-    for r in data:
-        h = sizes.get(r["fhash"])
-        if h is None:
-            continue
-        n_small = int(h[col, :edge].sum())
-        n = int(h[col].sum())
-        total += n
-        small += n_small
-        if n_small:
-            top = int(np.argmax(h[col]))
-            rows.append((n_small, r, n, SIZE_LABELS[top]))
-            cost += r["read_time_us" if direction == "read" else "write_time_us"] * n_small / n
+    F = _files(D)
+    skip = _skip(D, F) if direction == "read" else np.zeros(len(F), bool)  # metadata-heavy's
+    data = F.is_class("data") & ~skip
+    sizes = D.get("file_sizes") or FileSizes(None, F, len(SIZE_LABELS))
+    n_all, n_small = sizes.calls(col), sizes.calls(col, edge)
+    total = int(n_all[data].sum())
+    small = int(n_small[data].sum())
+    hit = data & (n_small > 0)
+    # the small calls' time, each file's call time shared out by count
+    t = F["read_time_us" if direction == "read" else "write_time_us"]
+    cost = seq_sum(t[hit] * n_small[hit] / n_all[hit])
     if not total or small < T["min_calls"] or small / total < T["share"] or not _costs(S, T, cost):
         return None
-    rows.sort(key=lambda x: -x[0])
     v = small / total
     kind = "reads" if direction == "read" else "writes"
     moved = "bytes_read" if direction == "read" else "bytes_written"
     # files that are small themselves: no request size helps, fewer and bigger files do
-    per_file = sorted(r[moved] for _n, r, _t, _l in rows)
-    tiny = per_file[len(per_file) // 2] < SIZE_EDGES[edge] if len(rows) >= 10 else False
+    per_file = np.sort(F[moved][hit])
+    n_files = len(per_file)
+    median = int(per_file[n_files // 2]) if n_files else None
+    tiny = median < SIZE_EDGES[edge] if n_files >= 10 else False
     title = (f"{100 * v:.0f}% of the data {kind} ({small} calls) are smaller than {SIZE_EDGES[edge] // 1024} KiB"
-             + (f", on {len(rows)} files of {per_file[len(per_file) // 2] / 1024:.1f} KiB (median)" if tiny else ""))
+             + (f", on {n_files} files of {median / 1024:.1f} KiB (median)" if tiny else ""))
+    rows = []
+    for i in top_rows(hit, [-n_small], None, 10):  # the most small calls first
+        h = sizes.histogram(int(i), col)
+        rows.append((int(n_small[i]), F.row(i), int(n_all[i]), SIZE_LABELS[int(np.argmax(h))]))
     if tiny:
         advice = ([f"The files themselves are small: bigger {kind} cannot help. Pack the samples into fewer, "
                    "bigger files (shards: WebDataset/TFRecord, HDF5, one array file) "
@@ -348,10 +360,9 @@ def _small(S, D, T, rid, direction):
     return _finding(
         rid, "warn", title, v, T["share"],
         dict(calls=total, small_calls=small, size_limit=SIZE_EDGES[edge], time_us=round(cost, 3),
-             share_of_wall=round(cost / _wall_us(S), 6), files_written=len(rows) if direction == "write" else None,
-             median_file_bytes=per_file[len(per_file) // 2] if per_file else None,
-             files_left_to_metadata_heavy=len(skip) or None,
-             files=[_file_ev(r, **{f"small_{kind}": n_s, kind: n, "usual_size": lab}) for n_s, r, n, lab in rows[:10]]),
+             share_of_wall=round(cost / _wall_us(S), 6), files_written=n_files if direction == "write" else None,
+             median_file_bytes=median, files_left_to_metadata_heavy=int(skip.sum()) or None,
+             files=[_file_ev(r, **{f"small_{kind}": n_s, kind: n, "usual_size": lab}) for n_s, r, n, lab in rows]),
         advice)
 
 
@@ -367,24 +378,23 @@ def small_writes(S, D, T):
 def _random(S, D, T, rid, direction):
     seq_k, rnd_k = f"{direction}_sequential", f"{direction}_random"
     size_k = "read_extent" if direction == "read" else "bytes_written"
-    skip = D.get("per_sample", set())  # metadata-heavy's
-    weighed = [r for r in D.get("files", []) if r["class"] == "data" and r[size_k] >= T["min_file_bytes"]
-               and r["fhash"] not in skip]
-    data = [r for r in weighed if r[rnd_k]]
-    seq = sum(r[seq_k] for r in weighed)
-    rnd = sum(r[rnd_k] for r in data)
+    F = _files(D)
+    weighed = F.is_class("data") & (F[size_k] >= T["min_file_bytes"]) & ~_skip(D, F)  # metadata-heavy's
+    data = weighed & (F[rnd_k] != 0)
+    seq = int(F[seq_k][weighed].sum())
+    rnd = int(F[rnd_k][data].sum())
     t_k = "read_time_us" if direction == "read" else "write_time_us"
-    cost = sum(r[t_k] * r[rnd_k] / max(r[rnd_k] + r[seq_k], 1) for r in data)
+    cost = py_sum(F[t_k][data] * F[rnd_k][data] / np.maximum(F[rnd_k][data] + F[seq_k][data], 1))
     if rnd < T["min_calls"] or rnd / (seq + rnd) < T["share"] or not _costs(S, T, cost):
         return None
     v = rnd / (seq + rnd)
-    data.sort(key=lambda r: -r[rnd_k])
+    data = F.rows(top_rows(data, [-F[rnd_k]], None, 10))
     kind = "reads" if direction == "read" else "writes"
     return _finding(
         rid, "warn", f"{100 * v:.0f}% of the data {kind} jump backwards in their file ({rnd} calls)", v, T["share"],
         dict(sequential=seq, random=rnd,
              files=[_file_ev(r, sequential=r[seq_k], random=r[rnd_k],
-                             random_share=round(r[rnd_k] / (r[rnd_k] + r[seq_k]), 6)) for r in data[:10]]),
+                             random_share=round(r[rnd_k] / (r[rnd_k] + r[seq_k]), 6)) for r in data]),
         ["Read each file front to back (sort the sample indices of a shard; shuffle shards and a "
          "buffer instead of every sample)", "For random access, bigger chunks or the file in memory (mmap, "
          "node-local copy) cost less than many seeks"] if direction == "read" else
@@ -400,15 +410,15 @@ def random_writes(S, D, T):
     return _random(S, D, T, "random-writes", "write")
 
 
-def _part(data, part):
-    """Sums over data files of one part of their calls: "use" (the processes that only read
-    or looked at a file) or "create" (those that wrote it)."""
-    meta_n = sum(r[f"{part}_metadata_count"] for r in data)
-    meta_t = sum(r[f"{part}_metadata_time_us"] for r in data)
-    io_t = sum(r[f"{part}_time_us"] for r in data)
-    files = [r for r in data if r[f"{part}_opens"] or r[f"{part}_metadata_count"]]
-    return dict(files=len(files), processes=max([r[f"{part}_processes"] for r in files] or [0]),
-                opens=sum(r[f"{part}_opens"] for r in data), metadata_calls=meta_n,
+def _part(F: FileTable, data: np.ndarray, part):
+    """Sums over data files (a mask of F's rows) of one part of their calls: "use" (the
+    processes that only read or looked at a file) or "create" (those that wrote it)."""
+    meta_n = int(F[f"{part}_metadata_count"][data].sum())
+    meta_t = py_sum(F[f"{part}_metadata_time_us"][data])
+    io_t = py_sum(F[f"{part}_time_us"][data])
+    files = data & ((F[f"{part}_opens"] != 0) | (F[f"{part}_metadata_count"] != 0))
+    return dict(files=int(files.sum()), processes=int(F[f"{part}_processes"][files].max()) if files.any() else 0,
+                opens=int(F[f"{part}_opens"][data].sum()), metadata_calls=meta_n,
                 metadata_time_us=round(meta_t, 3), io_time_us=round(io_t, 3),
                 metadata_share=round(meta_t / io_t, 6) if io_t else 0.0)
 
@@ -417,17 +427,18 @@ def metadata_heavy(S, D, T):
     """Metadata calls dominating the data files' I/O time, and the file-per-sample pattern:
     many data files, each opened for one or two small reads. The data's use (reading it) and
     its creation (writing it, often once) are weighed apart, and the finding says which."""
-    data = [r for r in D.get("files", []) if r["class"] == "data"]
-    use, create = _part(data, "use"), _part(data, "create")
-    ps = D["per_sample"]  # findings() found it with these thresholds; empty without the pattern
-    per_sample = [r for r in data if r["fhash"] in ps]
-    ps_time = sum(r["use_time_us"] for r in per_sample)
+    F = _files(D)
+    data = F.is_class("data")
+    use, create = _part(F, data, "use"), _part(F, data, "create")
+    per_sample = _skip(D, F)  # findings() found it with these thresholds; empty without the pattern
+    n_per_sample = int(per_sample.sum())
+    ps_time = py_sum(F["use_time_us"][per_sample])
 
     def heavy(p):
         return (p["metadata_calls"] >= T["min_calls"] and p["metadata_share"] >= T["time_share"]
                 and _costs(S, T, p["metadata_time_us"]))
 
-    many = bool(per_sample) and _costs(S, T, ps_time)
+    many = bool(n_per_sample) and _costs(S, T, ps_time)
     if heavy(use) or many:
         part, which = use, "use"
     elif heavy(create):
@@ -441,7 +452,7 @@ def metadata_heavy(S, D, T):
               share_of_wall=round(max(part["metadata_time_us"], ps_time if many else 0.0) / _wall_us(S), 6),
               files=[_file_ev(r, metadata_calls=r[f"{which}_metadata_count"], metadata_time_us=r[key],
                               opens=r[f"{which}_opens"])
-                     for r in sorted(data, key=lambda r: -r[key])[:10]])
+                     for r in F.rows(top_rows(data, [-F[key]], None, 10))])
     if which == "create":
         return _finding(
             "metadata-heavy", "warn",
@@ -454,12 +465,12 @@ def metadata_heavy(S, D, T):
     cost = max(part["metadata_time_us"], ps_time if many else 0.0) / _wall_us(S)
     sev = "high" if share >= T["time_share_high"] and heavy(use) and cost >= 0.1 else "warn"
     if many:
-        opens = sum(r["use_opens"] for r in per_sample)
+        opens = int(F["use_opens"][per_sample].sum())
         ev["file_per_sample"] = dict(
-            files=len(per_sample), opens=opens, reads=sum(r["reads"] for r in per_sample),
+            files=n_per_sample, opens=opens, reads=int(F["reads"][per_sample].sum()),
             time_us=round(ps_time, 3), share_of_wall=round(ps_time / _wall_us(S), 6),
-            mean_bytes_per_open=round(sum(r["bytes_read"] for r in per_sample) / opens, 1) if opens else None,
-            metadata_calls_per_open=round(sum(r["use_metadata_count"] for r in per_sample) / opens, 3)
+            mean_bytes_per_open=round(int(F["bytes_read"][per_sample].sum()) / opens, 1) if opens else None,
+            metadata_calls_per_open=round(int(F["use_metadata_count"][per_sample].sum()) / opens, 3)
             if opens else None)
     advice = ["Pack samples into fewer, bigger files read sequentially (WebDataset/TFRecord shards, HDF5, "
               "Parquet, LMDB): one open per shard instead of per sample"]
@@ -472,10 +483,10 @@ def metadata_heavy(S, D, T):
         advice.append("Keep files open across epochs, and avoid stat/exists checks before each open")
     title = (f"Reading the data: metadata calls take {100 * share:.0f}% of its I/O time "
              f"({use['metadata_calls']} calls)" if heavy(use) else
-             f"One file per sample: {len(per_sample)} data files each opened for a few small reads "
+             f"One file per sample: {n_per_sample} data files each opened for a few small reads "
              f"({100 * ps_time / _wall_us(S):.0f}% of the processes' wall time in their calls)")
     return _finding(
-        "metadata-heavy", sev, title, share if heavy(use) else len(per_sample),
+        "metadata-heavy", sev, title, share if heavy(use) else n_per_sample,
         T["time_share"] if heavy(use) else T["per_sample_files"], ev, advice)
 
 
@@ -483,28 +494,31 @@ def redundant_reads(S, D, T):
     """The same bytes read again: bytes read from a file well above its extent. Told apart:
     bytes read again within one open (a library reading a header or an index twice) and the
     file opened again (each epoch, or a cache that does not hold)."""
-    data = [r for r in D.get("files", []) if r["class"] == "data" and r["read_extent"]]
-    rows = [(r["bytes_read"] - r["read_extent"], r["bytes_read"] / r["read_extent"], r)
-            for r in data if r["bytes_read"] > r["read_extent"]]
-    again = sum(x[0] for x in rows)
-    extent = sum(r["read_extent"] for r in data)
-    if not rows or again < T["min_bytes"]:
+    F = _files(D)
+    data = F.is_class("data") & (F["read_extent"] != 0)
+    br, ex = F["bytes_read"], F["read_extent"]
+    again_m = data & (br > ex)
+    again_b = br - ex
+    again = int(again_b[again_m].sum())
+    extent = int(ex[data].sum())
+    if not again_m.any() or again < T["min_bytes"]:
         return None
-    read = sum(r["bytes_read"] for r in data)
+    read = int(br[data].sum())
     v = read / extent  # over all the data files read
     # the time of the reads that read bytes again, each file's read time shared out by bytes
-    cost = sum(r["read_time_us"] * a / r["bytes_read"] for a, _t, r in rows)
+    cost = py_sum(F["read_time_us"][again_m] * again_b[again_m] / br[again_m])
     if v < T["ratio"] or not _costs(S, T, cost):
         return None
-    opens = [max(r["use_opens"] or r["opens"], 1) for r in data]  # the reading processes' opens
-    per_open = read / sum(o * r["read_extent"] for o, r in zip(opens, data))
-    opens_per_file = sum(opens) / len(data)
+    uo = F["use_opens"][data]
+    opens = np.maximum(np.where(uo != 0, uo, F["opens"][data]), 1)  # the reading processes' opens
+    per_open = read / int((opens * ex[data]).sum())
+    opens_per_file = int(opens.sum()) / int(data.sum())
     epochs = max([ld["epochs"] for ld in S.get("training", {}).get("loaders", [])]
                  + [n["count"] for c in S.get("categories", []) for n in c["top_names"] if n["name"] == "epoch"] or [0])
     within = per_open >= 1.5  # each open reads its bytes more than once
     per_epoch = epochs >= 2 and opens_per_file <= epochs + 0.5  # opened about once per epoch
     expected = not within and per_epoch
-    rows.sort(key=lambda x: -x[0])
+    rows = [(int(again_b[i]), int(br[i]) / int(ex[i]), F.row(i)) for i in top_rows(again_m, [-again_b], None, 10)]
     causes = []
     if within:
         causes.append(f"each open reads {per_open:.1f}x what it needs")
@@ -531,7 +545,7 @@ def redundant_reads(S, D, T):
              opens_per_file=round(opens_per_file, 3), time_us=round(cost, 3),
              share_of_wall=round(cost / _wall_us(S), 6),
              files=[_file_ev(r, read_extent=r["read_extent"], times=round(t, 3), opens=r["use_opens"] or r["opens"])
-                    for _a, t, r in rows[:10]]),
+                    for _a, t, r in rows]),
         advice)
 
 
@@ -544,22 +558,23 @@ def checkpoint_stall(S, D, T):
     if ck:
         for c in ck:
             by_proc.setdefault((c["host"], c["pid"]), []).append(c)
-        items = [(k, sum(c["duration_us"] for c in cs), sum(c["bytes"] or 0 for c in cs), cs)
+        items = [(k, sum(c["duration_us"] for c in cs), sum(c["bytes"] or 0 for c in cs), cs, len(cs))
                  for k, cs in by_proc.items()]
     else:
-        files = [r for r in D.get("files", []) if r["class"] == "data" and r["bytes_written"]
-                 and CHECKPOINT_FILE.search(r["file"])]
-        if not files:
+        F = _files(D)
+        files = _checkpoint_files(F)
+        if not files.any():
             return None
-        t = sum(r["write_time_us"] for r in files)
+        t = py_sum(F["write_time_us"][files])
         # the writers are not known per file here: weigh against the longest process
         k = max(walls, key=walls.get) if walls else ("", 0)
-        items = [(k, t, sum(r["bytes_written"] for r in files),
-                  [dict(file=r["file"], bytes=r["bytes_written"], duration_us=r["write_time_us"]) for r in files])]
-    hits = [(t / walls[k], k, t, b, cs) for k, t, b, cs in items if walls.get(k)]
+        items = [(k, t, int(F["bytes_written"][files].sum()),
+                  [dict(file=r["file"], bytes=r["bytes_written"], duration_us=r["write_time_us"])
+                   for r in F.rows(top_rows(files, [-F["write_time_us"]], None, 10))], int(files.sum()))]
+    hits = [(t / walls[k], k, t, b, cs, n) for k, t, b, cs, n in items if walls.get(k)]
     if not hits:
         return None
-    v, k, t, b, cs = max(hits, key=lambda h: h[0])
+    v, k, t, b, cs, n = max(hits, key=lambda h: h[0])
     if v < T["time_share"]:
         return None
     starts = sorted(c["start_ns"] for c in cs if "start_ns" in c)
@@ -567,13 +582,27 @@ def checkpoint_stall(S, D, T):
     return _finding(
         "checkpoint-stall", "high" if v >= T["time_share_high"] else "warn",
         f"Checkpoints hold pid {k[1]} for {100 * v:.0f}% of its wall time", v, T["time_share"],
-        dict(host=k[0], pid=k[1], checkpoints=len(cs), time_us=round(t, 3), bytes=b,
+        dict(host=k[0], pid=k[1], checkpoints=n, time_us=round(t, 3), bytes=b,
              bandwidth_MBps=round(b / (t / 1e6) / 1e6, 3) if t and b else None, every_us=every,
              windows=[dict(start_ns=c.get("start_ns"), duration_us=c["duration_us"], file=c.get("file"),
                            bytes=c.get("bytes")) for c in sorted(cs, key=lambda c: -c["duration_us"])[:10]]),
         ["Save asynchronously (torch.distributed.checkpoint.async_save, or a background thread after "
          "copying the state to CPU) so the steps go on", "Save less often, or to node-local storage and "
          "copy out in the background; shard the checkpoint across ranks"])
+
+
+def _checkpoint_files(F: FileTable) -> np.ndarray:
+    """The data files written under a checkpoint's name (CHECKPOINT_FILE), as a mask. Many
+    candidates are sifted by Arrow's regex first (a superset), then each by CHECKPOINT_FILE."""
+    cand = F.is_class("data") & (F["bytes_written"] != 0)
+    rows = np.flatnonzero(cand)
+    if len(rows) > 4096:
+        like = pc.match_substring_regex(F.file.take(pa.array(rows)), r"(?i)(ckpt|checkpoint|\.pt|\.pth|\.safetensors)")
+        rows = rows[like.to_numpy(zero_copy_only=False)]
+    out = np.zeros(len(F), bool)
+    names = F.file.take(pa.array(rows, pa.int64())).to_pylist()
+    out[[i for i, name in zip(rows, names) if CHECKPOINT_FILE.search(name)]] = True
+    return out
 
 
 def sync_heavy(S, D, T):
@@ -583,7 +612,7 @@ def sync_heavy(S, D, T):
     n = sum(c["count"] for c in syncs)
     t = sum(c["time_us"] for c in syncs)
     io_t = sum(c["time_us"] for c in S["calls"])
-    writes = sum(r["writes"] for r in D.get("files", []))
+    writes = int(_files(D)["writes"].sum())
     share = t / io_t if io_t else 0.0
     by_time = n >= T["min_calls"] and share >= T["time_share"]
     by_count = n >= 100 and writes and n / writes >= T["per_write"]
@@ -643,8 +672,8 @@ def software_loading(S, D, T):
     share = sw["time_us"] / wall
     if sw["count"] < T["min_calls"] or share < T["time_share"]:
         return None
-    top = [r for r in D.get("files", []) if r["class"] == "software"]
-    top.sort(key=lambda r: -r["time_us"])
+    F = _files(D)
+    top = F.rows(top_rows(F.is_class("software"), [-F["time_us"]], None, 5))
     return _finding(
         "software-loading", "info" if share < 2 * T["time_share"] else "warn",
         f"Loading the software takes {100 * share:.0f}% of the job's wall time ({sw['count']} calls on "
@@ -668,7 +697,8 @@ def pipe_traffic(S, D, T):
     if moved < T["min_bytes"] or moved < T["share"] * base or not _costs(S, T, ps["time_us"]):
         return None
     v = moved / base if base else float(moved)
-    top = sorted((r for r in D.get("files", []) if r["class"] == "pipe-socket"), key=lambda r: -r["time_us"])
+    F = _files(D)
+    top = F.rows(top_rows(F.is_class("pipe-socket"), [-F["time_us"]], None, 5))
     return _finding(
         "pipe-traffic", "info", f"{moved / MiB:.1f} MiB pass between processes through pipes or sockets "
         f"({v:.1f}x the bytes read from data files)", v, T["share"],
@@ -684,20 +714,23 @@ RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small
          "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic}
 
 
-def per_sample_files(D: dict, T: dict) -> set:
-    """The fhashes of the file-per-sample pattern (metadata-heavy's thresholds), when the job
-    has it: small reads and jumps within such files are its symptoms, not findings apart."""
-    rows = [r for r in D.get("files", []) if r["class"] == "data" and r["use_opens"] and r["reads"]
-            and r["reads"] / r["use_opens"] <= T["per_sample_reads"]
-            and r["bytes_read"] / r["use_opens"] <= T["per_sample_bytes"]]
-    return {r["fhash"] for r in rows} if len(rows) >= T["per_sample_files"] else set()
+def per_sample_files(D: dict, T: dict) -> np.ndarray:
+    """The files of the file-per-sample pattern (metadata-heavy's thresholds), as a mask of the
+    file rows, when the job has it: small reads and jumps within such files are its symptoms,
+    not findings apart."""
+    F = _files(D)
+    uo, reads = F["use_opens"], F["reads"]
+    m = F.is_class("data") & (uo != 0) & (reads != 0)
+    q = np.where(m, uo, 1)
+    m &= (reads / q <= T["per_sample_reads"]) & (F["bytes_read"] / q <= T["per_sample_bytes"])
+    return m if int(m.sum()) >= T["per_sample_files"] else np.zeros(len(F), bool)
 
 
 def findings(S: dict, detail: dict, th: dict | None = None) -> list[dict]:
     """Every rule's finding, most severe first (then by how far past its threshold)."""
     th = th or thresholds()
     detail = dict(detail, per_sample=per_sample_files(detail, th["metadata-heavy"])
-                  if th["metadata-heavy"]["enabled"] else set())
+                  if th["metadata-heavy"]["enabled"] else np.zeros(len(_files(detail)), bool))
     out = []
     for rid, rule in RULES.items():
         if th[rid]["enabled"]:

@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from iotrace_format import PROCESS_INFO_KEYS
 from iotrace_format.reader import Damage, find_traces, iter_batches, settle_live
 
-from . import file_class, insights, parquet, summary
+from . import _kernels, file_class, insights, keys, parquet, summary
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
@@ -120,14 +120,19 @@ class FileReader:
         self.result = FileResult(path)
         self.proc: dict = {}
         self.thread_names: dict = {}
-        self.names: dict = {}  # fhash -> path
+        self.names = _kernels.Names()  # fhash -> path
+        self.ipc: set = set()  # the hashes of pipes and sockets (file_class.is_ipc of their names)
         self.hosts: dict = {}  # DFTracer hhash -> host name
         self.meta_events = 0
-        self.hashes_seen: set = set()
+        self.unnamed: set = set()  # hashes used before a name was known for them (some get one later)
         self.pids: set = set()
         self.starts: list = []  # (pid, tid, ts_ns, name, ret, fhash, flags) of START_CALLS
 
     def meta(self, lines: list[bytes]) -> None:
+        # the file names (a million for a job that reads a million files) without a JSON parser
+        lines, ipc, taken = self.names.fh(lines, list(file_class.IPC_PREFIXES))
+        self.meta_events += taken
+        self.ipc.update(ipc)
         for ln in lines:
             try:
                 m = orjson.loads(ln)
@@ -137,7 +142,10 @@ class FileReader:
             self.meta_events += 1
             name, args = m.get("name"), m.get("args") if isinstance(m.get("args"), dict) else {}
             if name == "FH" and "value" in args:
-                self.names[str(args["value"])] = str(args.get("name"))
+                h, path = str(args["value"]), str(args.get("name"))
+                self.names.set(h, path)
+                if file_class.is_ipc(path):
+                    self.ipc.add(h)
             elif name == "HH" and "value" in args:  # DFTracer host hash
                 self.hosts[str(args["value"])] = str(args.get("name"))
             elif name == "iotrace_process":
@@ -187,17 +195,16 @@ class FileReader:
         return pa.record_batch(b)
 
     def seen(self, ev: pa.Table | pa.RecordBatch) -> None:
-        """Keep what finish() needs of a segment's events (distinct hashes and pids, the
-        calls that started child processes)."""
+        """Keep what finish() needs of a segment's events (the hashes without a name so far,
+        distinct pids, the calls that started child processes)."""
         self.result.events += ev.num_rows
         if ev.num_rows:
             self._child_starts(ev)
             d = ev.column("fhash")
             d = d.combine_chunks() if isinstance(d, pa.ChunkedArray) else d
-            if pa.types.is_dictionary(d.type):  # the decoder's: a value only when a row has it
-                self.hashes_seen.update(d.dictionary.to_pylist())
-            else:
-                self.hashes_seen |= {h for h in pc.unique(d).to_pylist() if h is not None}
+            # the decoder's dictionary: a value only when a row has it
+            hashes = d.dictionary if pa.types.is_dictionary(d.type) else pc.unique(d)
+            self.unnamed.update(self.names.missing(*keys.buffers(hashes)))
             pid = ev.column("pid")
             pid = pid.combine_chunks() if isinstance(pid, pa.ChunkedArray) else pid
             if pid.null_count == 0 and pid.type == pa.int64():
@@ -249,7 +256,7 @@ class FileReader:
             why = "; ".join(str(x) for x in proc.get("lost_reasons", [])) or "not written"
             r.damage.append(Damage(self.path, -1, "lost-events",
                                    f"the tracer could not write {lost} event lines: {why}"))
-        r.unresolved_hashes = len(self.hashes_seen - set(self.names))
+        r.unresolved_hashes = sum(1 for h in self.unnamed if h not in self.names)
         pids = sorted(p for p in self.pids if p is not None)
         if proc.get("pid") is not None or pids:
             if proc.get("pid") is None:
@@ -298,7 +305,7 @@ class ParquetOut:
         self.thread = None
         self.pending: list = []  # batches of the row group being gathered
         self.rows = 0
-        self.host, self.names = "", {}
+        self.host, self.names, self.own_names = "", None, False
         if out_dir is not None and threaded:
             self.thread = threading.Thread(target=self._run, daemon=True)
             self.thread.start()
@@ -312,11 +319,13 @@ class ParquetOut:
             while self.q.get() is not None:  # let the producer finish
                 pass
 
-    def _write(self, batches: list, host: str, names: dict) -> None:
+    def _write(self, batches: list, host: str, names) -> None:
+        """`names`: fhash -> path (a dict, _kernels.Names), or per batch its fname and fname2."""
         # Each block in the published schema as it is; the chunks go to Parquet as one row
         # group, nothing concatenated, with one dictionary per column (a dictionary that
         # changes from chunk to chunk sends the writer to materialize and hash the strings).
-        tabs = [parquet.to_events(pa.Table.from_batches([b]), host, names) for b in batches]
+        per_batch = names if isinstance(names, list) else [names] * len(batches)
+        tabs = [parquet.to_events(pa.Table.from_batches([b]), host, nb) for b, nb in zip(batches, per_batch)]
         loose = any(t.schema != parquet.EVENTS_SCHEMA_PRESENT for t in tabs)
         if loose:
             tabs = [t.cast(parquet.EVENTS_SCHEMA) for t in tabs]
@@ -338,13 +347,22 @@ class ParquetOut:
         self.paths.append(path)
 
     def put(self, batch, host: str, names: dict) -> None:
-        """Events of one file (a batch or a table); row groups hold one host's events."""
+        """Events of one file (a batch or a table); row groups hold one host's events. `names`:
+        fhash -> path, the file's names as known so far; the batches are given the names of all
+        files put, a later file's first, as they are when they are written."""
         if self.out_dir is None or not batch.num_rows:
             return
         if self.pending and host != self.host:
             self.flush()
         self.host = host
-        self.names.update(names)
+        # the names of one file are its reader's own dict, as it grows (a million names are
+        # not copied at each block); a second file's make a dict of this writer's own
+        if self.names is None:
+            self.names = names
+        elif names is not self.names:
+            if not self.own_names:
+                self.names, self.own_names = parquet.names_dict(self.names), True
+            self.names.update(parquet.names_dict(names))
         self.pending += batch.to_batches() if isinstance(batch, pa.Table) else [batch]
         self.rows += batch.num_rows
         if self.rows >= PARQUET_ROWS:
@@ -352,8 +370,8 @@ class ParquetOut:
 
     def flush(self) -> None:
         if self.pending:
-            if self.thread is not None:
-                self.q.put((self.pending, self.host, dict(self.names)))
+            if self.thread is not None:  # the names as they are now (they may grow meanwhile)
+                self.q.put((self.pending, self.host, [parquet.file_names(b, self.names) for b in self.pending]))
             else:
                 self._write(self.pending, self.host, self.names)
             self.pending, self.rows = [], 0
@@ -397,14 +415,16 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
         tabs = [t for _r, t in group]
         ev = pa.concat_tables(tabs).unify_dictionaries().combine_chunks() if len(tabs) > 1 else tabs[0]
         names: dict = {}
+        ipc: set = set()
         for r, _t in group:
-            names.update(r.names)
+            names.update(parquet.names_dict(r.names))
+            ipc |= r.ipc
         if all(p[2] is not None for p in procs) and len({(p[0], p[2]) for p in procs}) == len(procs):
             P.add(ev, procs, np.concatenate(proc_ids), compute_cats, names,
-                  own=all(r.own for r, _t in group))
+                  own=all(r.own for r, _t in group), ipc=ipc)
         else:  # a file without a process record (DFTracer): each as its own pids
             for r, t in group:
-                P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats, r.names, own=r.own)
+                P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats, r.names, own=r.own, ipc=r.ipc)
         hosts = {r.host for r, _t in group}
         if len(hosts) == 1:  # one host: the group's table is one Parquet row group
             out.put(ev, hosts.pop(), names)
@@ -426,7 +446,7 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
                 if streamed:
                     fr.seen(rb)
                     P.add(rb, [(fr.key, fr.host, None, fr.shift)], None, compute_cats, fr.names,
-                          own=fr.own)
+                          own=fr.own, ipc=fr.ipc)
                     out.put(rb, fr.host, fr.names)
                 else:
                     small.append(rb)
@@ -447,7 +467,7 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
         for proc in r.processes:  # start, end (when recorded) and role of the process image
             P.info[(fr.key, proc["pid"])] = dict({k: proc[k] for k in summary.PROC_INFO if k in proc},
                                                  shift=fr.shift)
-        P.fh.update(fr.names)
+        P.fh.append(fr.names)
         files.append(r)
     return TaskResult(P.finalize(), files, parts)
 
@@ -631,9 +651,6 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
                       findings_seconds=round(t_rules, 4))
     S["damage"] = damage_report(file_results, S["job"]["start_ns"])
     if opts.out_dir:
-        names = {}
-        for r in results:
-            names.update(r.partial.fh)
         # one row per process image: a file that repeats another's iotrace_process (same
         # pid and clocks) adds nothing
         procs: dict = {}
@@ -641,8 +658,8 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
             key = (p.get("host"), p.get("pid"), p.get("mono_ns"), p.get("wall_ns"))
             if key not in procs or (p.get("end_reason") and not procs[key].get("end_reason")):
                 procs[key] = p
-        parquet.write_metadata(opts.out_dir, list(procs.values()),
-                               [t for r in file_results for t in r.threads], names)
+        parquet.write_metadata(opts.out_dir, list(procs.values()), [t for r in file_results for t in r.threads],
+                               *summary._names([r.partial for r in results]))
     return S, file_results
 
 

@@ -52,29 +52,76 @@ def _as_dict(col) -> pa.DictionaryArray:
 def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     """File names for a dictionary column of hashes: looked up once per distinct hash, and
     the rows given their name's code through the hash's (no hashing of rows)."""
+    from . import _kernels, keys
+
     d = _as_dict(hashes)
     if d.null_count == len(d):
         return pa.nulls(len(d), _DICT)
-    uniq: dict = {}
-    remap = []
-    for h in d.dictionary.to_pylist():
-        name = names.get(h)
-        remap.append(None if name is None else uniq.setdefault(name, len(uniq)))
-    codes = pc.take(pa.array(remap, pa.int32()), d.indices)
-    return pa.DictionaryArray.from_arrays(codes, pa.array(list(uniq), pa.string()))
+    if isinstance(names, (dict, _kernels.Names)):
+        buf = keys.buffers(d.dictionary)
+        remap, paths = _kernels.name_codes(*buf, names) if isinstance(names, dict) else names.codes(*buf)
+        remap = pa.array(remap, mask=remap < 0)
+    else:
+        uniq: dict = {}
+        paths = []
+        for h in d.dictionary.to_pylist():
+            name = names.get(h)
+            paths.append(None if name is None else uniq.setdefault(name, len(uniq)))
+        remap, paths = pa.array(paths, pa.int32()), list(uniq)
+    codes = pc.take(remap, d.indices)
+    return pa.DictionaryArray.from_arrays(codes, pa.array(paths, pa.string()))
 
 
-def to_events(ev: pa.Table, host: str, names: dict) -> pa.Table:
+def names_dict(names) -> dict:
+    """fhash -> path as a dict, of a dict or a _kernels.Names (load.FileReader's)."""
+    if isinstance(names, dict):
+        return names
+    values, off, data, other = names.table()
+    hashes = _hex_strings(values)
+    paths = pa.Array.from_buffers(pa.large_string(), len(values), [None, pa.py_buffer(off), pa.py_buffer(data)])
+    out = dict(zip(hashes.to_pylist(), paths.to_pylist()))
+    out.update(other)
+    return out
+
+
+def names_table(names) -> pa.Table:
+    """fhash -> path as a table (fhash, name), of a dict or a _kernels.Names."""
+    if isinstance(names, dict):
+        return pa.table({"fhash": pa.array(list(names), pa.string()),
+                         "name": pa.array(list(names.values()), pa.string())})
+    values, off, data, other = names.table()
+    paths = pa.Array.from_buffers(pa.large_string(), len(values), [None, pa.py_buffer(off), pa.py_buffer(data)])
+    t = pa.table({"fhash": _hex_strings(values), "name": paths.cast(pa.string())})
+    if other:
+        t = pa.concat_tables([t, pa.table({"fhash": pa.array(list(other), pa.string()),
+                                           "name": pa.array(list(other.values()), pa.string())})])
+    return t
+
+
+def _hex_strings(values: np.ndarray) -> pa.Array:
+    from .keys import HashIds
+
+    return HashIds().strings(np.zeros(len(values), np.int8), values)
+
+
+def file_names(ev, names: dict) -> tuple:
+    """The fname and fname2 columns of a block (resolve_names of its fhash and fhash2)."""
+    return resolve_names(ev.column("fhash"), names), resolve_names(ev.column("fhash2"), names)
+
+
+def to_events(ev: pa.Table, host: str, names: dict | tuple) -> pa.Table:
     """The decoded events of one file in the published Parquet schema (names resolved), with
-    EVENTS_SCHEMA_PRESENT when the always-present columns have no nulls."""
+    EVENTS_SCHEMA_PRESENT when the always-present columns have no nulls. `names`: fhash ->
+    path, or the fname and fname2 columns (file_names)."""
     n = ev.num_rows
+    fname, fname2 = names if isinstance(names, tuple) else file_names(ev, names)
     cols = {
         "name": _as_dict(ev.column("name")), "cat": _as_dict(ev.column("cat")),
         "ph": _as_dict(ev.column("ph")), "pid": ev.column("pid"), "tid": ev.column("tid"),
         "host": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array([host])),
         "ts_ns": ev.column("ts_ns"), "dur_ns": ev.column("dur_ns"),
-        "fhash": _as_dict(ev.column("fhash")), "fname": resolve_names(ev.column("fhash"), names),
-        "fhash2": _as_dict(ev.column("fhash2")), "fname2": resolve_names(ev.column("fhash2"), names),
+        "fhash": _as_dict(ev.column("fhash")), "fname": fname,
+        "fhash2": _as_dict(ev.column("fhash2")), "fname2": fname2,
     }
     for k in _INT_ARGS:
         cols[k] = ev.column(k)
@@ -100,7 +147,27 @@ def open_part(out_dir: str, name: str, schema: pa.Schema) -> tuple[pq.ParquetWri
     return w, path
 
 
-def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], files: dict) -> None:
+def _distinct(keys: np.ndarray) -> bool:
+    k = np.sort(keys)
+    return not (k[1:] == k[:-1]).any()
+
+
+def _by_hash(hashes) -> np.ndarray:
+    """The order of distinct hashes sorted as strings: the tracer's (16 lowercase hex digits)
+    as the numbers they write, the same order, without comparing strings."""
+    from .keys import HEX, HashIds
+
+    hashes = hashes.combine_chunks() if isinstance(hashes, pa.ChunkedArray) else hashes
+    kind, value = HashIds().of(hashes)
+    if len(kind) and (kind == HEX).all():
+        return np.argsort(value, kind="stable")
+    return pc.sort_indices(hashes).to_numpy()
+
+
+def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], files, keys=None) -> None:
+    """processes.parquet, threads.parquet and files.parquet. `files`: fhash -> path, a dict or
+    a table of (fhash, name) whose first row of a hash gives its name (summary._names), `keys`
+    the hashes' numbers (files.hash_keys) when known."""
     os.makedirs(out_dir, exist_ok=True)
     cols = {f.name: [p.get(f.name) for p in processes] for f in PROCESSES_SCHEMA}  # by column: 5000 processes
     cols["ranks"] = [json.dumps(r, sort_keys=True) if isinstance(r, (dict, list)) else r for r in cols["ranks"]]
@@ -109,5 +176,16 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
                    os.path.join(out_dir, "processes.parquet"))
     pq.write_table(pa.Table.from_pylist(threads, schema=THREADS_SCHEMA),
                    os.path.join(out_dir, "threads.parquet"))
-    pq.write_table(pa.Table.from_pylist([{"fhash": k, "name": v} for k, v in sorted(files.items())],
-                                        schema=FILES_SCHEMA), os.path.join(out_dir, "files.parquet"))
+    if isinstance(files, dict):
+        files = pa.table({"fhash": pa.array(list(files), pa.string()),
+                          "name": pa.array(list(files.values()), pa.string())})
+    if files is None or not files.num_rows:
+        table = FILES_SCHEMA.empty_table()
+    else:  # one row per hash (its first), by hash
+        hashes = files.column("fhash").combine_chunks()
+        if keys is None or not _distinct(keys):
+            if pc.count_distinct(hashes).as_py() != files.num_rows:
+                files = files.take(pc.index_in(pc.unique(hashes), value_set=hashes))
+                hashes = files.column("fhash").combine_chunks()
+        table = files.take(_by_hash(hashes))
+    pq.write_table(table.cast(FILES_SCHEMA), os.path.join(out_dir, "files.parquet"))

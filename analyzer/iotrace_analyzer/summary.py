@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import calls, calls_of
 
-from . import _kernels, activity, counters, file_class, training, units
-from .activity import ActivityPart, binned
+from . import _kernels, activity, counters, file_class, files, keys, training, units
+from .activity import ActivityPart, Samples, binned
 from .counters import CounterPart
 from .intervals import Union
 from .training import TrainingPart
@@ -115,15 +115,25 @@ class Partial:
     calls: list = field(default_factory=list)  # tables: name -> count, dur, bytes, errors
     sizes: list = field(default_factory=list)  # tables: (name, size) -> count
     files: list = field(default_factory=list)  # tables: (fhash, pid) -> FILE_SUMS
+    files_grouped: bool = False  # files is one table, one row per (fhash, pid)
     file_sizes: list = field(default_factory=list)  # tables: (fhash, pid, dir, bin) -> calls
     cats: dict = field(default_factory=dict)  # (file key, pid, cat) -> [count, dur, Union]
     cat_names: list = field(default_factory=list)  # tables: (cat, name) -> count, dur
     access: dict = field(default_factory=dict)  # dir -> {first, consecutive, sequential, random}
-    carry: dict = field(default_factory=dict)  # dir -> {(file key, pid, fhash): end offset, ts}
+    _files: _kernels.FileState | None = field(default_factory=_kernels.FileState)  # per file, while reading
+    _ids: keys.HashIds = field(default_factory=keys.HashIds)  # the task's numbers of hashes
+    _proc_keys: dict = field(default_factory=dict)  # (file key, pid) -> number
     size_hist: dict = field(default_factory=dict)  # dir -> counts per SIZE_LABELS
     tl_exp: int = 10  # timeline: bins of 2**tl_exp ns on the job clock
     tl: tuple = ()  # (bin index, bytes read, bytes written, ops)
-    fh: dict = field(default_factory=dict)  # fhash -> path
+    fh: list = field(default_factory=list)  # fhash -> path of each file read (dicts or _kernels.Names)
+    names: pa.Table | None = None  # fhash -> path as a table (finalize moves fh here)
+    name_keys: np.ndarray | None = None  # its hashes' numbers (files.hash_keys)
+    # per row of files[0] (one table, grouped): its hash's number, whether it has offset
+    # samples; per row of file_sizes[0]: its file's row (None: not known, after a merge)
+    file_keys: np.ndarray | None = None
+    file_samples: np.ndarray | None = None
+    file_size_rows: np.ndarray | None = None
     stdio: set = field(default_factory=set)  # fhashes written through fd 1 or 2 (logs)
     info: dict = field(default_factory=dict)  # (file key, pid) -> its record's PROC_INFO
     training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
@@ -139,13 +149,41 @@ class Partial:
             st.unions = {k: _length(u) for k, u in st.unions.items()}
         for slot in self.cats.values():
             slot[2] = _length(slot[2])
-        self.carry = {}
-        self.compact()
+        self._take_files()
+        self._files, self._ids, self._proc_keys = None, keys.HashIds(), {}  # (a FileState does not pickle)
+        self.compact(final=True)
         self.activity.compact()
+        self.names, self.name_keys = _names_of(self.fh)
+        self.fh = []
         return self
 
+    def _take_files(self) -> None:
+        """The files' figures folded while reading, as tables (and the offset samples)."""
+        if self._files is None:
+            return
+        e = self._files.take()
+        if not len(e["files"]["pid"]):
+            return
+        fl = e["files"]
+        fhash = self._ids.strings(fl["kind"], fl["value"])
+        self.files.append(pa.table({"fhash": fhash, "pid": fl["pid"],
+                                    **{k: fl[kk] for k, kk in zip(FILE_SUMS, _KERNEL_FILE)}}))
+        self.files_grouped = len(self.files) == 1
+        self.file_keys = files.hash_keys(fhash, fl["kind"], fl["value"]) if self.files_grouped else None
+        self.file_samples = fl["sampled"].astype(bool)
+        fs = e["file_sizes"]  # bin: direction * len(SIZE_LABELS) + size bin
+        self.file_size_rows = fs["file"] if not self.file_sizes else None
+        if len(fs["file"]):
+            self.file_sizes.append(pa.table({"fhash": fhash.take(pa.array(fs["file"])), "pid": fl["pid"][fs["file"]],
+                                             "bin": fs["bin"], "count": fs["count"]}))
+        sm = e["samples"]
+        if len(sm["pid"]):
+            self.activity.samples = Samples(self._ids.strings(sm["kind"], sm["value"]), sm["pid"], sm["kind"],
+                                            sm["value"], sm["seen"], sm["stride"], sm["bounds"], sm["ts"],
+                                            sm["offset"], sm["length"], sm["dir"])
+
     def merge(self, o: Partial) -> None:
-        """Add another partial (a later piece of the same files, or other files)."""
+        """Add another partial (a later piece of the same files, or other files), both finalized."""
         self.events += o.events
         self.x_events += o.x_events
         self.meta_events += o.meta_events
@@ -168,6 +206,8 @@ class Partial:
         self.calls += o.calls
         self.sizes += o.sizes
         self.files += o.files
+        self.files_grouped = False
+        self.file_keys = self.file_samples = self.file_size_rows = self.name_keys = None
         self.file_sizes += o.file_sizes
         self.cat_names += o.cat_names
         for d, acc in o.access.items():
@@ -178,7 +218,7 @@ class Partial:
             self.size_hist[d] = (np.asarray(self.size_hist.get(d, np.zeros(len(SIZE_LABELS), np.int64)))
                                  + np.asarray(h)).tolist()
         self._merge_timeline(o.tl_exp, o.tl)
-        self.fh.update(o.fh)
+        self.fh += o.fh
         self.stdio |= o.stdio
         self.info.update(o.info)
         self.training.merge(o.training)
@@ -186,9 +226,9 @@ class Partial:
         self.activity.merge(o.activity)
         self.compact()
 
-    def compact(self, every: int = 1) -> None:
+    def compact(self, every: int = 1, final: bool = False) -> None:
         """Fold the per-block tables into one each (bounded by distinct keys), once more than
-        `every` have gathered."""
+        `every` have gathered; `final`: the files' table grouped even when it is one."""
         if len(self.calls) > every:
             t = pa.concat_tables(self.calls).group_by("name").aggregate(
                 [("dur_count", "sum"), ("dur_sum", "sum"), ("bytes_sum", "sum"), ("err_sum", "sum")])
@@ -196,10 +236,11 @@ class Partial:
         if len(self.sizes) > every:
             t = pa.concat_tables(self.sizes).group_by(["name", "size"]).aggregate([("size_count", "sum")])
             self.sizes = [t.rename_columns(["name", "size", "size_count"])]
-        if len(self.files) > every:
+        if _due(self.files, every) or (final and len(self.files) == 1 and not self.files_grouped):
             t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(FILE_AGG)
             self.files = [t.rename_columns(["fhash", "pid", *FILE_SUMS])]
-        if len(self.file_sizes) > every:
+            self.files_grouped = True
+        if _due(self.file_sizes, every):
             t = pa.concat_tables(self.file_sizes).group_by(["fhash", "pid", "bin"]).aggregate(
                 [("count", "sum")])
             self.file_sizes = [t.rename_columns(["fhash", "pid", "bin", "count"])]
@@ -228,14 +269,15 @@ class Partial:
     # --- reading ---------------------------------------------------------------------------
 
     def add(self, ev: pa.Table | pa.RecordBatch, procs: list, proc_of_row: np.ndarray | None,
-            compute_cats: tuple[str, ...], names: dict | None = None, own: bool = True) -> None:
+            compute_cats: tuple[str, ...], names: dict | None = None, own: bool = True,
+            ipc: set | None = None) -> None:
         """The events of one block. `procs`: one (file key, host, pid, clock shift ns) per
         process the block holds; `proc_of_row`: each row's index into `procs` (None: the
         single process of `procs`, or one per distinct pid of a file when `procs` holds one
         entry with pid None). The figures are counted by one C++ pass (_kernels.figures);
         here they join the partial's tables. `names`: fhash -> path as far as known (pipes and
-        sockets are told from files by it); `own`: iotrace's traces (a peer's, DFTracer's, may
-        name its calls otherwise)."""
+        sockets are told from files by it), or `ipc`: the hashes of pipes and sockets among
+        them; `own`: iotrace's traces (a peer's, DFTracer's, may name its calls otherwise)."""
         n_rows = ev.num_rows
         if n_rows == 0:
             return
@@ -252,15 +294,21 @@ class Partial:
         ph_codes, ph_vals = _codes32(ev.column("ph"))
         cat_codes, cat_vals = _codes32(ev.column("cat"))
         name_codes, name_vals = _codes32(ev.column("name"))
-        fh_codes, fh_vals = _codes32(ev.column("fhash"))
+        fh_codes, fh_dict = _codes_arrow(ev.column("fhash"))
         low = [str(c).lower() for c in cat_vals]
         cat_kind = np.array([(c in IO_CATS) | (c in compute_cats) << 1 | (c == "process") << 2
                              for c in low], np.uint8)
         name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 | (nm in OPEN_CALLS) << 2
                               | (nm in SYNC_CALLS) << 3 | (nm in KNOWN_CALLS or not own) << 4
                               for nm in name_vals], np.uint8)
-        names = names or {}
-        fh_kind = np.array([file_class.is_ipc(names.get(h)) for h in fh_vals], np.uint8)
+        if ipc is None:
+            names = names or {}
+            fh_kind = np.array([file_class.is_ipc(names.get(h)) for h in fh_dict.to_pylist()], np.uint8)
+        elif ipc and len(fh_dict):
+            fh_kind = pc.is_in(fh_dict, value_set=pa.array(sorted(ipc), pa.string())).to_numpy(
+                zero_copy_only=False).astype(np.uint8)
+        else:
+            fh_kind = np.zeros(len(fh_dict), np.uint8)
         f = _kernels.figures(
             ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
@@ -273,7 +321,8 @@ class Partial:
             n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
         self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
         # files written through fd 1 or 2: stdout and stderr redirected to a file are logs
-        self.stdio |= {str(fh_vals[c]) for c in f["stdio_fh"]}
+        if len(f["stdio_fh"]):
+            self.stdio |= set(fh_dict.take(pa.array(f["stdio_fh"])).to_pylist())
         self.counters.add(ev, procs, proc_of_row, ph_codes, ph_vals, name_codes, name_vals)
         self.x_events += f["x_events"]
         self.start = f["start_j"] if self.start is None else min(self.start, f["start_j"])
@@ -315,15 +364,12 @@ class Partial:
             self.sizes.append(pa.table({
                 "name": pa.array([str(name_vals[k]) for k in sz["name"]], pa.string()),
                 "size": sz["size"], "size_count": sz["count"]}))
-        fl = f["files"]
-        f_hash = pa.array([str(fh_vals[k]) for k in fl["fhash"]], pa.string())
-        f_pid = np.array([procs[p][2] for p in fl["proc"]], np.int64)
-        self.files.append(pa.table({"fhash": f_hash, "pid": f_pid,
-                                    **{k: fl[kk] for k, kk in zip(FILE_SUMS, _KERNEL_FILE)}}))
-        fs = f["file_sizes"]  # bin: direction * len(SIZE_LABELS) + size bin
-        if len(fs["slot"]):
-            self.file_sizes.append(pa.table({"fhash": f_hash.take(fs["slot"]), "pid": f_pid[fs["slot"]],
-                                             "bin": fs["bin"], "count": fs["count"]}))
+        # per (fhash, pid): sums, calls per size bin, offset samples, and the streams of calls
+        # that go on from block to block: folded in C++ (a million files: no table per block)
+        kind, value = self._ids.of(fh_dict)
+        pids = np.array([p[2] for p in procs], np.int64)
+        pk = np.array([self._proc_keys.setdefault((p[0], p[2]), len(self._proc_keys)) for p in procs], np.int64)
+        carried = self._files.fold(f, value, kind, pk, pids)
 
         # --- @trace categories (X events that are neither I/O nor process events)
         ca = f["cats"]
@@ -345,39 +391,18 @@ class Partial:
                 "name": pa.array([str(name_vals[k]) if k >= 0 else None for k in cn["name"]], pa.string()),
                 "dur_count": cn["count"], "dur_sum": cn["dur"]}))
 
-        # --- access pattern and sizes; streams carry on from the previous block
-        stream_keys = [(procs[p][0], procs[p][2], str(fh_vals[fc]) if fc >= 0 else None)
-                       for fc, p in zip(f["stream_fh"], f["stream_proc"])]
-        heads: dict = {}  # (fhash, pid) -> sequential and random calls per direction, at heads
-        for direction in ("read", "write"):
+        # --- access pattern and sizes; a stream's first call in a block against where it ended
+        # in the block before (carried)
+        for direction, (first, consecutive, sequential, random) in zip(("read", "write"), carried):
             d = f[direction]
             if d["hist"].any():
                 before = self.size_hist.get(direction, np.zeros(len(SIZE_EDGES), np.int64))
                 self.size_hist[direction] = (np.asarray(before) + d["hist"]).tolist()
             acc = self.access.setdefault(direction, dict(first=0, consecutive=0, sequential=0, random=0))
-            acc["consecutive"] += int(d["consecutive"])
-            acc["sequential"] += int(d["sequential"])
-            acc["random"] += int(d["random"])
-            carry = self.carry.setdefault(direction, {})
-            for s_, off, tail in zip(d["head_stream"], d["head_off"], d["tail_end"]):
-                key = stream_keys[s_]
-                before = carry.get(key)
-                if before is None:
-                    acc["first"] += 1
-                else:
-                    acc["consecutive"] += int(off == before)
-                    seq = off >= before
-                    acc["sequential" if seq else "random"] += 1
-                    if key[2] is not None:
-                        h = heads.setdefault((key[2], key[1]), [0, 0, 0, 0])
-                        h[(direction == "write") * 2 + (not seq)] += 1
-                carry[key] = int(tail)
-        if heads:
-            cols = list(zip(*[(k[0], k[1], *v) for k, v in heads.items()]))
-            zero = np.zeros(len(heads), np.int64)
-            self.files.append(pa.table({"fhash": pa.array(cols[0], pa.string()), "pid": np.array(cols[1], np.int64),
-                                        **{k: zero for k in FILE_SUMS[:12]},
-                                        **{k: np.array(c, np.int64) for k, c in zip(FILE_SUMS[12:], cols[2:])}}))
+            acc["first"] += first
+            acc["consecutive"] += int(d["consecutive"]) + consecutive
+            acc["sequential"] += int(d["sequential"]) + sequential
+            acc["random"] += int(d["random"]) + random
 
         # --- timeline: sparse bins on the job clock, by start time; per process for the page
         tl = f["timeline"]
@@ -386,7 +411,6 @@ class Partial:
             self._merge_timeline(exp, binned(tl["bin"], *[tl[k].astype(np.float64)
                                                                    for k in ("read", "written", "ops")]))
             self.activity.add_bins(tl, procs, exp, self.tl_exp)
-        self.activity.add_samples(f["offsets"], fl, fh_vals, procs)
         phase_cats = np.flatnonzero((cat_kind & 5) == 0)  # @trace's categories, compute's too
         if len(phase_cats):
             rows = np.flatnonzero(np.isin(cat_codes, phase_cats)
@@ -398,6 +422,31 @@ class Partial:
                                          np_ints(ev.column("ts_ns"))[rows] + shift,
                                          np_ints(ev.column("dur_ns"))[rows], cat_vals, name_vals)
         self.compact(every=32)
+
+
+def _due(tables: list, every: int) -> bool:
+    """Whether per (file, process) tables are to be folded: more than `every` of them and, for
+    `every` > 1 (while reading), twice as many rows added as the folded table has, a million at
+    least. A few files read over and over add a few rows a block (100M events: 200K rows); a
+    million files read once fold into as many rows, and folding every few blocks grouped the
+    growing table again and again."""
+    if len(tables) <= every:
+        return False
+    return every <= 1 or sum(t.num_rows for t in tables[1:]) >= max(1 << 20, 2 * tables[0].num_rows)
+
+
+def _codes_arrow(col) -> tuple[np.ndarray, pa.Array]:
+    """int32 dictionary codes (-1 for nulls) and the dictionary, as strings, of a column."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if not pa.types.is_dictionary(col.type):
+        col = col.dictionary_encode()
+    idx = col.indices
+    if idx.null_count:
+        idx = pc.fill_null(idx, -1)
+    codes = idx.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
+    d = col.dictionary
+    return codes, d if d.type == pa.string() else d.cast(pa.string())
 
 
 def _codes32(col) -> tuple[np.ndarray, list]:
@@ -469,18 +518,41 @@ def _concat(tables):
     return pa.concat_tables(tables) if tables else None
 
 
+def _names_of(names: list) -> tuple:
+    """(fhash -> path of the files read, the last file's first, as a table; its hashes'
+    numbers) of a task's names (dicts or _kernels.Names)."""
+    from .parquet import names_table
+
+    tabs = [names_table(n) for n in reversed(names)]
+    if not tabs:
+        return pa.table({"fhash": pa.array([], pa.string()), "name": pa.array([], pa.string())}), np.zeros(0, np.uint64)
+    t = pa.concat_tables(tabs) if len(tabs) > 1 else tabs[0]
+    return t, files.hash_keys(t.column("fhash").combine_chunks())
+
+
+def _names(partials: list[Partial]) -> tuple:
+    """(fhash -> path of all partials, the last partial's first (a lookup takes a hash's first
+    row: the name the last partial gave it, as dict updates in partial order would); the
+    hashes' numbers (files.hash_keys), or None when a partial has none)."""
+    tabs, keys = [], []
+    for p in reversed(partials):
+        t, k = (p.names, p.name_keys) if p.names is not None else _names_of(p.fh)
+        tabs.append(t)
+        keys.append(k)
+    return (pa.concat_tables(tabs) if tabs else None,
+            np.concatenate(keys) if keys and all(k is not None for k in keys) else None)
+
+
 def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
           detail: dict | None = None, dirs: frozenset = frozenset()) -> dict:
     """The summary (a JSON-ready dict) from all files' partials. `prefixes`: the traced
     interpreters' installation prefixes (file_class.software_prefixes), `dirs` the folders their
     imports stat (file_class.import_dirs). `detail`, when given,
-    gets what the summary only has the top of: "files", every file's row; "file_sizes",
-    fhash -> calls per (direction, size bin) as an array of 2 x len(SIZE_LABELS)."""
+    gets what the summary only has the top of: "files", every file's row (files.FileTable);
+    "file_sizes", each file's calls per (direction, size bin) (files.FileSizes)."""
     S: dict = {}
-    fh: dict = {}
     stdio: set = set()
     for p in partials:
-        fh.update(p.fh)
         stdio |= p.stdio
     procs = [st.figures(p.info.get(k)) for p in partials for k, st in p.procs.items() if st.events]
     bounds = [(d.pop("start_j"), d.pop("end_j")) for d in procs]
@@ -551,67 +623,26 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         count_share=round(meta_cnt / io_cnt, 6) if io_cnt else 0.0,
         time_share=round(meta_dur / io_dur, 6) if io_dur else 0.0)
 
-    # --- files
-    frows = []
-    if file_tab is not None:
-        per_proc = file_tab.group_by(["fhash", "pid"]).aggregate(FILE_AGG).rename_columns(
-            ["fhash", "pid", *FILE_SUMS])
-        f = per_proc.group_by("fhash").aggregate(FILE_AGG + [("pid", "count")])
-        # what the processes that only read a file (never wrote it) did to it: the data's use,
-        # apart from its creation (a dataset written once, then read every epoch)
-        readers = per_proc.filter(pc.and_(pc.equal(per_proc.column("written_sum"), 0),
-                                          pc.equal(per_proc.column("writes"), 0)))
-        use = {r["fhash"]: r for r in readers.group_by("fhash").aggregate(
-            [("meta_count", "sum"), ("meta_dur", "sum"), ("opens", "sum"), ("dur_sum", "sum"),
-             ("pid", "count")]).to_pylist()}
-        for r in f.to_pylist():
-            name = fh.get(r["fhash"], f"<unknown {r['fhash']}>")
-            v = {k: r[f"{k}_{a}"] for k, a in FILE_AGG}
-            cls = file_class.classify(name, prefixes, dirs, stdio=r["fhash"] in stdio)
-            frows.append(dict(file=name, fhash=r["fhash"], **{"class": cls},
-                              count=v["dur_count"], time_us=units.us(v["dur_sum"]),
-                              bytes_read=v["read_sum"], bytes_written=v["written_sum"],
-                              processes=r["pid_count"], metadata_count=v["meta_count"],
-                              metadata_time_us=units.us(v["meta_dur"]), opens=v["opens"], reads=v["reads"],
-                              writes=v["writes"], read_time_us=units.us(v["read_dur"]),
-                              write_time_us=units.us(v["write_dur"]), read_extent=v["read_extent"],
-                              read_sequential=v["read_seq"], read_random=v["read_rand"],
-                              write_sequential=v["write_seq"], write_random=v["write_rand"],
-                              **_use_split(v, r["pid_count"], use.get(r["fhash"]))))
+    # --- files: every file's row as columns (files.py), the top ones in the summary
+    names, name_keys = _names(partials)
+    table, classes, file_sizes, by_pid = files.collect(partials, names, name_keys, stdio, prefixes, dirs, FILE_AGG,
+                                                       FILE_SUMS, len(SIZE_LABELS))
     # per class: the job's data apart from the software it loads, the system, pipes
-    classes = {}
-    sums = ("count", "time_us", "bytes_read", "bytes_written", "metadata_count", "metadata_time_us")
-    for r in frows:
-        c = classes.setdefault(r["class"], dict.fromkeys(("files",) + sums, 0))
-        c["files"] += 1
-        for k in sums:
-            c[k] += r[k]
-    S["file_classes"] = {k: dict(v, time_us=round(v["time_us"], 3), metadata_time_us=round(v["metadata_time_us"], 3))
-                         for k, v in sorted(classes.items(), key=lambda kv: file_class.CLASSES.index(kv[0]))}
+    S["file_classes"] = classes
     # metadata calls on the job's data files only (a Python start-up's stats are software's)
+    sums = ("count", "time_us", "bytes_read", "bytes_written", "metadata_count", "metadata_time_us")
     d = S["file_classes"].get("data", dict.fromkeys(sums, 0))
     S["metadata_calls"]["data_files"] = dict(
         count=d["metadata_count"], time_us=d["metadata_time_us"],
         count_share=round(d["metadata_count"] / d["count"], 6) if d["count"] else 0.0,
         time_share=round(d["metadata_time_us"] / d["time_us"], 6) if d["time_us"] else 0.0)
     # the top files: data first (what a person tuning I/O looks at), then the others
-    frows.sort(key=lambda r: (-r["time_us"], r["file"]))
-    S["files"] = [r for r in frows if r["class"] == "data"][:top] + [r for r in frows if r["class"] != "data"][:top]
+    data = table.is_class("data")
+    S["files"] = table.rows(np.flatnonzero(data)[:top]) + table.rows(np.flatnonzero(~data)[:top])
     if detail is not None:
-        detail["files"] = frows
-        detail["file_sizes"] = _file_sizes([t for p in partials for t in p.file_sizes])
-        # per pid, its calls on data files: the I/O a rule weighs apart from the imports'
-        data_proc: dict = {}
-        if file_tab is not None:
-            data = pa.array([r["fhash"] for r in frows if r["class"] == "data"], pa.string())
-            t = per_proc.filter(pc.is_in(per_proc.column("fhash"), value_set=data))
-            g = t.group_by("pid").aggregate([(k, "sum") for k in ("dur_count", "dur_sum", "read_sum", "written_sum")]
-                                            + [("fhash", "count")])
-            for r in g.to_pylist():
-                data_proc[r["pid"]] = dict(calls=r["dur_count_sum"], time_us=units.us(r["dur_sum_sum"]),
-                                           bytes_read=r["read_sum_sum"], bytes_written=r["written_sum_sum"],
-                                           files=r["fhash_count"])
-        detail["data_by_pid"] = data_proc
+        detail["files"] = table
+        detail["file_sizes"] = file_sizes
+        detail["data_by_pid"] = by_pid  # per pid, its calls on data files (a rule weighs them apart)
 
     # --- @trace categories
     cat_rows = [dict(pid=k[1], cat=k[2], count=v[0], dur=v[1], union=_length(v[2]))
@@ -650,26 +681,12 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     acc["size_histogram_by_family"] = _family_histograms(sizes)
     S["access"] = acc
     S["timeline"] = _timeline(partials, job_start, job_end)
-    S["phases"], page = activity.summarize([p.activity for p in partials], S["timeline"], frows)
+    S["phases"], page = activity.summarize([p.activity for p in partials], S["timeline"], table)
     if detail is not None:
         detail.update(page)
     S["training"] = training.summarize([p.training for p in partials])
     S["counters"] = counters.summarize([p.counters for p in partials], S["processes"], detail)
     return S
-
-
-def _use_split(v: dict, procs: int, use: dict | None) -> dict:
-    """A file's calls split between the processes that wrote it (its creation) and those that
-    only read or looked at it (its use)."""
-    use = use or dict.fromkeys(("meta_count_sum", "meta_dur_sum", "opens_sum", "dur_sum_sum",
-                                "pid_count"), 0)
-    return dict(
-        use_processes=use["pid_count"], use_opens=use["opens_sum"], use_time_us=units.us(use["dur_sum_sum"]),
-        use_metadata_count=use["meta_count_sum"], use_metadata_time_us=units.us(use["meta_dur_sum"]),
-        create_processes=procs - use["pid_count"], create_opens=v["opens"] - use["opens_sum"],
-        create_time_us=units.us(v["dur_sum"] - use["dur_sum_sum"]),
-        create_metadata_count=v["meta_count"] - use["meta_count_sum"],
-        create_metadata_time_us=units.us(v["meta_dur"] - use["meta_dur_sum"]))
 
 
 def _family_histograms(sizes) -> dict:
@@ -688,23 +705,6 @@ def _family_histograms(sizes) -> dict:
         m = np.array([kind.get(n) == fam for n in names])
         out[fam] = dict(zip(SIZE_LABELS, np.bincount(bins[m], weights=count[m], minlength=len(SIZE_LABELS))
                             .astype(np.int64).tolist()))
-    return out
-
-
-def _file_sizes(tables) -> dict:
-    """fhash -> calls per (direction, size bin): an array of 2 x len(SIZE_LABELS)."""
-    t = _concat(tables)
-    out: dict = {}
-    if t is None:
-        return out
-    g = t.group_by(["fhash", "bin"]).aggregate([("count", "sum")])
-    nb = len(SIZE_LABELS)
-    for h, b, c in zip(g.column("fhash").to_pylist(), g.column("bin").to_pylist(),
-                       g.column("count_sum").to_pylist()):
-        a = out.get(h)
-        if a is None:
-            a = out[h] = np.zeros((2, nb), np.int64)
-        a[b // nb, b % nb] += c
     return out
 
 

@@ -425,8 +425,8 @@ def _parquet(out: str, subs) -> dict:
     return rec
 
 
-def record(paths: list[str], rules: dict, tmp: str) -> dict:
-    """The outputs of one analysis, as written to expected/."""
+def record(paths: list[str], rules: dict, tmp: str, workers: int = 2) -> dict:
+    """The outputs of one analysis, as written to expected/ (with 2 workers)."""
     from iotrace_analyzer import report
     from iotrace_analyzer.load import Options, analyze
 
@@ -434,7 +434,7 @@ def record(paths: list[str], rules: dict, tmp: str) -> dict:
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
     page: dict = {}
-    S, _ = analyze(paths, Options(out_dir=out, workers=2, progress=False, rules=rules), page)
+    S, _ = analyze(paths, Options(out_dir=out, workers=workers, progress=False, rules=rules), page)
     subs = [(os.path.realpath(GOLDEN), "<GOLDEN>"), (GOLDEN, "<GOLDEN>"),
             (os.path.realpath(tmp), "<TMP>"), (tmp, "<TMP>")]
     for k in TIMINGS:
@@ -445,7 +445,7 @@ def record(paths: list[str], rules: dict, tmp: str) -> dict:
                 parquet=_parquet(out, subs))
 
 
-def compute(only: set | None = None):
+def compute(only: set | None = None, workers: int = 2):
     """(file name, record) of every workload and rule set."""
     sets = rule_sets()
     for name, (paths, make) in workloads().items():
@@ -459,7 +459,7 @@ def compute(only: set | None = None):
                 make(traces)
                 paths = [traces]
             for rs, rules in sets.items():
-                yield f"{name}.{rs}.json", record(paths, rules, tmp)
+                yield f"{name}.{rs}.json", record(paths, rules, tmp, workers)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
 

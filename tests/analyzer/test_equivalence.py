@@ -39,3 +39,19 @@ def test_outputs_as_expected(name, rules):
     got = json.loads(json.dumps(records(name)[fname]))
     d = make_expected.diff(want, got)
     assert not d, f"{fname} differs:\n" + "\n".join(d)
+
+
+@pytest.mark.parametrize("name", ["streams", "many-files-8p", "pipeline"])
+def test_outputs_with_one_worker(name):
+    """One worker: a single trace's Parquet written by the task itself (no thread of its
+    own), several traces' tasks one after the other in this process. The same outputs, but
+    for the workers and tasks that the input section counts."""
+    for fname, got in make_expected.compute({name}, workers=1):
+        with open(os.path.join(make_expected.EXPECTED, fname)) as f:
+            want = json.load(f)
+        got = json.loads(json.dumps(got))
+        for rec in (want, got):
+            for k in ("workers", "tasks"):
+                rec["summary"]["input"].pop(k)
+        d = make_expected.diff(want, got)
+        assert not d, f"{fname} with one worker differs:\n" + "\n".join(d)

@@ -1,0 +1,69 @@
+"""File hashes as numbers within a task, without a Python object per file (a job that reads a
+million files once has a million): the keys of the task's per-file figures (summary.Partial,
+_kernels.FileState), turned back into strings at the task's end.
+
+The tracer's hashes (and DFTracer's) are 16 hex digits, FNV-1a 64 of the path: read as uint64
+(kind 0). Any other string gets a number of its own (kind 1); a missing hash is kind 2.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from . import _kernels
+
+_SHIFTS = (np.arange(15, -1, -1, dtype=np.uint64) * np.uint64(4))
+HEX, OTHER, NONE = 0, 1, 2
+_NONE = np.zeros(0, np.uint8)
+
+
+def buffers(values: pa.Array) -> tuple:
+    """A string array as the kernels take it: (offsets, bytes, validity per value or empty)."""
+    if values.type != pa.string():
+        values = values.cast(pa.string())
+    n = len(values)
+    off = np.frombuffer(values.buffers()[1], np.int32, n + 1, values.offset * 4).astype(np.int64) \
+        if n else np.zeros(1, np.int64)
+    data = values.buffers()[2]
+    data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
+    valid = values.is_valid().to_numpy(zero_copy_only=False).astype(np.uint8) if values.null_count else _NONE
+    return off, data, valid
+
+
+class HashIds:
+    """(kind, value) of hash strings; the same string always gets the same pair."""
+
+    def __init__(self):
+        self.other: dict = {}  # a hash that is not 16 hex digits -> its number
+
+    def of(self, values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+        """Per value of a string array (a block's dictionary of hashes): kind and value."""
+        n = len(values)
+        if not n:
+            return np.zeros(0, np.int8), np.zeros(0, np.uint64)
+        off, data, valid = buffers(values)
+        value, ok = _kernels.hex_values(off, data, valid)
+        kind = np.where(ok != 0, HEX, OTHER).astype(np.int8)
+        if len(valid):
+            kind[valid == 0] = NONE
+        for i in np.flatnonzero(kind == OTHER):
+            value[i] = self.other.setdefault(values[int(i)].as_py(), len(self.other))
+        return kind, value
+
+    def strings(self, kind: np.ndarray, value: np.ndarray) -> pa.Array:
+        """The hash strings of (kind, value) pairs that of() gave (never NONE)."""
+        n = len(value)
+        kind = np.asarray(kind)
+        value = np.asarray(value, np.uint64)
+        chars = np.frombuffer(b"0123456789abcdef", np.uint8)[(value[:, None] >> _SHIFTS) & np.uint64(15)]
+        out = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
+                                                     pa.py_buffer(np.ascontiguousarray(chars))])
+        other = np.flatnonzero(kind != HEX)
+        if len(other):
+            names = {v: k for k, v in self.other.items()}
+            strs = out.to_pylist()
+            for i in other:
+                strs[i] = names[int(value[i])]
+            out = pa.array(strs, pa.string())
+        return out

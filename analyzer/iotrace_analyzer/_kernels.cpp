@@ -627,8 +627,10 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   }
 }
 
-// An index of keys (uint64, int64) -> 0, 1, 2... in the order they came: open addressing, the
-// keys in arrays (a million files cost tens of bytes each, not a node each).
+// An index of keys (uint64, int64) -> 0, 1, 2... in the order they came: open addressing, at
+// most half full, each slot the key's index and 32 bits of its hash (a probe that meets
+// another key rarely reads the keys), the keys in arrays (a million files cost tens of bytes
+// each, not a node each).
 class KeyIndex {
  public:
   std::vector<uint64_t> kv;
@@ -636,43 +638,53 @@ class KeyIndex {
 
   size_t size() const { return kv.size(); }
 
+  // (index, whether the key is new)
+  std::pair<uint32_t, bool> add(uint64_t v, int64_t a) {
+    if ((kv.size() + 1) * 2 > table_.size()) grow();
+    const uint64_t h = hash(v, a);
+    const uint64_t tag = h >> 32;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const uint64_t e = table_[i];
+      if (e == kEmpty) {
+        table_[i] = tag << 32 | kv.size();
+        kv.push_back(v), ka.push_back(a);
+        return {uint32_t(kv.size() - 1), true};
+      }
+      const uint32_t k = uint32_t(e);
+      if ((e >> 32) == tag && kv[k] == v && ka[k] == a) return {k, false};
+    }
+  }
+
   // the key's index, or -1
   int64_t find(uint64_t v, int64_t a) const {
     if (table_.empty()) return -1;
-    for (size_t i = hash(v, a) & mask_; table_[i] >= 0; i = (i + 1) & mask_)
-      if (kv[size_t(table_[i])] == v && ka[size_t(table_[i])] == a) return table_[i];
-    return -1;
-  }
-
-  // (index, whether the key is new)
-  std::pair<uint32_t, bool> add(uint64_t v, int64_t a) {
-    if ((kv.size() + 1) * 4 > table_.size() * 3) grow();
-    size_t i = hash(v, a) & mask_;
-    while (table_[i] >= 0) {
-      const uint32_t k = uint32_t(table_[i]);
-      if (kv[k] == v && ka[k] == a) return {k, false};
-      i = (i + 1) & mask_;
+    const uint64_t h = hash(v, a);
+    const uint64_t tag = h >> 32;
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      const uint64_t e = table_[i];
+      if (e == kEmpty) return -1;
+      const uint32_t k = uint32_t(e);
+      if ((e >> 32) == tag && kv[k] == v && ka[k] == a) return k;
     }
-    table_[i] = int32_t(kv.size());
-    kv.push_back(v), ka.push_back(a);
-    return {uint32_t(kv.size() - 1), true};
   }
 
  private:
-  std::vector<int32_t> table_;
+  static constexpr uint64_t kEmpty = ~uint64_t(0);
+  std::vector<uint64_t> table_;
   size_t mask_ = 0;
-  static size_t hash(uint64_t v, int64_t a) {
+  static uint64_t hash(uint64_t v, int64_t a) {
     uint64_t h = (v ^ (uint64_t(a) * 0x9E3779B97F4A7C15ull)) * 0xC2B2AE3D27D4EB4Full;
-    return size_t(h ^ (h >> 29));
+    return h ^ (h >> 29);
   }
   void grow() {
     const size_t n = table_.empty() ? 1024 : table_.size() * 2;
-    table_.assign(n, -1);
+    table_.assign(n, kEmpty);
     mask_ = n - 1;
     for (size_t k = 0; k < kv.size(); k++) {
-      size_t i = hash(kv[k], ka[k]) & mask_;
-      while (table_[i] >= 0) i = (i + 1) & mask_;
-      table_[i] = int32_t(k);
+      const uint64_t h = hash(kv[k], ka[k]);
+      size_t i = h & mask_;
+      while (table_[i] != kEmpty) i = (i + 1) & mask_;
+      table_[i] = (h >> 32) << 32 | k;
     }
   }
 };
@@ -866,21 +878,31 @@ class Names {
 
   // parquet.resolve_names' lookup of a dictionary of hashes: per value its path's code among
   // the distinct paths (-1: none, or null), and those paths in order of first use.
+  // The paths come as the offsets and bytes of an Arrow string array.
   py::tuple codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid) const {
     const Strings s{off, data, valid};
     const int64_t n = s.size();
     std::vector<int32_t> code(size_t(n > 0 ? n : 0), -1);
-    std::unordered_map<std::string_view, int32_t> uniq;
-    py::list paths;
-    for (int64_t i = 0; i < n; i++) {
-      if (!s.ok(i)) continue;
-      std::string_view p;
-      if (!find(s.at(i), p)) continue;
-      auto it = uniq.emplace(p, int32_t(uniq.size()));
-      if (it.second) paths.append(str_of(p));
-      code[size_t(i)] = it.first->second;
+    std::vector<int64_t> offsets{0};
+    std::vector<uint8_t> bytes;
+    auto run = [&] {
+      std::unordered_map<std::string_view, int32_t> uniq;
+      for (int64_t i = 0; i < n; i++) {
+        if (!s.ok(i)) continue;
+        std::string_view p;
+        if (!find(s.at(i), p)) continue;
+        auto it = uniq.emplace(p, int32_t(uniq.size()));
+        if (it.second) bytes.insert(bytes.end(), p.begin(), p.end()), offsets.push_back(int64_t(bytes.size()));
+        code[size_t(i)] = it.first->second;
+      }
+    };
+    if (other_empty_) {  // no Python object to look at: without the GIL (the Parquet thread runs)
+      py::gil_scoped_release nogil;
+      run();
+    } else {
+      run();
     }
-    return py::make_tuple(give_array(std::move(code)), paths);
+    return py::make_tuple(give_array(std::move(code)), give_array(std::move(offsets)), give_array(std::move(bytes)));
   }
 
   // The values (non-null) of a dictionary of hashes that have no name.
@@ -892,6 +914,26 @@ class Names {
       if (s.ok(i) && !find(s.at(i), p)) out.append(str_of(s.at(i)));
     return out;
   }
+
+  // The paths of hashes given as numbers (keys.py: the tracer's 16 hex digits): (offsets and
+  // bytes of an Arrow string array, 1 where the hash has a path). Other hashes: `other`.
+  py::tuple paths(py::array_t<uint64_t, py::array::c_style | py::array::forcecast> values) const {
+    const int64_t n = values.shape(0);
+    std::vector<int64_t> offsets(size_t(n) + 1, 0);
+    std::vector<uint8_t> bytes, found(size_t(n), 0);
+    for (int64_t i = 0; i < n; i++) {
+      const int64_t k = index_.find(values.data()[i], 0);
+      if (k >= 0) {
+        const std::string_view p = path(size_t(k));
+        bytes.insert(bytes.end(), p.begin(), p.end());
+        found[size_t(i)] = 1;
+      }
+      offsets[size_t(i) + 1] = int64_t(bytes.size());
+    }
+    return py::make_tuple(give_array(std::move(offsets)), give_array(std::move(bytes)), give_array(std::move(found)));
+  }
+
+  const py::dict& other() const { return other_; }
 
   // (the hex hashes' numbers, their paths' offsets and bytes (an Arrow string array's),
   // the other hashes' dict), the hex ones in the order they came.
@@ -918,6 +960,7 @@ class Names {
   std::vector<uint64_t> at_;
   std::vector<uint32_t> len_;
   py::dict other_;
+  bool other_empty_ = true;
 
   std::string_view path(size_t k) const { return {arena_.data() + at_[k], len_[k]}; }
 
@@ -925,6 +968,7 @@ class Names {
     uint64_t x;
     if (!hex16(hash, x)) {
       if (PyDict_SetItem(other_.ptr(), str_of(hash).ptr(), str_of(p).ptr())) throw py::error_already_set();
+      other_empty_ = false;
       return;
     }
     const auto k = index_.add(x, 0);
@@ -942,7 +986,7 @@ class Names {
       p = path(size_t(k));
       return true;
     }
-    if (!py::len(other_)) return false;
+    if (other_empty_) return false;
     PyObject* o = PyDict_GetItemWithError(other_.ptr(), str_of(hash).ptr());
     if (!o) {
       if (PyErr_Occurred()) throw py::error_already_set();
@@ -966,6 +1010,19 @@ class Names {
     return true;
   }
 };
+
+// Numbers written as 16 lowercase hex digits, back to back (the bytes of a string array whose
+// values are 16 bytes each).
+py::array_t<uint8_t> hex_strings(py::array_t<uint64_t, py::array::c_style | py::array::forcecast> values) {
+  const int64_t n = values.shape(0);
+  py::array_t<uint8_t> out(n * 16);
+  uint8_t* o = out.mutable_data();
+  const uint64_t* v = values.data();
+  static const char digits[] = "0123456789abcdef";
+  for (int64_t i = 0; i < n; i++)
+    for (int k = 0; k < 16; k++) o[i * 16 + k] = uint8_t(digits[(v[i] >> (4 * (15 - k))) & 15]);
+  return out;
+}
 
 // Paths (an Arrow string array's offsets and bytes) cut at their last '/': the folder (before
 // it) and the tail of the name from its first '.' (the whole name when it has none), each as
@@ -1029,20 +1086,38 @@ py::array_t<T> array_of(const py::dict& d, const char* key) {
 // keep the order they first came in, as Arrow's group-by of the blocks' tables kept it.
 class FileState {
  public:
-  KeyIndex files;  // (hash value, pid * 4 + kind)
+  // The (hash, process) slots: one lookup per slot and block; the process numbered by the
+  // caller (a pid may have several: the images of an exec'd process).
+  KeyIndex files;  // (hash value, process number * 4 + kind)
+  std::vector<int64_t> slot_proc;
   std::vector<int64_t> sums[kFileSums];
-  KeyIndex sizes;  // (files index, direction * kSizeBins + size bin)
-  std::vector<int64_t> size_count;
-  KeyIndex streams[2];  // (hash value, process number * 4 + kind)
-  std::vector<int64_t> stream_end[2];
+  // calls per (slot, direction * kSizeBins + size bin): two bins in the slot, more beside
+  std::vector<int8_t> bin_[2];
+  std::vector<int64_t> bin_count_[2];
+  KeyIndex more_bins;  // (slot, bin)
+  std::vector<int64_t> more_count;
+  // where each (slot's, or a process's calls without a hash) stream ended, per direction
+  std::vector<int64_t> end_[2];
+  std::vector<uint8_t> begun;  // bit dir: the stream has had a call
+  KeyIndex no_hash;            // (0, process number): streams of calls without a hash
+  std::vector<int64_t> no_hash_end[2];
+  std::vector<uint8_t> no_hash_begun;
+  std::vector<int64_t> proc_pid;  // process number -> pid
+  // offset samples per (hash, pid) (two processes of one pid share theirs)
   KeyIndex samples;  // (hash value, pid * 4 + kind)
+  std::vector<int32_t> slot_sample;  // the slot's samples entry, -1 before its first
+  // an entry's points are a range of the pool's columns (a merge that outgrows its range
+  // writes a new one at the end; the pool is compacted when half of it is left behind)
   struct Sample {
     int64_t seen = 0;
-    int stride = 0;
-    std::vector<int64_t> ts, off, len;
-    std::vector<int8_t> dir;
+    int32_t stride = 0;
+    uint32_t count = 0, room = 0;
+    uint64_t at = 0;
   };
   std::vector<Sample> sample;
+  std::vector<int64_t> pool_ts, pool_off, pool_len;
+  std::vector<int8_t> pool_dir;
+  size_t pool_live = 0;
 
   // The block's access counts that the streams carried from blocks before decide, per
   // direction: first, consecutive, sequential, random.
@@ -1051,93 +1126,127 @@ class FileState {
     const uint64_t* val = value.data();
     const int8_t* knd = kind.data();
     const int64_t* pk_ = pk.data();
-    const int64_t* pid_ = pid.data();
     const int64_t n_codes = value.shape(0);
-    auto file_key = [&](int64_t code, int64_t p) {
+    for (int64_t p = 0; p < pk.shape(0); p++) {
+      if (pk_[p] < 0) throw std::invalid_argument("fold: process numbers from 0");
+      if (size_t(pk_[p]) >= proc_pid.size()) proc_pid.resize(size_t(pk_[p]) + 1, INT64_MIN);
+      proc_pid[size_t(pk_[p])] = pid.data()[p];
+    }
+    auto slot_of = [&](int64_t code, int64_t p) {
       if (code < 0 || code >= n_codes) throw std::invalid_argument("fold: hash code out of range");
-      return std::make_pair(val[code], pid_[p] * 4 + knd[code]);
+      const auto at = files.add(val[code], pk_[p] * 4 + knd[code]);
+      if (at.second) {
+        slot_proc.push_back(pk_[p]);
+        for (auto& s : sums) s.push_back(0);
+        for (int d = 0; d < 2; d++) bin_[d].push_back(-1), bin_count_[d].push_back(0), end_[d].push_back(0);
+        begun.push_back(0);
+        slot_sample.push_back(-1);
+      }
+      return at.first;
     };
-    // files slots of the block -> files
+    // the block's arrays (with the GIL), then the folding without it (the Parquet thread runs)
     const py::dict fl = f["files"];
     const I64 fh = array_of<int64_t>(fl, "fhash"), proc = array_of<int64_t>(fl, "proc");
     std::vector<I64> cols;
     for (const char* name : kFileSumNames) cols.push_back(array_of<int64_t>(fl, name));
-    const int64_t n_slots = fh.shape(0);
-    std::vector<uint32_t> slot_file(size_t(n_slots > 0 ? n_slots : 0));
-    for (int64_t j = 0; j < n_slots; j++) {
-      const auto k = file_key(fh.data()[j], proc.data()[j]);
-      const auto at = files.add(k.first, k.second);
-      if (at.second)
-        for (auto& s : sums) s.push_back(0);
-      slot_file[size_t(j)] = at.first;
-      for (int c = 0; c < kFileSums; c++) {
-        const int64_t x = cols[size_t(c)].data()[j];
-        int64_t& y = sums[c][at.first];
-        y = c == kReadExtent ? std::max(y, x) : y + x;
-      }
-    }
     const py::dict fs = f["file_sizes"];
     const I64 fs_slot = array_of<int64_t>(fs, "slot"), fs_bin = array_of<int64_t>(fs, "bin"),
               fs_count = array_of<int64_t>(fs, "count");
-    for (int64_t j = 0; j < fs_slot.shape(0); j++) {
-      const auto at = sizes.add(slot_file[size_t(fs_slot.data()[j])], fs_bin.data()[j]);
-      if (at.second) size_count.push_back(0);
-      size_count[at.first] += fs_count.data()[j];
-    }
-    // streams: a block's first call of a stream against where the stream ended before
     const I64 s_fh = f["stream_fh"].cast<I64>(), s_proc = f["stream_proc"].cast<I64>();
-    py::list counts;
     const char* dirs[2] = {"read", "write"};
+    std::vector<I64> heads;  // per direction: head_stream, head_off, tail_end
     for (int dir = 0; dir < 2; dir++) {
       const py::dict d = f[dirs[dir]];
-      const I64 hs = array_of<int64_t>(d, "head_stream"), ho = array_of<int64_t>(d, "head_off"),
-                te = array_of<int64_t>(d, "tail_end");
-      int64_t first = 0, consecutive = 0, sequential = 0, random = 0;
-      for (int64_t h = 0; h < hs.shape(0); h++) {
-        const int64_t sid = hs.data()[h];
-        const int64_t code = s_fh.data()[sid], p = s_proc.data()[sid];
-        const uint64_t v = code >= 0 ? val[code] : 0;
-        const int64_t a = pk_[p] * 4 + (code >= 0 ? knd[code] : 2);
-        const auto at = streams[dir].add(v, a);
-        const int64_t off = ho.data()[h];
-        if (at.second) {
-          first++;
-          stream_end[dir].push_back(te.data()[h]);
-          continue;
-        }
-        const int64_t before = stream_end[dir][at.first];
-        consecutive += off == before;
-        const bool seq = off >= before;
-        sequential += seq, random += !seq;
-        if (code >= 0) {
-          const auto k = file_key(code, p);
-          const auto fa = files.add(k.first, k.second);
-          if (fa.second)
-            for (auto& s : sums) s.push_back(0);
-          sums[kReadSeq + 2 * dir + !seq][fa.first]++;
-        }
-        stream_end[dir][at.first] = te.data()[h];
-      }
-      counts.append(py::make_tuple(first, consecutive, sequential, random));
+      for (const char* k : {"head_stream", "head_off", "tail_end"}) heads.push_back(array_of<int64_t>(d, k));
     }
-    // samples: the block's, merged into each (hash, pid)'s as activity._merge_sample does
     const py::dict off = f["offsets"];
     const I64 o_slot = array_of<int64_t>(off, "slot"), o_ts = array_of<int64_t>(off, "ts"),
               o_off = array_of<int64_t>(off, "offset"), o_len = array_of<int64_t>(off, "length"),
               o_dir = array_of<int64_t>(off, "dir"), o_seen = array_of<int64_t>(off, "seen"),
               o_stride = array_of<int64_t>(off, "stride");
-    const int64_t n_pts = o_slot.shape(0);
-    for (int64_t a = 0; a < n_pts;) {
-      const int64_t j = o_slot.data()[a];
-      int64_t b = a;
-      while (b < n_pts && o_slot.data()[b] == j) b++;
-      const auto k = file_key(fh.data()[j], proc.data()[j]);
-      const auto at = samples.add(k.first, k.second);
-      if (at.second) sample.emplace_back();
-      merge_sample(sample[at.first], at.second, o_seen.data()[j], int(o_stride.data()[j]), o_ts.data() + a,
-                   o_off.data() + a, o_len.data() + a, o_dir.data() + a, size_t(b - a));
-      a = b;
+    int64_t carried[2][4] = {};  // per direction: first, consecutive, sequential, random
+    {
+      py::gil_scoped_release nogil;
+      const int64_t n_slots = fh.shape(0);
+      std::vector<uint32_t> slot_file(size_t(n_slots > 0 ? n_slots : 0));
+      for (int64_t j = 0; j < n_slots; j++) {
+        const uint32_t s = slot_of(fh.data()[j], proc.data()[j]);
+        slot_file[size_t(j)] = s;
+        for (int c = 0; c < kFileSums; c++) {
+          const int64_t x = cols[size_t(c)].data()[j];
+          int64_t& y = sums[c][s];
+          y = c == kReadExtent ? std::max(y, x) : y + x;
+        }
+      }
+      for (int64_t j = 0; j < fs_slot.shape(0); j++) {
+        const uint32_t s = slot_file[size_t(fs_slot.data()[j])];
+        const int8_t b = int8_t(fs_bin.data()[j]);
+        const int64_t c = fs_count.data()[j];
+        int d = 0;
+        while (d < 2 && bin_[d][s] != b && bin_[d][s] >= 0) d++;
+        if (d < 2) {
+          bin_[d][s] = b, bin_count_[d][s] += c;
+          continue;
+        }
+        const auto at = more_bins.add(s, b);
+        if (at.second) more_count.push_back(0);
+        more_count[at.first] += c;
+      }
+      // streams: a block's first call of a stream against where the stream ended before
+      for (int dir = 0; dir < 2; dir++) {
+        const I64 &hs = heads[size_t(3 * dir)], &ho = heads[size_t(3 * dir + 1)], &te = heads[size_t(3 * dir + 2)];
+        int64_t* c4 = carried[dir];
+        for (int64_t h = 0; h < hs.shape(0); h++) {
+          const int64_t sid = hs.data()[h];
+          const int64_t code = s_fh.data()[sid], p = s_proc.data()[sid];
+          int64_t* end;
+          uint8_t* flag;
+          uint32_t s = 0;
+          if (code >= 0) {
+            s = slot_of(code, p);
+            end = &end_[dir][s], flag = &begun[s];
+          } else {
+            const auto at = no_hash.add(0, pk_[p]);
+            if (at.second)
+              no_hash_end[0].push_back(0), no_hash_end[1].push_back(0), no_hash_begun.push_back(0);
+            end = &no_hash_end[dir][at.first], flag = &no_hash_begun[at.first];
+          }
+          const int64_t o = ho.data()[h];
+          if (!(*flag & (1 << dir))) {
+            c4[0]++;
+            *flag |= uint8_t(1 << dir);
+          } else {
+            c4[1] += o == *end;
+            const bool seq = o >= *end;
+            c4[2] += seq, c4[3] += !seq;
+            if (code >= 0) sums[kReadSeq + 2 * dir + !seq][s]++;
+          }
+          *end = te.data()[h];
+        }
+      }
+      // samples: the block's, merged into each (hash, pid)'s as activity._merge_sample does
+      const int64_t n_pts = o_slot.shape(0);
+      for (int64_t a = 0; a < n_pts;) {
+        const int64_t j = o_slot.data()[a];
+        int64_t b = a;
+        while (b < n_pts && o_slot.data()[b] == j) b++;
+        const uint32_t s = slot_file[size_t(j)];
+        bool fresh = false;
+        if (slot_sample[s] < 0) {
+          const int64_t code = fh.data()[j];
+          const auto at = samples.add(val[code], pid.data()[proc.data()[j]] * 4 + knd[code]);
+          if (at.second) sample.emplace_back();
+          slot_sample[s] = int32_t(at.first);
+          fresh = at.second;
+        }
+        merge_sample(sample[size_t(slot_sample[s])], fresh, o_seen.data()[j], int(o_stride.data()[j]),
+                     o_ts.data() + a, o_off.data() + a, o_len.data() + a, o_dir.data() + a, size_t(b - a));
+        a = b;
+      }
+      if (pool_ts.size() > (1u << 20) && pool_ts.size() > 2 * pool_live) compact_pool();
     }
+    py::list counts;
+    for (auto& c4 : carried) counts.append(py::make_tuple(c4[0], c4[1], c4[2], c4[3]));
     return py::tuple(counts);
   }
 
@@ -1145,41 +1254,51 @@ class FileState {
   py::dict take() {
     py::dict out;
     {
-      std::vector<int64_t> pid(files.size()), kind(files.size());
-      for (size_t i = 0; i < files.size(); i++) pid[i] = files.ka[i] >> 2, kind[i] = files.ka[i] & 3;
-      py::dict d;
-      std::vector<uint8_t> sampled(files.size(), 0);  // the (hash, pid)s that have offset samples
-      for (size_t i = 0; i < samples.size(); i++) {
-        const int64_t at = files.find(samples.kv[i], samples.ka[i]);
-        if (at >= 0) sampled[size_t(at)] = 1;
+      const size_t n = files.size();
+      std::vector<int64_t> pid(n), kind(n);
+      std::vector<uint8_t> sampled(n, 0);  // the slots whose (hash, pid) has offset samples
+      std::vector<int64_t> pid_procs;  // a pid with two process numbers: the slots are not per (hash, pid)
+      for (size_t i = 0; i < n; i++) {
+        pid[i] = proc_pid[size_t(slot_proc[i])], kind[i] = files.ka[i] & 3;
+        sampled[i] = slot_sample[i] >= 0;
       }
+      std::unordered_map<int64_t, int64_t> proc_of_pid;
+      bool per_pid = true;
+      for (size_t p = 0; p < proc_pid.size(); p++)
+        if (proc_pid[p] != INT64_MIN && !proc_of_pid.emplace(proc_pid[p], int64_t(p)).second) per_pid = false;
+      py::dict d;
       d["value"] = give_array(std::move(files.kv));
       d["kind"] = give_array(std::move(kind));
       d["pid"] = give_array(std::move(pid));
       d["sampled"] = give_array(std::move(sampled));
+      d["per_pid"] = per_pid;
       for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = give_array(std::move(sums[c]));
       out["files"] = d;
     }
     {
-      std::vector<int64_t> file(sizes.kv.begin(), sizes.kv.end());
+      std::vector<int64_t> file, bin, count;
+      for (int d = 0; d < 2; d++)
+        for (size_t i = 0; i < bin_[d].size(); i++)
+          if (bin_[d][i] >= 0) file.push_back(int64_t(i)), bin.push_back(bin_[d][i]), count.push_back(bin_count_[d][i]);
+      for (size_t k = 0; k < more_bins.size(); k++)
+        file.push_back(int64_t(more_bins.kv[k])), bin.push_back(more_bins.ka[k]), count.push_back(more_count[k]);
       py::dict d;
       d["file"] = give_array(std::move(file));
-      d["bin"] = give_array(std::move(sizes.ka));
-      d["count"] = give_array(std::move(size_count));
+      d["bin"] = give_array(std::move(bin));
+      d["count"] = give_array(std::move(count));
       out["file_sizes"] = d;
     }
     {
       const size_t n = samples.size();
       std::vector<int64_t> pid(n), kind(n), seen(n), stride(n), bounds(n + 1, 0), ts, off, len;
       std::vector<int8_t> dir;
+      compact_pool();  // the entries' points one after the other, in their order
       for (size_t i = 0; i < n; i++) {
         pid[i] = samples.ka[i] >> 2, kind[i] = samples.ka[i] & 3;
-        const Sample& s = sample[i];
-        seen[i] = s.seen, stride[i] = s.stride;
-        ts.insert(ts.end(), s.ts.begin(), s.ts.end()), off.insert(off.end(), s.off.begin(), s.off.end());
-        len.insert(len.end(), s.len.begin(), s.len.end()), dir.insert(dir.end(), s.dir.begin(), s.dir.end());
-        bounds[i + 1] = int64_t(ts.size());
+        seen[i] = sample[i].seen, stride[i] = sample[i].stride;
+        bounds[i + 1] = bounds[i] + sample[i].count;
       }
+      ts.swap(pool_ts), off.swap(pool_off), len.swap(pool_len), dir.swap(pool_dir);
       py::dict d;
       d["value"] = give_array(std::move(samples.kv));
       d["kind"] = give_array(std::move(kind));
@@ -1193,40 +1312,79 @@ class FileState {
       d["dir"] = give_array(std::move(dir));
       out["samples"] = d;
     }
-    *this = FileState();
+    *this = FileState();  // its memory goes
     return out;
   }
 
  private:
   // _merge_sample(a, b): both at the coarser stride (every 2^(s - stride)-th point of each),
   // halved while more than kSamplePoints.
-  static void merge_sample(Sample& a, bool fresh, int64_t seen, int stride, const int64_t* ts,
-                           const int64_t* off, const int64_t* len, const int64_t* dir, size_t n) {
-    if (fresh) {
-      a.seen = seen, a.stride = stride;
-      a.ts.assign(ts, ts + n), a.off.assign(off, off + n), a.len.assign(len, len + n);
-      a.dir.resize(n);
-      for (size_t k = 0; k < n; k++) a.dir[k] = int8_t(dir[k]);
-      return;
+  void merge_sample(Sample& a, bool fresh, int64_t seen, int stride, const int64_t* ts, const int64_t* off,
+                    const int64_t* len, const int64_t* dir, size_t n) {
+    std::vector<int64_t>& m_ts = tmp_ts_;
+    std::vector<int64_t>& m_off = tmp_off_;
+    std::vector<int64_t>& m_len = tmp_len_;
+    std::vector<int8_t>& m_dir = tmp_dir_;
+    m_ts.clear(), m_off.clear(), m_len.clear(), m_dir.clear();
+    int s = stride;
+    if (!fresh) {
+      s = std::max(a.stride, stride);
+      const size_t sa = size_t(1) << (s - a.stride);
+      for (size_t k = 0; k < a.count; k += sa) {
+        const size_t q = a.at + k;
+        m_ts.push_back(pool_ts[q]), m_off.push_back(pool_off[q]), m_len.push_back(pool_len[q]);
+        m_dir.push_back(pool_dir[q]);
+      }
     }
-    const int s = std::max(a.stride, stride);
-    Sample m;
-    const size_t sa = size_t(1) << (s - a.stride), sb = size_t(1) << (s - stride);
-    for (size_t k = 0; k < a.ts.size(); k += sa)
-      m.ts.push_back(a.ts[k]), m.off.push_back(a.off[k]), m.len.push_back(a.len[k]), m.dir.push_back(a.dir[k]);
+    const size_t sb = size_t(1) << (s - stride);
     for (size_t k = 0; k < n; k += sb)
-      m.ts.push_back(ts[k]), m.off.push_back(off[k]), m.len.push_back(len[k]), m.dir.push_back(int8_t(dir[k]));
-    m.stride = s;
-    while (m.ts.size() > kSamplePoints) {
+      m_ts.push_back(ts[k]), m_off.push_back(off[k]), m_len.push_back(len[k]), m_dir.push_back(int8_t(dir[k]));
+    while (m_ts.size() > kSamplePoints) {
       size_t w = 0;
-      for (size_t k = 0; k < m.ts.size(); k += 2, w++)
-        m.ts[w] = m.ts[k], m.off[w] = m.off[k], m.len[w] = m.len[k], m.dir[w] = m.dir[k];
-      m.ts.resize(w), m.off.resize(w), m.len.resize(w), m.dir.resize(w);
-      m.stride++;
+      for (size_t k = 0; k < m_ts.size(); k += 2, w++)
+        m_ts[w] = m_ts[k], m_off[w] = m_off[k], m_len[w] = m_len[k], m_dir[w] = m_dir[k];
+      m_ts.resize(w), m_off.resize(w), m_len.resize(w), m_dir.resize(w);
+      s++;
     }
-    m.seen = a.seen + seen;
-    a = std::move(m);
+    a.seen = fresh ? seen : a.seen + seen;
+    a.stride = s;
+    const uint32_t count = uint32_t(m_ts.size());
+    pool_live += count;
+    pool_live -= fresh ? 0 : a.count;
+    if (fresh || count > a.room) {  // a range of its own at the end
+      a.at = pool_ts.size();
+      a.room = count;
+      pool_ts.insert(pool_ts.end(), m_ts.begin(), m_ts.end());
+      pool_off.insert(pool_off.end(), m_off.begin(), m_off.end());
+      pool_len.insert(pool_len.end(), m_len.begin(), m_len.end());
+      pool_dir.insert(pool_dir.end(), m_dir.begin(), m_dir.end());
+    } else {
+      std::copy(m_ts.begin(), m_ts.end(), pool_ts.begin() + int64_t(a.at));
+      std::copy(m_off.begin(), m_off.end(), pool_off.begin() + int64_t(a.at));
+      std::copy(m_len.begin(), m_len.end(), pool_len.begin() + int64_t(a.at));
+      std::copy(m_dir.begin(), m_dir.end(), pool_dir.begin() + int64_t(a.at));
+    }
+    a.count = count;
   }
+
+  // The pool with each entry's points only, the entries' ranges one after the other.
+  void compact_pool() {
+    std::vector<int64_t> ts, off, len;
+    std::vector<int8_t> dir;
+    ts.reserve(pool_live), off.reserve(pool_live), len.reserve(pool_live), dir.reserve(pool_live);
+    for (Sample& e : sample) {
+      const auto b = int64_t(e.at), c = int64_t(e.count);
+      e.at = ts.size(), e.room = e.count;
+      ts.insert(ts.end(), pool_ts.begin() + b, pool_ts.begin() + b + c);
+      off.insert(off.end(), pool_off.begin() + b, pool_off.begin() + b + c);
+      len.insert(len.end(), pool_len.begin() + b, pool_len.begin() + b + c);
+      dir.insert(dir.end(), pool_dir.begin() + b, pool_dir.begin() + b + c);
+    }
+    pool_ts.swap(ts), pool_off.swap(off), pool_len.swap(len), pool_dir.swap(dir);
+  }
+
+  std::vector<int64_t> tmp_ts_, tmp_off_, tmp_len_;
+  std::vector<int8_t> tmp_dir_;
 };
 
 }  // namespace
@@ -1245,6 +1403,7 @@ PYBIND11_MODULE(_kernels, m) {
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),
         py::arg("fh_kind"), py::arg("fd"), py::arg("tid"), py::arg("proc"), py::arg("n_procs"),
         py::arg("shifts"), py::arg("tl_exp"));
+  m.def("hex_strings", &hex_strings, py::arg("values"));
   m.def("hex_values", &hex_values, py::arg("offsets"), py::arg("data"), py::arg("valid"));
   m.def("name_codes", &name_codes, py::arg("offsets"), py::arg("data"), py::arg("valid"), py::arg("names"));
   py::class_<Names>(m, "Names", "one trace file's names, fhash -> path (load.FileReader)")
@@ -1256,7 +1415,9 @@ PYBIND11_MODULE(_kernels, m) {
       .def("__len__", &Names::size)
       .def("codes", &Names::codes, py::arg("offsets"), py::arg("data"), py::arg("valid"))
       .def("missing", &Names::missing, py::arg("offsets"), py::arg("data"), py::arg("valid"))
-      .def("table", &Names::table);
+      .def("table", &Names::table)
+      .def("paths", &Names::paths, py::arg("values"))
+      .def_property_readonly("other", &Names::other);
   py::class_<FileState>(m, "FileState", "a task's files, block after block (summary.Partial)")
       .def(py::init<>())
       .def("fold", &FileState::fold, py::arg("figures"), py::arg("value"), py::arg("kind"),

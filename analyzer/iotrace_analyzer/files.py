@@ -12,6 +12,8 @@ as the loops over row dicts made them: the figures are the same to the last bit.
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -45,11 +47,14 @@ def us(ns: np.ndarray) -> np.ndarray:
 def seq_sum(x) -> float:
     """The sum a loop of `+=` makes, in order (numpy's sum pairs terms: another last bit)."""
     x = np.asarray(x, np.float64)
-    return float(np.add.accumulate(x)[-1]) if len(x) else 0.0
+    return float(np.add.accumulate(x)[-1]) + 0.0 if len(x) else 0.0  # (+0.0: a loop from 0.0 never gives -0.0)
 
 
 def py_sum(x) -> float:
-    """The sum Python's sum() makes of these floats (its own rounding, which changed in 3.12)."""
+    """The sum Python's sum() makes of these floats: up to 3.11 one after the other (as
+    seq_sum), from 3.12 with a compensation of its own (then sum() itself)."""
+    if sys.version_info < (3, 12):
+        return seq_sum(x) if len(x) else 0
     return sum(np.asarray(x, np.float64).tolist())
 
 
@@ -149,14 +154,15 @@ def _lookup(keys: np.ndarray, fhash: pa.Array, table_keys: np.ndarray, table_has
     return at
 
 
-def collect(partials: list, names: pa.Table | None, name_keys: np.ndarray | None, stdio: set, prefixes: tuple,
-            dirs: frozenset, file_agg: list, file_sums: tuple, size_bins: int) -> tuple:
+def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozenset, file_agg: list,
+            file_sums: tuple, size_bins: int) -> tuple:
     """(FileTable, the summary's `file_classes`, FileSizes, the calls on data files per pid)
     from the tasks' partials (summary.Partial: per (fhash, pid) sums, calls per size bin,
     whether there are offset samples, the hashes' numbers). When no hash is in two rows (each
     file used by one process: the shape of a million files read once), the rows are the files
-    as they are; else Arrow groups them. `names`: fhash -> path, a hash's first row wins
-    (summary._names), `name_keys` their numbers (hash_keys)."""
+    as they are; else Arrow groups them. `all_names()`: (fhash -> path of all partials, a hash's
+    first row wins, and their numbers: summary._names), asked for the hashes a partial did not
+    name itself."""
     parts = [p for p in partials if any(t.num_rows for t in p.files)]
     if not parts:
         return FileTable.empty(), {}, FileSizes(None, 0, size_bins), {}
@@ -175,13 +181,15 @@ def collect(partials: list, names: pa.Table | None, name_keys: np.ndarray | None
                                                          ("meta_count", "meta_count"), ("meta_dur", "meta_dur"))}
         u["processes"] = reader.astype(np.int64)
         has_samples = np.concatenate([p.file_samples for p in parts])
+        own = [p.file_names for p in parts]
+        own_names = (pa.concat_arrays(own) if len(own) > 1 else own[0]) if all(x is not None for x in own) else None
         row_of_proc, pid, v_pp = np.arange(n), per_proc.column("pid").to_numpy(), v
         at = np.cumsum([0] + [p.files[0].num_rows for p in parts[:-1]])
         size_rows = ([np.concatenate([p.file_size_rows + s for p, s in zip(parts, at)])]
                      + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes])
                         for c in ("bin", "count")]) if any(p.file_sizes for p in parts) else None
     else:
-        keys = None
+        keys = own_names = None
         t = pa.concat_tables([t for p in parts for t in p.files])
         pp = t if len(parts) == 1 and parts[0].files_grouped else \
             t.group_by(["fhash", "pid"]).aggregate(file_agg).rename_columns(["fhash", "pid", *file_sums])
@@ -228,20 +236,35 @@ def collect(partials: list, names: pa.Table | None, name_keys: np.ndarray | None
                 create_time_us=us(v["dur_sum"] - u["dur"]), create_metadata_count=v["meta_count"] - u["meta_count"],
                 create_metadata_time_us=us(v["meta_dur"] - u["meta_dur"]))
     cols = {k: cols[k] for k in ROW_KEYS[3:]}
-    # names: the hash's path, else "<unknown HASH>"
-    if names is not None and names.num_rows:
-        if keys is not None and name_keys is not None:
-            where = _lookup(keys, fhash, name_keys, names.column("fhash").combine_chunks())
-            unknown = where < 0
-            named = names.column("name").combine_chunks().take(pa.array(np.where(unknown, 0, where)))
-            if unknown.any():
-                named = pc.if_else(pa.array(unknown), pa.nulls(n, pa.string()), named)
-        else:
-            named = pc.take(names.column("name"), pc.index_in(fhash, value_set=names.column("fhash")))
+    # names: the hash's path (a task's own, else any task's), else "<unknown HASH>"
+    if own_names is not None:
+        named = own_names
+        unknown = named.is_null().to_numpy(zero_copy_only=False) if named.null_count else np.zeros(n, bool)
+        if unknown.any():  # named by another task (a parent's FH line), or by none
+            rows = np.flatnonzero(unknown)
+            names, _k = all_names()
+            other = pc.take(names.column("name"), pc.index_in(fhash.take(pa.array(rows)),
+                                                              value_set=names.column("fhash"))) \
+                if names is not None and names.num_rows else pa.nulls(len(rows), pa.string())
+            ix = np.full(n, -1, np.int64)
+            ix[rows] = np.arange(len(rows))
+            named = pc.if_else(pa.array(unknown), pc.take(other, pa.array(np.maximum(ix, 0))), named)
             unknown = named.is_null().to_numpy(zero_copy_only=False)
     else:
-        named = pa.nulls(n, pa.string())
-        unknown = np.ones(n, bool)
+        names, name_keys = all_names()
+        if names is not None and names.num_rows:
+            if keys is not None and name_keys is not None:
+                where = _lookup(keys, fhash, name_keys, names.column("fhash").combine_chunks())
+                unknown = where < 0
+                named = names.column("name").combine_chunks().take(pa.array(np.where(unknown, 0, where)))
+                if unknown.any():
+                    named = pc.if_else(pa.array(unknown), pa.nulls(n, pa.string()), named)
+            else:
+                named = pc.take(names.column("name"), pc.index_in(fhash, value_set=names.column("fhash")))
+                unknown = named.is_null().to_numpy(zero_copy_only=False)
+        else:
+            named = pa.nulls(n, pa.string())
+            unknown = np.ones(n, bool)
     if unknown.any():
         named = pc.if_else(pc.is_null(named), pc.binary_join_element_wise("<unknown ", fhash, ">", ""), named)
     named = named.combine_chunks() if isinstance(named, pa.ChunkedArray) else named

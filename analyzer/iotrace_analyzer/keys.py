@@ -13,7 +13,6 @@ import pyarrow as pa
 
 from . import _kernels
 
-_SHIFTS = (np.arange(15, -1, -1, dtype=np.uint64) * np.uint64(4))
 HEX, OTHER, NONE = 0, 1, 2
 _NONE = np.zeros(0, np.uint8)
 
@@ -56,9 +55,8 @@ class HashIds:
         n = len(value)
         kind = np.asarray(kind)
         value = np.asarray(value, np.uint64)
-        chars = np.frombuffer(b"0123456789abcdef", np.uint8)[(value[:, None] >> _SHIFTS) & np.uint64(15)]
         out = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(np.arange(0, 16 * n + 1, 16, dtype=np.int32)),
-                                                     pa.py_buffer(np.ascontiguousarray(chars))])
+                                                     pa.py_buffer(_kernels.hex_strings(value))])
         other = np.flatnonzero(kind != HEX)
         if len(other):
             names = {v: k for k, v in self.other.items()}

@@ -659,7 +659,7 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
             if key not in procs or (p.get("end_reason") and not procs[key].get("end_reason")):
                 procs[key] = p
         parquet.write_metadata(opts.out_dir, list(procs.values()), [t for r in file_results for t in r.threads],
-                               *summary._names([r.partial for r in results]))
+                               *summary._names([r.partial for r in results]))  # (table, numbers, hex)
     return S, file_results
 
 

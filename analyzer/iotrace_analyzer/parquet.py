@@ -57,9 +57,13 @@ def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     d = _as_dict(hashes)
     if d.null_count == len(d):
         return pa.nulls(len(d), _DICT)
-    if isinstance(names, (dict, _kernels.Names)):
-        buf = keys.buffers(d.dictionary)
-        remap, paths = _kernels.name_codes(*buf, names) if isinstance(names, dict) else names.codes(*buf)
+    if isinstance(names, _kernels.Names):
+        remap, off, data = names.codes(*keys.buffers(d.dictionary))
+        remap = pa.array(remap, mask=remap < 0)
+        paths = pa.Array.from_buffers(pa.large_string(), len(off) - 1, [None, pa.py_buffer(off), pa.py_buffer(data)])
+        return pa.DictionaryArray.from_arrays(pc.take(remap, d.indices), paths.cast(pa.string()))
+    if isinstance(names, dict):
+        remap, paths = _kernels.name_codes(*keys.buffers(d.dictionary), names)
         remap = pa.array(remap, mask=remap < 0)
     else:
         uniq: dict = {}
@@ -164,10 +168,12 @@ def _by_hash(hashes) -> np.ndarray:
     return pc.sort_indices(hashes).to_numpy()
 
 
-def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], files, keys=None) -> None:
+def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], files, keys=None,
+                   hex_keys: bool = False) -> None:
     """processes.parquet, threads.parquet and files.parquet. `files`: fhash -> path, a dict or
     a table of (fhash, name) whose first row of a hash gives its name (summary._names), `keys`
-    the hashes' numbers (files.hash_keys) when known."""
+    the hashes' numbers (files.hash_keys) when known; `hex_keys`: all of them the tracer's 16
+    hex digits (so that the numbers sort as the strings)."""
     os.makedirs(out_dir, exist_ok=True)
     cols = {f.name: [p.get(f.name) for p in processes] for f in PROCESSES_SCHEMA}  # by column: 5000 processes
     cols["ranks"] = [json.dumps(r, sort_keys=True) if isinstance(r, (dict, list)) else r for r in cols["ranks"]]
@@ -181,7 +187,9 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
                           "name": pa.array(list(files.values()), pa.string())})
     if files is None or not files.num_rows:
         table = FILES_SCHEMA.empty_table()
-    else:  # one row per hash (its first), by hash
+    elif keys is not None and hex_keys:  # one row per hash (its first), by hash
+        table = files.take(np.unique(keys, return_index=True)[1])
+    else:
         hashes = files.column("fhash").combine_chunks()
         if keys is None or not _distinct(keys):
             if pc.count_distinct(hashes).as_py() != files.num_rows:

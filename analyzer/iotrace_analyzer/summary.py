@@ -129,9 +129,12 @@ class Partial:
     fh: list = field(default_factory=list)  # fhash -> path of each file read (dicts or _kernels.Names)
     names: pa.Table | None = None  # fhash -> path as a table (finalize moves fh here)
     name_keys: np.ndarray | None = None  # its hashes' numbers (files.hash_keys)
-    # per row of files[0] (one table, grouped): its hash's number, whether it has offset
-    # samples; per row of file_sizes[0]: its file's row (None: not known, after a merge)
+    names_hex: bool = False  # all of them 16 hex digits
+    # per row of files[0] (one table, grouped): its hash's number, its path (null: unnamed
+    # here), whether it has offset samples; per row of file_sizes[0]: its file's row (None:
+    # not known, after a merge)
     file_keys: np.ndarray | None = None
+    file_names: pa.Array | None = None
     file_samples: np.ndarray | None = None
     file_size_rows: np.ndarray | None = None
     stdio: set = field(default_factory=set)  # fhashes written through fd 1 or 2 (logs)
@@ -153,7 +156,7 @@ class Partial:
         self._files, self._ids, self._proc_keys = None, keys.HashIds(), {}  # (a FileState does not pickle)
         self.compact(final=True)
         self.activity.compact()
-        self.names, self.name_keys = _names_of(self.fh)
+        self.names, self.name_keys, self.names_hex = _names_of(self.fh)
         self.fh = []
         return self
 
@@ -168,11 +171,14 @@ class Partial:
         fhash = self._ids.strings(fl["kind"], fl["value"])
         self.files.append(pa.table({"fhash": fhash, "pid": fl["pid"],
                                     **{k: fl[kk] for k, kk in zip(FILE_SUMS, _KERNEL_FILE)}}))
-        self.files_grouped = len(self.files) == 1
-        self.file_keys = files.hash_keys(fhash, fl["kind"], fl["value"]) if self.files_grouped else None
-        self.file_samples = fl["sampled"].astype(bool)
+        # a row per (fhash, pid), unless a pid had two processes (images) here: grouped below
+        self.files_grouped = len(self.files) == 1 and fl["per_pid"]
+        if self.files_grouped:
+            self.file_keys = files.hash_keys(fhash, fl["kind"], fl["value"])
+            self.file_samples = fl["sampled"].astype(bool)
+            self.file_names = _paths(self.fh, fl["kind"], fl["value"], fhash)
         fs = e["file_sizes"]  # bin: direction * len(SIZE_LABELS) + size bin
-        self.file_size_rows = fs["file"] if not self.file_sizes else None
+        self.file_size_rows = fs["file"] if not self.file_sizes and self.files_grouped else None
         if len(fs["file"]):
             self.file_sizes.append(pa.table({"fhash": fhash.take(pa.array(fs["file"])), "pid": fl["pid"][fs["file"]],
                                              "bin": fs["bin"], "count": fs["count"]}))
@@ -207,7 +213,7 @@ class Partial:
         self.sizes += o.sizes
         self.files += o.files
         self.files_grouped = False
-        self.file_keys = self.file_samples = self.file_size_rows = self.name_keys = None
+        self.file_keys = self.file_samples = self.file_size_rows = self.name_keys = self.file_names = None
         self.file_sizes += o.file_sizes
         self.cat_names += o.cat_names
         for d, acc in o.access.items():
@@ -520,27 +526,47 @@ def _concat(tables):
 
 def _names_of(names: list) -> tuple:
     """(fhash -> path of the files read, the last file's first, as a table; its hashes'
-    numbers) of a task's names (dicts or _kernels.Names)."""
+    numbers; whether all are 16 hex digits) of a task's names (dicts or _kernels.Names)."""
     from .parquet import names_table
 
     tabs = [names_table(n) for n in reversed(names)]
     if not tabs:
-        return pa.table({"fhash": pa.array([], pa.string()), "name": pa.array([], pa.string())}), np.zeros(0, np.uint64)
+        return (pa.table({"fhash": pa.array([], pa.string()), "name": pa.array([], pa.string())}),
+                np.zeros(0, np.uint64), True)
     t = pa.concat_tables(tabs) if len(tabs) > 1 else tabs[0]
-    return t, files.hash_keys(t.column("fhash").combine_chunks())
+    kind, value = keys.HashIds().of(t.column("fhash").combine_chunks())
+    return t, files.hash_keys(t.column("fhash").combine_chunks(), kind, value), bool((kind == keys.HEX).all())
+
+
+def _paths(names: list, kind: np.ndarray, value: np.ndarray, fhash: pa.Array) -> pa.Array:
+    """The paths of a task's hashes in its names (the last file read first), null where none."""
+    n = len(value)
+    if len(names) == 1 and isinstance(names[0], _kernels.Names) and (kind == keys.HEX).all():
+        off, data, found = names[0].paths(value)
+        valid = pa.py_buffer(np.packbits(found, bitorder="little"))
+        return pa.Array.from_buffers(pa.large_string(), n, [valid, pa.py_buffer(off), pa.py_buffer(data)],
+                                     null_count=n - int(found.sum())).cast(pa.string())
+    from .parquet import names_dict
+
+    merged: dict = {}
+    for m in names:
+        merged.update(names_dict(m))
+    return pa.array([merged.get(h) for h in fhash.to_pylist()], pa.string())
 
 
 def _names(partials: list[Partial]) -> tuple:
     """(fhash -> path of all partials, the last partial's first (a lookup takes a hash's first
     row: the name the last partial gave it, as dict updates in partial order would); the
-    hashes' numbers (files.hash_keys), or None when a partial has none)."""
-    tabs, keys = [], []
+    hashes' numbers (files.hash_keys), or None when a partial has none; whether all are 16 hex
+    digits)."""
+    tabs, nums, hexes = [], [], []
     for p in reversed(partials):
-        t, k = (p.names, p.name_keys) if p.names is not None else _names_of(p.fh)
+        t, k, h = (p.names, p.name_keys, p.names_hex) if p.names is not None else _names_of(p.fh)
         tabs.append(t)
-        keys.append(k)
+        nums.append(k)
+        hexes.append(h)
     return (pa.concat_tables(tabs) if tabs else None,
-            np.concatenate(keys) if keys and all(k is not None for k in keys) else None)
+            np.concatenate(nums) if nums and all(k is not None for k in nums) else None, all(hexes))
 
 
 def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
@@ -624,9 +650,8 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         time_share=round(meta_dur / io_dur, 6) if io_dur else 0.0)
 
     # --- files: every file's row as columns (files.py), the top ones in the summary
-    names, name_keys = _names(partials)
-    table, classes, file_sizes, by_pid = files.collect(partials, names, name_keys, stdio, prefixes, dirs, FILE_AGG,
-                                                       FILE_SUMS, len(SIZE_LABELS))
+    table, classes, file_sizes, by_pid = files.collect(partials, lambda: _names(partials)[:2], stdio, prefixes,
+                                                       dirs, FILE_AGG, FILE_SUMS, len(SIZE_LABELS))
     # per class: the job's data apart from the software it loads, the system, pipes
     S["file_classes"] = classes
     # metadata calls on the job's data files only (a Python start-up's stats are software's)

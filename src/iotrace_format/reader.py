@@ -61,18 +61,6 @@ class Damage:
     detail: str = ""
 
 
-@dataclass(frozen=True)
-class Chunk:
-    """A byte range [start, end) of one trace file that can be decoded on its own."""
-
-    path: str
-    start: int
-    end: int
-    codec: str  # "zstd", "gzip" or "plain"
-    index: int = 0  # position of the chunk in its file
-    size: int = 0  # bytes of the whole file
-
-
 # --------------------------------------------------------------------------- discovery
 
 
@@ -282,41 +270,6 @@ def _open_map(path: str):
         return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
 
 
-# --------------------------------------------------------------------------- chunk planning
-
-
-def plan_chunks(path: str, target: int = 8 << 20) -> list[Chunk]:
-    """Split a file into chunks of about `target` stored bytes that decode independently.
-
-    zstd files are split at frame boundaries, plain files at line boundaries. A gzip member
-    is one stream and is read as one chunk.
-    """
-    size = os.path.getsize(path)
-    codec = detect_codec(path)
-    if size <= target or codec == "gzip":
-        return [Chunk(path, 0, size, codec, 0, size)]
-    cuts = [0]
-    buf = _open_map(path)
-    try:
-        if codec == "zstd":
-            for fstart, _fend, _status in zstd_frames(buf):
-                if fstart - cuts[-1] >= target:
-                    cuts.append(fstart)
-        else:
-            pos = target
-            while pos < size:
-                nl = buf.find(b"\n", pos)
-                if nl < 0 or nl + 1 >= size:
-                    break
-                cuts.append(nl + 1)
-                pos = nl + 1 + target
-    finally:
-        if isinstance(buf, mmap.mmap):
-            buf.close()
-    cuts.append(size)
-    return [Chunk(path, a, b, codec, i, size) for i, (a, b) in enumerate(zip(cuts, cuts[1:]))]
-
-
 # --------------------------------------------------------------------------- decoding
 
 
@@ -472,24 +425,23 @@ def _gzip_blocks(path, buf, damage) -> Iterator[bytes]:
         yield tail + b"\n"
 
 
-def iter_blocks(path: str, damage: list | None = None, chunk: Chunk | None = None) -> Iterator[bytes]:
-    """Yield the decompressed text of a file (or of one chunk of it) as blocks of whole lines.
+def iter_blocks(path: str, damage: list | None = None) -> Iterator[bytes]:
+    """Yield the decompressed text of a file as blocks of whole lines.
 
     Every block ends with a newline. Memory stays at about one zstd frame or a few MB.
     """
-    if chunk is None:
-        size = os.path.getsize(path)
-        chunk = Chunk(path, 0, size, detect_codec(path), 0, size)
-    if chunk.size == 0:
+    size = os.path.getsize(path)
+    if size == 0:
         _note(damage, path, 0, "empty-file", "the file is empty")
         return
-    if chunk.codec == "plain":
-        yield from _plain_blocks(path, chunk.start, chunk.end)
+    codec = detect_codec(path)
+    if codec == "plain":
+        yield from _plain_blocks(path, 0, size)
         return
     buf = _open_map(path)
     try:
-        if chunk.codec == "zstd":
-            yield from _zstd_blocks(path, buf, chunk.start, chunk.end, damage)
+        if codec == "zstd":
+            yield from _zstd_blocks(path, buf, 0, size, damage)
         else:
             yield from _gzip_blocks(path, buf, damage)
     finally:
@@ -546,30 +498,23 @@ def _zstd_batches(path, buf, start, end, damage) -> Iterator:
         yield _native.scan_json(b"".join(text))
 
 
-def iter_batches(path: str, damage: list | None = None, chunk: Chunk | None = None) -> Iterator:
-    """The events of a file (or of one chunk of it) as column batches (`_native.Batch`: rows,
-    meta lines, bad lines; `pyarrow.record_batch(batch)` gives the columns). Memory stays at
-    about one frame, or 16 MB of text."""
-    if chunk is None:
-        size = os.path.getsize(path)
-        chunk = Chunk(path, 0, size, detect_codec(path), 0, size)
-    if chunk.size == 0:
+def iter_batches(path: str, damage: list | None = None) -> Iterator:
+    """The events of a file as column batches (`_native.Batch`: rows, meta lines, bad lines;
+    `pyarrow.record_batch(batch)` gives the columns). Memory stays at about one frame, or 16 MB
+    of text."""
+    size = os.path.getsize(path)
+    if size == 0:
         _note(damage, path, 0, "empty-file", "the file is empty")
         return
-    if chunk.codec != "zstd":
-        yield from _text_batches(iter_blocks(path, damage, chunk))
+    if detect_codec(path) != "zstd":
+        yield from _text_batches(iter_blocks(path, damage))
         return
     buf = _open_map(path)
     try:
-        yield from _zstd_batches(path, buf, chunk.start, chunk.end, damage)
+        yield from _zstd_batches(path, buf, 0, size, damage)
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
-
-
-def read_chunk(chunk: Chunk, damage: list | None = None) -> bytes:
-    """The whole decompressed text of one chunk (whole lines, newline-terminated)."""
-    return b"".join(iter_blocks(chunk.path, damage, chunk))
 
 
 def iter_lines(path: str, damage: list | None = None) -> Iterator[bytes]:

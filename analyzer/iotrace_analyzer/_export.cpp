@@ -16,6 +16,7 @@
 #include "batch_view.h"
 #include "chrome_json.h"
 #include "deflate.h"
+#include "fh_line.h"
 #include "perfetto.h"
 
 namespace py = pybind11;
@@ -137,6 +138,29 @@ PYBIND11_MODULE(_export, m) {
             for (auto kv : names) w.add_name(py::str(kv.first), py::str(kv.second));
           },
           "File names (FH lines): {hash: path}")
+      .def(
+          "add_fh",
+          [](iotx::PartWriter& w, const py::list& lines) {
+            py::list rest;
+            int64_t taken = 0;
+            for (const py::handle& h : lines) {
+              std::string_view path, hash;
+              if (!PyBytes_Check(h.ptr()) ||
+                  !iotrace_analyzer::fh_line(std::string_view(PyBytes_AS_STRING(h.ptr()),
+                                                              size_t(PyBytes_GET_SIZE(h.ptr()))),
+                                             path, hash) ||
+                  !iotrace_analyzer::utf8(path) || !iotrace_analyzer::utf8(hash)) {
+                rest.append(h);
+                continue;
+              }
+              w.add_name(std::string(hash), std::string(path));
+              taken++;
+            }
+            return py::make_tuple(rest, taken);
+          },
+          py::arg("lines"),
+          "The FH lines among metadata lines, read as the tracer writes them (fh_line.h), as "
+          "add_names; returns (the other lines, the lines taken)")
       .def("encode", &encode, py::arg("columns"), py::arg("rows"), py::arg("flow_rows"),
            py::arg("flow_ids"),
            "Write these rows (increasing) of the batch; the slices at flow_rows start the flows "

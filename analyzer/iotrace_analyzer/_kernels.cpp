@@ -12,6 +12,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include "fh_line.h"
+
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -691,51 +693,11 @@ class KeyIndex {
 
 // ---------------------------------------------------------------------------- file names
 
-// A JSON string's body at p (after its opening quote) up to its closing quote, when it holds
-// no escape and no control character (then its text is the value itself); else nullptr.
-const char* plain_json_string(const char* p, const char* end) {
-  for (; p < end; p++) {
-    const unsigned char c = static_cast<unsigned char>(*p);
-    if (c == '"') return p;
-    if (c == '\\' || c < 0x20) return nullptr;
-  }
-  return nullptr;
-}
-
-bool take(const char*& p, const char* end, const char* lit) {
-  const size_t n = std::strlen(lit);
-  if (size_t(end - p) < n || std::memcmp(p, lit, n) != 0) return false;
-  p += n;
-  return true;
-}
-
-// A JSON integer of at most 18 digits (no leading zero), as any parser reads it.
-bool take_int(const char*& p, const char* end) {
-  if (p < end && *p == '-') p++;
-  const char* s = p;
-  while (p < end && *p >= '0' && *p <= '9') p++;
-  return p > s && p - s <= 18 && !(*s == '0' && p - s > 1);
-}
-
-// A file-name line (`FH`) read without a JSON parser when it is as the tracer writes it:
-// {"ph":"M","name":"FH","pid":N,"tid":N,"args":{"name":"PATH","value":"HASH"}} with PATH and
-// HASH free of escapes: its path and hash. False for any other line (another layout, an
-// escape), which the caller's parser reads.
+// A file-name line (`FH`) of a bytes object (fh_line.h).
 bool fh_line(const py::handle& h, std::string_view& path, std::string_view& hash) {
   if (!PyBytes_Check(h.ptr())) return false;
-  const char* b = PyBytes_AS_STRING(h.ptr());
-  const char* end = b + PyBytes_GET_SIZE(h.ptr());
-  while (end > b && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ')) end--;
-  const char* p = b;
-  const char *path0, *path1, *hash0, *hash1;
-  if (!(take(p, end, "{\"ph\":\"M\",\"name\":\"FH\",\"pid\":") && take_int(p, end) &&
-        take(p, end, ",\"tid\":") && take_int(p, end) && take(p, end, ",\"args\":{\"name\":\"") &&
-        (path0 = p, path1 = plain_json_string(p, end)) && (p = path1 + 1, take(p, end, ",\"value\":\"")) &&
-        (hash0 = p, hash1 = plain_json_string(p, end)) && (p = hash1 + 1, take(p, end, "}}")) && p == end))
-    return false;
-  path = std::string_view(path0, size_t(path1 - path0));
-  hash = std::string_view(hash0, size_t(hash1 - hash0));
-  return true;
+  return iotrace_analyzer::fh_line(
+      std::string_view(PyBytes_AS_STRING(h.ptr()), size_t(PyBytes_GET_SIZE(h.ptr()))), path, hash);
 }
 
 // ---------------------------------------------------------------------------- hash strings
@@ -747,7 +709,8 @@ struct Strings {
   int64_t size() const { return off.shape(0) - 1; }
   bool ok(int64_t i) const { return !valid.shape(0) || valid.data()[i]; }
   std::string_view at(int64_t i) const {
-    return {reinterpret_cast<const char*>(data.data()) + off.data()[i], size_t(off.data()[i + 1] - off.data()[i])};
+    return {reinterpret_cast<const char*>(data.data()) + off.data()[i],
+            size_t(off.data()[i + 1] - off.data()[i])};
   }
 };
 
@@ -784,7 +747,8 @@ py::tuple hex_values(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 
 
 // parquet.resolve_names' lookup: per value of a dictionary of hashes its path's code among
 // the distinct paths (-1: none, or a null value), and those paths in order of first use.
-py::tuple name_codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid, const py::dict& names) {
+py::tuple name_codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid,
+                     const py::dict& names) {
   const Strings s{off, data, valid};
   const int64_t n = s.size();
   std::vector<int32_t> code(size_t(n > 0 ? n : 0), -1);
@@ -845,14 +809,16 @@ class Names {
     int64_t taken = 0;
     for (const py::handle& h : lines) {
       std::string_view path, hash;
-      if (!fh_line(h, path, hash) || !valid_utf8(path) || !valid_utf8(hash)) {
+      if (!fh_line(h, path, hash) || !iotrace_analyzer::utf8(path) ||
+          !iotrace_analyzer::utf8(hash)) {
         rest.append(h);
         continue;
       }
       taken++;
       bool is_ipc = false;
       for (const std::string& pre : ipc_prefixes)
-        if (path.size() >= pre.size() && std::memcmp(path.data(), pre.data(), pre.size()) == 0) is_ipc = true;
+        if (path.size() >= pre.size() && std::memcmp(path.data(), pre.data(), pre.size()) == 0)
+          is_ipc = true;
       if (is_ipc) ipc.append(str_of(hash));
       put(hash, path);
     }
@@ -892,7 +858,8 @@ class Names {
         std::string_view p;
         if (!find(s.at(i), p)) continue;
         auto it = uniq.emplace(p, int32_t(uniq.size()));
-        if (it.second) bytes.insert(bytes.end(), p.begin(), p.end()), offsets.push_back(int64_t(bytes.size()));
+        if (it.second)
+          bytes.insert(bytes.end(), p.begin(), p.end()), offsets.push_back(int64_t(bytes.size()));
         code[size_t(i)] = it.first->second;
       }
     };
@@ -902,7 +869,8 @@ class Names {
     } else {
       run();
     }
-    return py::make_tuple(give_array(std::move(code)), give_array(std::move(offsets)), give_array(std::move(bytes)));
+    return py::make_tuple(give_array(std::move(code)), give_array(std::move(offsets)),
+                          give_array(std::move(bytes)));
   }
 
   // The values (non-null) of a dictionary of hashes that have no name.
@@ -930,7 +898,8 @@ class Names {
       }
       offsets[size_t(i) + 1] = int64_t(bytes.size());
     }
-    return py::make_tuple(give_array(std::move(offsets)), give_array(std::move(bytes)), give_array(std::move(found)));
+    return py::make_tuple(give_array(std::move(offsets)), give_array(std::move(bytes)),
+                          give_array(std::move(found)));
   }
 
   const py::dict& other() const { return other_; }
@@ -967,7 +936,8 @@ class Names {
   void put(std::string_view hash, std::string_view p) {
     uint64_t x;
     if (!hex16(hash, x)) {
-      if (PyDict_SetItem(other_.ptr(), str_of(hash).ptr(), str_of(p).ptr())) throw py::error_already_set();
+      if (PyDict_SetItem(other_.ptr(), str_of(hash).ptr(), str_of(p).ptr()))
+        throw py::error_already_set();
       other_empty_ = false;
       return;
     }
@@ -995,25 +965,12 @@ class Names {
     p = utf8_of(o);
     return true;
   }
-
-  static bool valid_utf8(std::string_view v) {
-    for (unsigned char c : v)
-      if (c >= 0x80) {  // the rare non-ASCII path: Python's decoder says
-        PyObject* o = PyUnicode_DecodeUTF8(v.data(), Py_ssize_t(v.size()), nullptr);
-        if (!o) {
-          PyErr_Clear();
-          return false;
-        }
-        Py_DECREF(o);
-        return true;
-      }
-    return true;
-  }
 };
 
 // Numbers written as 16 lowercase hex digits, back to back (the bytes of a string array whose
 // values are 16 bytes each).
-py::array_t<uint8_t> hex_strings(py::array_t<uint64_t, py::array::c_style | py::array::forcecast> values) {
+py::array_t<uint8_t> hex_strings(
+    py::array_t<uint64_t, py::array::c_style | py::array::forcecast> values) {
   const int64_t n = values.shape(0);
   py::array_t<uint8_t> out(n * 16);
   uint8_t* o = out.mutable_data();
@@ -1104,7 +1061,7 @@ class FileState {
   std::vector<uint8_t> no_hash_begun;
   std::vector<int64_t> proc_pid;  // process number -> pid
   // offset samples per (hash, pid) (two processes of one pid share theirs)
-  KeyIndex samples;  // (hash value, pid * 4 + kind)
+  KeyIndex samples;                  // (hash value, pid * 4 + kind)
   std::vector<int32_t> slot_sample;  // the slot's samples entry, -1 before its first
   // an entry's points are a range of the pool's columns (a merge that outgrows its range
   // writes a new one at the end; the pool is compacted when half of it is left behind)
@@ -1121,8 +1078,10 @@ class FileState {
 
   // The block's access counts that the streams carried from blocks before decide, per
   // direction: first, consecutive, sequential, random.
-  py::tuple fold(const py::dict& f, py::array_t<uint64_t, py::array::c_style | py::array::forcecast> value,
-                 py::array_t<int8_t, py::array::c_style | py::array::forcecast> kind, I64 pk, I64 pid) {
+  py::tuple fold(const py::dict& f,
+                 py::array_t<uint64_t, py::array::c_style | py::array::forcecast> value,
+                 py::array_t<int8_t, py::array::c_style | py::array::forcecast> kind, I64 pk,
+                 I64 pid) {
     const uint64_t* val = value.data();
     const int8_t* knd = kind.data();
     const int64_t* pk_ = pk.data();
@@ -1138,7 +1097,8 @@ class FileState {
       if (at.second) {
         slot_proc.push_back(pk_[p]);
         for (auto& s : sums) s.push_back(0);
-        for (int d = 0; d < 2; d++) bin_[d].push_back(-1), bin_count_[d].push_back(0), end_[d].push_back(0);
+        for (int d = 0; d < 2; d++)
+          bin_[d].push_back(-1), bin_count_[d].push_back(0), end_[d].push_back(0);
         begun.push_back(0);
         slot_sample.push_back(-1);
       }
@@ -1157,7 +1117,8 @@ class FileState {
     std::vector<I64> heads;  // per direction: head_stream, head_off, tail_end
     for (int dir = 0; dir < 2; dir++) {
       const py::dict d = f[dirs[dir]];
-      for (const char* k : {"head_stream", "head_off", "tail_end"}) heads.push_back(array_of<int64_t>(d, k));
+      for (const char* k : {"head_stream", "head_off", "tail_end"})
+        heads.push_back(array_of<int64_t>(d, k));
     }
     const py::dict off = f["offsets"];
     const I64 o_slot = array_of<int64_t>(off, "slot"), o_ts = array_of<int64_t>(off, "ts"),
@@ -1194,7 +1155,8 @@ class FileState {
       }
       // streams: a block's first call of a stream against where the stream ended before
       for (int dir = 0; dir < 2; dir++) {
-        const I64 &hs = heads[size_t(3 * dir)], &ho = heads[size_t(3 * dir + 1)], &te = heads[size_t(3 * dir + 2)];
+        const I64 &hs = heads[size_t(3 * dir)], &ho = heads[size_t(3 * dir + 1)],
+                  &te = heads[size_t(3 * dir + 2)];
         int64_t* c4 = carried[dir];
         for (int64_t h = 0; h < hs.shape(0); h++) {
           const int64_t sid = hs.data()[h];
@@ -1239,8 +1201,9 @@ class FileState {
           slot_sample[s] = int32_t(at.first);
           fresh = at.second;
         }
-        merge_sample(sample[size_t(slot_sample[s])], fresh, o_seen.data()[j], int(o_stride.data()[j]),
-                     o_ts.data() + a, o_off.data() + a, o_len.data() + a, o_dir.data() + a, size_t(b - a));
+        merge_sample(sample[size_t(slot_sample[s])], fresh, o_seen.data()[j],
+                     int(o_stride.data()[j]), o_ts.data() + a, o_off.data() + a, o_len.data() + a,
+                     o_dir.data() + a, size_t(b - a));
         a = b;
       }
       if (pool_ts.size() > (1u << 20) && pool_ts.size() > 2 * pool_live) compact_pool();
@@ -1257,7 +1220,8 @@ class FileState {
       const size_t n = files.size();
       std::vector<int64_t> pid(n), kind(n);
       std::vector<uint8_t> sampled(n, 0);  // the slots whose (hash, pid) has offset samples
-      std::vector<int64_t> pid_procs;  // a pid with two process numbers: the slots are not per (hash, pid)
+      std::vector<int64_t>
+          pid_procs;  // a pid with two process numbers: the slots are not per (hash, pid)
       for (size_t i = 0; i < n; i++) {
         pid[i] = proc_pid[size_t(slot_proc[i])], kind[i] = files.ka[i] & 3;
         sampled[i] = slot_sample[i] >= 0;
@@ -1265,7 +1229,8 @@ class FileState {
       std::unordered_map<int64_t, int64_t> proc_of_pid;
       bool per_pid = true;
       for (size_t p = 0; p < proc_pid.size(); p++)
-        if (proc_pid[p] != INT64_MIN && !proc_of_pid.emplace(proc_pid[p], int64_t(p)).second) per_pid = false;
+        if (proc_pid[p] != INT64_MIN && !proc_of_pid.emplace(proc_pid[p], int64_t(p)).second)
+          per_pid = false;
       py::dict d;
       d["value"] = give_array(std::move(files.kv));
       d["kind"] = give_array(std::move(kind));
@@ -1279,9 +1244,12 @@ class FileState {
       std::vector<int64_t> file, bin, count;
       for (int d = 0; d < 2; d++)
         for (size_t i = 0; i < bin_[d].size(); i++)
-          if (bin_[d][i] >= 0) file.push_back(int64_t(i)), bin.push_back(bin_[d][i]), count.push_back(bin_count_[d][i]);
+          if (bin_[d][i] >= 0)
+            file.push_back(int64_t(i)), bin.push_back(bin_[d][i]),
+                count.push_back(bin_count_[d][i]);
       for (size_t k = 0; k < more_bins.size(); k++)
-        file.push_back(int64_t(more_bins.kv[k])), bin.push_back(more_bins.ka[k]), count.push_back(more_count[k]);
+        file.push_back(int64_t(more_bins.kv[k])), bin.push_back(more_bins.ka[k]),
+            count.push_back(more_count[k]);
       py::dict d;
       d["file"] = give_array(std::move(file));
       d["bin"] = give_array(std::move(bin));
@@ -1319,8 +1287,8 @@ class FileState {
  private:
   // _merge_sample(a, b): both at the coarser stride (every 2^(s - stride)-th point of each),
   // halved while more than kSamplePoints.
-  void merge_sample(Sample& a, bool fresh, int64_t seen, int stride, const int64_t* ts, const int64_t* off,
-                    const int64_t* len, const int64_t* dir, size_t n) {
+  void merge_sample(Sample& a, bool fresh, int64_t seen, int stride, const int64_t* ts,
+                    const int64_t* off, const int64_t* len, const int64_t* dir, size_t n) {
     std::vector<int64_t>& m_ts = tmp_ts_;
     std::vector<int64_t>& m_off = tmp_off_;
     std::vector<int64_t>& m_len = tmp_len_;
@@ -1338,7 +1306,8 @@ class FileState {
     }
     const size_t sb = size_t(1) << (s - stride);
     for (size_t k = 0; k < n; k += sb)
-      m_ts.push_back(ts[k]), m_off.push_back(off[k]), m_len.push_back(len[k]), m_dir.push_back(int8_t(dir[k]));
+      m_ts.push_back(ts[k]), m_off.push_back(off[k]), m_len.push_back(len[k]),
+          m_dir.push_back(int8_t(dir[k]));
     while (m_ts.size() > kSamplePoints) {
       size_t w = 0;
       for (size_t k = 0; k < m_ts.size(); k += 2, w++)
@@ -1405,7 +1374,8 @@ PYBIND11_MODULE(_kernels, m) {
         py::arg("shifts"), py::arg("tl_exp"));
   m.def("hex_strings", &hex_strings, py::arg("values"));
   m.def("hex_values", &hex_values, py::arg("offsets"), py::arg("data"), py::arg("valid"));
-  m.def("name_codes", &name_codes, py::arg("offsets"), py::arg("data"), py::arg("valid"), py::arg("names"));
+  m.def("name_codes", &name_codes, py::arg("offsets"), py::arg("data"), py::arg("valid"),
+        py::arg("names"));
   py::class_<Names>(m, "Names", "one trace file's names, fhash -> path (load.FileReader)")
       .def(py::init<>())
       .def("fh", &Names::fh, py::arg("lines"), py::arg("ipc_prefixes"))

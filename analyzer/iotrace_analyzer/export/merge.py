@@ -13,9 +13,10 @@ than one batch of a file's events (and its file names) in memory:
    files, a task of consecutive files per part; the parts are joined in order behind a head
    that names and sorts the processes.
 
-A file names its files in its own FH lines before using them. A hash that another file names
-but this one does not (a lost frame, say) is restored by writing that task again with the
-names of the whole job: rare, and cheaper than reading every file twice.
+A file names its files in its own FH lines before using them (the writers read them: a job that
+reads a million files has a million). A hash that another file names but this one does not (a
+lost frame, say) is restored by reading the other files' FH lines for it and writing that task
+again: rare, and cheaper than sending every file's names back.
 """
 
 from __future__ import annotations
@@ -88,7 +89,6 @@ class FileResult:
     threads: int = 0
     flows_out: list[int] = field(default_factory=list)
     flows_in: list[int] = field(default_factory=list)
-    names: dict[str, str] = field(default_factory=dict)  # the file's FH lines
     unresolved: list[str] = field(default_factory=list)  # hashes written without a path
     error: str = ""
 
@@ -168,7 +168,7 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
                                          dir=os.path.dirname(os.path.abspath(output))) as tmp:
             tasks = _tasks(_plan(procs, fmt, filt, cutoff), tmp)
             results = list(pool.map(export_task, tasks))
-            again = _with_job_names(tasks, results)
+            again = _with_job_names(tasks, results, pool)
             for i, res in zip(again, pool.map(export_task, [tasks[i] for i in again])):
                 results[i] = res
             files_done = [f for res in results for f in res.files]
@@ -321,16 +321,16 @@ def _size(path: str) -> int:
         return 0
 
 
-def _with_job_names(tasks: list[Task], results: list[TaskResult]) -> list[int]:
-    """The tasks that wrote a hash which only another file names: given those names, to be
-    written again."""
+def _with_job_names(tasks: list[Task], results: list[TaskResult], pool) -> list[int]:
+    """The tasks that wrote a hash which only another file names: given those names (read
+    again from every file's FH lines, the later file's winning), to be written again."""
     unresolved = {h for res in results for f in res.files for h in f.unresolved}
     if not unresolved:
         return []
     names = {}
-    for res in results:
-        for f in res.files:
-            names.update((h, n) for h, n in f.names.items() if h in unresolved)
+    paths = [job.file.path for task in tasks for job in task.jobs]
+    for found in pool.map(_names_in, [(p, unresolved) for p in paths]):
+        names.update(found)
     again = []
     for i, (task, res) in enumerate(zip(tasks, results)):
         known = {h: names[h] for f in res.files for h in f.unresolved if h in names}
@@ -338,6 +338,31 @@ def _with_job_names(tasks: list[Task], results: list[TaskResult]) -> list[int]:
             task.fnames = known
             again.append(i)
     return again
+
+
+def _names_in(arg: tuple[str, set]) -> dict[str, str]:
+    """The names a file's FH lines give the hashes of a set."""
+    from .. import _kernels
+
+    path, hashes = arg
+    r = reader()
+    names = _kernels.Names()
+    try:
+        for batch in r.iter_batches(path):
+            rest, _ipc, _n = names.fh(batch.meta, [])
+            for line in rest:
+                if b'"FH"' not in line:
+                    continue
+                try:
+                    ev = orjson.loads(line)
+                except orjson.JSONDecodeError:
+                    continue
+                args = ev.get("args") if isinstance(ev.get("args"), dict) else {}
+                if ev.get("name") == "FH" and "value" in args:
+                    names.set(str(args["value"]), str(args.get("name")))
+    except r.TraceInputError:
+        pass
+    return {h: p for h in hashes if (p := names.get(h)) is not None}
 
 
 def export_task(task: Task) -> TaskResult:
@@ -368,13 +393,11 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
     if fnames:
         writer.add_names(fnames)
     flows = Flows(job.flow_in, job.fork_flows, job.spawn_flows)
-    meta = _Meta(res)
+    meta = _Meta(res, writer)
     damage: list = []
     try:
         for batch in r.iter_batches(job.file.path, damage):
-            names = meta.read(batch.meta)
-            if names:
-                writer.add_names(names)
+            meta.read(batch.meta)
             res.bad_lines += batch.bad_lines
             if not batch.rows:
                 continue
@@ -394,7 +417,6 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
     res.damaged = len(damage)
     res.threads = len(tids)
     res.flows_out, res.flows_in = flows.drawn_out, flows.drawn_in
-    res.names = meta.names
     res.unresolved = writer.unresolved()
     crc, size = (writer.crc, writer.size) if job.fmt != "pftrace" else (0, 0)
     return res, crc, size
@@ -421,17 +443,17 @@ def _rows(cols, job: FileJob, res: FileResult) -> np.ndarray:
 
 
 class _Meta:
-    """A file's metadata lines as its batches go by: file names (FH) and thread names (the
-    last one a thread gave itself); process_name, iotrace_process and iotrace_end are
-    replaced by the labels."""
+    """A file's metadata lines as its batches go by: file names (FH: to the writer) and thread
+    names (the last one a thread gave itself); process_name, iotrace_process and iotrace_end
+    are replaced by the labels."""
 
-    def __init__(self, res: FileResult):
-        self.res = res
-        self.names: dict[str, str] = {}
+    def __init__(self, res: FileResult, writer):
+        self.res, self.writer = res, writer
         self.thread_names: dict[int, str] = {}
 
-    def read(self, lines: list[bytes]) -> dict[str, str]:
-        """Take in a batch's metadata lines; returns the new file names."""
+    def read(self, lines: list[bytes]) -> None:
+        """Take in a batch's metadata lines."""
+        lines, _n = self.writer.add_fh(lines)  # the FH lines as the tracer writes them
         new = {}
         for line in lines:
             fh = b'"FH"' in line
@@ -449,8 +471,8 @@ class _Meta:
                 new[str(args["value"])] = str(args.get("name"))
             elif name == "thread_name" and isinstance(ev.get("tid"), int):
                 self.thread_names[ev["tid"]] = str(args.get("name", ""))
-        self.names.update(new)
-        return new
+        if new:
+            self.writer.add_names(new)
 
 
 def _thread_label(proc: Proc, tid: int, name: str | None) -> str:

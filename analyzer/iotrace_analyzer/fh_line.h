@@ -1,0 +1,95 @@
+// The file-name lines (`FH`) of a trace read without a JSON parser when they are as the tracer
+// writes them: {"ph":"M","name":"FH","pid":N,"tid":N,"args":{"name":"PATH","value":"HASH"}}
+// with PATH and HASH free of escapes and control characters (then the JSON text is the value).
+// A job that reads a million files has a million of them. Any other line (another layout, an
+// escape) is left to the caller's JSON parser. Shared by _kernels.cpp (the analyzer's names)
+// and _export.cpp (iotrace export's).
+#pragma once
+
+#include <cstddef>
+#include <cstring>
+#include <string_view>
+
+namespace iotrace_analyzer {
+
+// A JSON string's body at p (after its opening quote) up to its closing quote, when it holds
+// no escape and no control character; else nullptr.
+inline const char* plain_json_string(const char* p, const char* end) {
+  for (; p < end; p++) {
+    const unsigned char c = static_cast<unsigned char>(*p);
+    if (c == '"') return p;
+    if (c == '\\' || c < 0x20) return nullptr;
+  }
+  return nullptr;
+}
+
+inline bool take(const char*& p, const char* end, const char* lit) {
+  const size_t n = std::strlen(lit);
+  if (size_t(end - p) < n || std::memcmp(p, lit, n) != 0) return false;
+  p += n;
+  return true;
+}
+
+// A JSON integer of at most 18 digits (no leading zero), as any parser reads it.
+inline bool take_int(const char*& p, const char* end) {
+  if (p < end && *p == '-') p++;
+  const char* s = p;
+  while (p < end && *p >= '0' && *p <= '9') p++;
+  return p > s && p - s <= 18 && !(*s == '0' && p - s > 1);
+}
+
+// The path and the hash of one line (trailing newline and blanks allowed); false for any
+// other line. The bytes are not checked to be UTF-8.
+inline bool fh_line(std::string_view line, std::string_view& path, std::string_view& hash) {
+  const char* b = line.data();
+  const char* end = b + line.size();
+  while (end > b && (end[-1] == '\n' || end[-1] == '\r' || end[-1] == ' ')) end--;
+  const char* p = b;
+  const char *path0, *path1, *hash0, *hash1;
+  if (!(take(p, end, "{\"ph\":\"M\",\"name\":\"FH\",\"pid\":") && take_int(p, end) &&
+        take(p, end, ",\"tid\":") && take_int(p, end) && take(p, end, ",\"args\":{\"name\":\"") &&
+        (path0 = p, path1 = plain_json_string(p, end)) &&
+        (p = path1 + 1, take(p, end, ",\"value\":\"")) &&
+        (hash0 = p, hash1 = plain_json_string(p, end)) && (p = hash1 + 1, take(p, end, "}}")) &&
+        p == end))
+    return false;
+  path = std::string_view(path0, size_t(path1 - path0));
+  hash = std::string_view(hash0, size_t(hash1 - hash0));
+  return true;
+}
+
+// Whether bytes are UTF-8 as a strict decoder (Python's, orjson) takes them: no overlong
+// form, no surrogate, nothing past U+10FFFF.
+inline bool utf8(std::string_view v) {
+  const auto* s = reinterpret_cast<const unsigned char*>(v.data());
+  const size_t n = v.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = s[i];
+    if (c < 0x80) {
+      i++;
+      continue;
+    }
+    size_t len;
+    unsigned cp;
+    if (c >= 0xC2 && c <= 0xDF)
+      len = 2, cp = c & 0x1F;
+    else if (c >= 0xE0 && c <= 0xEF)
+      len = 3, cp = c & 0x0F;
+    else if (c >= 0xF0 && c <= 0xF4)
+      len = 4, cp = c & 0x07;
+    else
+      return false;
+    if (i + len > n) return false;
+    for (size_t k = 1; k < len; k++) {
+      if ((s[i + k] & 0xC0) != 0x80) return false;
+      cp = cp << 6 | (s[i + k] & 0x3F);
+    }
+    if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+        (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+      return false;
+    i += len;
+  }
+  return true;
+}
+
+}  // namespace iotrace_analyzer

@@ -840,12 +840,17 @@ class Names {
   }
 
   bool contains(const py::object& hash) const { return !get(hash).is_none(); }
+  int64_t hex_count() const { return int64_t(index_.size()); }
+  bool other_empty() const { return other_empty_; }
   size_t size() const { return index_.size() + py::len(other_); }
 
   // parquet.resolve_names' lookup of a dictionary of hashes: per value its path's code among
   // the distinct paths (-1: none, or null), and those paths in order of first use.
-  // The paths come as the offsets and bytes of an Arrow string array.
-  py::tuple codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid) const {
+  // The paths come as the offsets and bytes of an Arrow string array. `limit` >= 0: the names
+  // as they were when the table had that many hex hashes (a later one is not seen); then the
+  // GIL is kept (another thread reads while the reader thread may add).
+  py::tuple codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid,
+                  int64_t limit) const {
     const Strings s{off, data, valid};
     const int64_t n = s.size();
     std::vector<int32_t> code(size_t(n > 0 ? n : 0), -1);
@@ -856,14 +861,15 @@ class Names {
       for (int64_t i = 0; i < n; i++) {
         if (!s.ok(i)) continue;
         std::string_view p;
-        if (!find(s.at(i), p)) continue;
+        if (!find(s.at(i), p, limit)) continue;
         auto it = uniq.emplace(p, int32_t(uniq.size()));
         if (it.second)
           bytes.insert(bytes.end(), p.begin(), p.end()), offsets.push_back(int64_t(bytes.size()));
         code[size_t(i)] = it.first->second;
       }
     };
-    if (other_empty_) {  // no Python object to look at: without the GIL (the Parquet thread runs)
+    if (other_empty_ &&
+        limit < 0) {  // no Python object to look at: without the GIL (the Parquet thread runs)
       py::gil_scoped_release nogil;
       run();
     } else {
@@ -948,11 +954,11 @@ class Names {
     arena_.append(p);
   }
 
-  bool find(std::string_view hash, std::string_view& p) const {
+  bool find(std::string_view hash, std::string_view& p, int64_t limit = -1) const {
     uint64_t x;
     if (hex16(hash, x)) {
       const int64_t k = index_.find(x, 0);
-      if (k < 0) return false;
+      if (k < 0 || (limit >= 0 && k >= limit)) return false;
       p = path(size_t(k));
       return true;
     }
@@ -1383,7 +1389,10 @@ PYBIND11_MODULE(_kernels, m) {
       .def("get", &Names::get, py::arg("hash"))
       .def("__contains__", &Names::contains)
       .def("__len__", &Names::size)
-      .def("codes", &Names::codes, py::arg("offsets"), py::arg("data"), py::arg("valid"))
+      .def("codes", &Names::codes, py::arg("offsets"), py::arg("data"), py::arg("valid"),
+           py::arg("limit") = -1)
+      .def("hex_count", &Names::hex_count)
+      .def_property_readonly("other_empty", &Names::other_empty)
       .def("missing", &Names::missing, py::arg("offsets"), py::arg("data"), py::arg("valid"))
       .def("table", &Names::table)
       .def("paths", &Names::paths, py::arg("values"))

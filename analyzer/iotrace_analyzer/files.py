@@ -44,6 +44,15 @@ def us(ns: np.ndarray) -> np.ndarray:
     return np.asarray(ns, np.int64) / 1000.0
 
 
+def col(t: pa.Table, name: str) -> np.ndarray:
+    """A table's column as numpy, without a copy when it is one chunk of int64 without nulls
+    (ChunkedArray.to_numpy copies: a million files' 16 sums were 128 MB of copies)."""
+    c = t.column(name)
+    if c.num_chunks == 1 and c.null_count == 0:
+        return c.chunk(0).to_numpy()
+    return c.to_numpy()
+
+
 def seq_sum(x) -> float:
     """The sum a loop of `+=` makes, in order (numpy's sum pairs terms: another last bit)."""
     x = np.asarray(x, np.float64)
@@ -60,7 +69,7 @@ def py_sum(x) -> float:
 
 class FileTable:
     """Every file's summary row, as columns, in the summary's order. Built unsorted with that
-    order beside: a column is put in order the first time it is read."""
+    order beside: a column is put in order when it is read."""
 
     def __init__(self, cols: dict, file: pa.Array, fhash: pa.Array, cls: np.ndarray, order: np.ndarray | None = None):
         self._base, self._file, self._fhash = cols, file, fhash
@@ -78,10 +87,9 @@ class FileTable:
         return len(self.cls)
 
     def __getitem__(self, key: str) -> np.ndarray:
-        c = self._cols.get(key)
-        if c is None:
-            c = self._cols[key] = self._base[key] if self._order is None else self._base[key][self._order]
-        return c
+        """A column in order: made each time it is asked for (the rules ask for some twenty
+        columns, a million rows each: kept, they were 160 MB)."""
+        return self._base[key] if self._order is None else self._base[key][self._order]
 
     def _strings(self, key: str, a: pa.Array) -> pa.Array:
         if self._order is None:
@@ -132,6 +140,15 @@ def hash_keys(fhash: pa.Array, kind: np.ndarray | None = None, value: np.ndarray
     return out
 
 
+def _distinct_runs(x: np.ndarray) -> tuple:
+    """np.unique(x, return_index=True, return_inverse=True) of values that come in long runs
+    (a task's rows are one process's): the runs' values made unique, not the rows'."""
+    starts = np.flatnonzero(np.concatenate([[True], x[1:] != x[:-1]]))
+    uval, ufirst, uinv = np.unique(x[starts], return_index=True, return_inverse=True)
+    lens = np.diff(np.append(starts, len(x)))
+    return uval, starts[ufirst], np.repeat(uinv, lens)
+
+
 def _distinct(keys: np.ndarray) -> bool:
     k = np.sort(keys)
     return not (k[1:] == k[:-1]).any()
@@ -172,7 +189,7 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
         per_proc = pa.concat_tables([p.files[0] for p in parts]) if len(parts) > 1 else parts[0].files[0]
         fhash = per_proc.column("fhash").combine_chunks()
         n = len(fhash)
-        v = {k: per_proc.column(k).to_numpy() for k in file_sums}
+        v = {k: col(per_proc, k) for k in file_sums}
         procs = np.ones(n, np.int64)
         # what the processes that only read a file (never wrote it) did to it: the data's use,
         # apart from its creation (a dataset written once, then read every epoch)
@@ -183,7 +200,7 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
         has_samples = np.concatenate([p.file_samples for p in parts])
         own = [p.file_names for p in parts]
         own_names = (pa.concat_arrays(own) if len(own) > 1 else own[0]) if all(x is not None for x in own) else None
-        row_of_proc, pid, v_pp = np.arange(n), per_proc.column("pid").to_numpy(), v
+        row_of_proc, pid, v_pp = np.arange(n), col(per_proc, "pid"), v
         at = np.cumsum([0] + [p.files[0].num_rows for p in parts[:-1]])
         size_rows = ([np.concatenate([p.file_size_rows + s for p, s in zip(parts, at)])]
                      + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes])
@@ -198,8 +215,8 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
         use = _by_hash(readers, [("meta_count", "sum"), ("meta_dur", "sum"), ("opens", "sum"), ("dur_sum", "sum")])
         fhash = f.column("fhash").combine_chunks()
         n = len(fhash)
-        v = {k: f.column(f"{k}_{a}").to_numpy().astype(np.int64, copy=False) for k, a in file_agg}
-        procs = f.column("pid_count").to_numpy().astype(np.int64, copy=False)
+        v = {k: col(f, f"{k}_{a}").astype(np.int64, copy=False) for k, a in file_agg}
+        procs = col(f, "pid_count").astype(np.int64, copy=False)
         at = pc.fill_null(pc.index_in(fhash, value_set=use.column("fhash")), -1).to_numpy()
         has = at >= 0
         pick = np.where(has, at, 0)
@@ -292,7 +309,7 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
     m = (row_of_proc >= 0) & data[np.maximum(row_of_proc, 0)]
     by_pid = {}
     if m.any():
-        upid, first, inv = np.unique(pid[m], return_index=True, return_inverse=True)
+        upid, first, inv = _distinct_runs(pid[m])
         sel = {k: v_pp[k][m] for k in ("dur_count", "dur_sum", "read_sum", "written_sum")}
         sums = {k: np.bincount(inv, weights=x, minlength=len(upid)) for k, x in sel.items()}
         count = np.bincount(inv, minlength=len(upid))

@@ -17,8 +17,24 @@ HEX, OTHER, NONE = 0, 1, 2
 _NONE = np.zeros(0, np.uint8)
 
 
+def strings(offsets: np.ndarray, data: np.ndarray, found: np.ndarray | None = None) -> pa.Array:
+    """A string array of the kernels' (offsets, bytes) (int64 offsets; `found`: 0 where a
+    value is null), the bytes not copied (only a string array past 2 GiB is copied)."""
+    n = len(offsets) - 1
+    valid, nulls = None, 0
+    if found is not None and not found.all():
+        valid, nulls = pa.py_buffer(np.packbits(found.astype(bool), bitorder="little")), n - int(found.sum())
+    if int(offsets[-1]) < (1 << 31):
+        return pa.Array.from_buffers(pa.string(), n, [valid, pa.py_buffer(offsets.astype(np.int32)),
+                                                       pa.py_buffer(data)], null_count=nulls)
+    return pa.Array.from_buffers(pa.large_string(), n, [valid, pa.py_buffer(offsets), pa.py_buffer(data)],
+                                 null_count=nulls).cast(pa.string())
+
+
 def buffers(values: pa.Array) -> tuple:
     """A string array as the kernels take it: (offsets, bytes, validity per value or empty)."""
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
     if values.type != pa.string():
         values = values.cast(pa.string())
     n = len(values)

@@ -35,6 +35,7 @@ from iotrace_format.reader import Damage, find_traces, iter_batches, settle_live
 from . import _kernels, file_class, insights, keys, parquet, summary
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
+TRIM_BLOCKS = 16  # freed memory back to the system every this many blocks of a file
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
 GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of at most about this many events
 SMALL_FILE_EVENTS = 1 << 15  # a file estimated below this joins a group (about half a block)
@@ -59,6 +60,15 @@ MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
 
 _tuned_pid = 0
+
+
+def _trim() -> None:
+    """Freed memory back to the system (glibc keeps it, as tune_process asks): between the
+    phases, where what one phase freed would else stay counted while the next one allocates."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
 
 
 def tune_process() -> None:
@@ -371,7 +381,11 @@ class ParquetOut:
     def flush(self) -> None:
         if self.pending:
             if self.thread is not None:  # the names as they are now (they may grow meanwhile)
-                self.q.put((self.pending, self.host, [parquet.file_names(b, self.names) for b in self.pending]))
+                if isinstance(self.names, _kernels.Names) and self.names.other_empty:
+                    names = [parquet.Snapshot(self.names)] * len(self.pending)  # looked up by the thread
+                else:
+                    names = [parquet.file_names(b, self.names) for b in self.pending]
+                self.q.put((self.pending, self.host, names))
             else:
                 self._write(self.pending, self.host, self.names)
             self.pending, self.rows = [], 0
@@ -394,6 +408,15 @@ class ParquetOut:
 
 def process_files(paths: list[str], index: int, out_dir: str | None,
                   compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
+    """A task: _read_files, then what it freed back to the system (a worker's next task, or the
+    merge, starts from there)."""
+    result = _read_files(paths, index, out_dir, compute_cats, parquet_thread)
+    _trim()
+    return result
+
+
+def _read_files(paths: list[str], index: int, out_dir: str | None,
+                compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
     """Read, summarize and write one or more whole files. A big file is summarized block by
     block as it streams (the working set stays a block's); small files are gathered and
     summarized together, as one table of several processes."""
@@ -439,8 +462,10 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
             readers.append(fr)
             streamed = _estimate(path, os.path.getsize(path)) >= SMALL_FILE_EVENTS
             small: list = []
-            for b in iter_batches(path, fr.result.damage):
+            for n, b in enumerate(iter_batches(path, fr.result.damage)):
                 rb = fr.batch(b)
+                if n % TRIM_BLOCKS == TRIM_BLOCKS - 1:
+                    _trim()
                 if rb.num_rows == 0:
                     continue
                 if streamed:
@@ -637,19 +662,7 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     for d in live_notes:  # a live file left: those events are not in the figures
         if (r := by_path.get(os.path.realpath(d.path))) is not None:
             r.damage.append(d)
-    prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
-    detail: dict = {}
-    dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
-    S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail, dirs=dirs)
-    t_rules = time.perf_counter()
-    S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
-    t_rules = time.perf_counter() - t_rules
-    if page is not None:
-        page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events", "counters")})
-    S["input"] = dict(files=len(files), recovered=len(recovered), stored_bytes=sum(sizes.values()), tasks=len(tasks),
-                      engine=engine, workers=runner.workers, estimated_events=est,
-                      findings_seconds=round(t_rules, 4))
-    S["damage"] = damage_report(file_results, S["job"]["start_ns"])
+    _trim()  # the tasks' working memory, freed, back to the system before the merge needs its own
     if opts.out_dir:
         # one row per process image: a file that repeats another's iotrace_process (same
         # pid and clocks) adds nothing
@@ -660,6 +673,21 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
                 procs[key] = p
         parquet.write_metadata(opts.out_dir, list(procs.values()), [t for r in file_results for t in r.threads],
                                *summary._names([r.partial for r in results]))  # (table, numbers, hex)
+    prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
+    detail: dict = {}
+    dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
+    S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail, dirs=dirs)
+    t_rules = time.perf_counter()
+    S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
+    t_rules = time.perf_counter() - t_rules
+    if page is not None:
+        page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events", "counters")})
+    del detail, results
+    _trim()
+    S["input"] = dict(files=len(files), recovered=len(recovered), stored_bytes=sum(sizes.values()), tasks=len(tasks),
+                      engine=engine, workers=runner.workers, estimated_events=est,
+                      findings_seconds=round(t_rules, 4))
+    S["damage"] = damage_report(file_results, S["job"]["start_ns"])
     return S, file_results
 
 

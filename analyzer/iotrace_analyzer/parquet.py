@@ -57,11 +57,10 @@ def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     d = _as_dict(hashes)
     if d.null_count == len(d):
         return pa.nulls(len(d), _DICT)
-    if isinstance(names, _kernels.Names):
+    if isinstance(names, (_kernels.Names, Snapshot)):
         remap, off, data = names.codes(*keys.buffers(d.dictionary))
         remap = pa.array(remap, mask=remap < 0)
-        paths = pa.Array.from_buffers(pa.large_string(), len(off) - 1, [None, pa.py_buffer(off), pa.py_buffer(data)])
-        return pa.DictionaryArray.from_arrays(pc.take(remap, d.indices), paths.cast(pa.string()))
+        return pa.DictionaryArray.from_arrays(pc.take(remap, d.indices), keys.strings(off, data))
     if isinstance(names, dict):
         remap, paths = _kernels.name_codes(*keys.buffers(d.dictionary), names)
         remap = pa.array(remap, mask=remap < 0)
@@ -76,30 +75,45 @@ def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     return pa.DictionaryArray.from_arrays(codes, pa.array(paths, pa.string()))
 
 
+class Snapshot:
+    """A _kernels.Names as it is now, read later by another thread (the Parquet writer's): the
+    hex hashes it has now (a later name is not seen; only a file's own names grow it)."""
+
+    def __init__(self, names):
+        self.names, self.limit = names, names.hex_count()
+
+    def codes(self, off, data, valid):
+        return self.names.codes(off, data, valid, self.limit)
+
+
 def names_dict(names) -> dict:
     """fhash -> path as a dict, of a dict or a _kernels.Names (load.FileReader's)."""
     if isinstance(names, dict):
         return names
+    from .keys import strings
+
     values, off, data, other = names.table()
-    hashes = _hex_strings(values)
-    paths = pa.Array.from_buffers(pa.large_string(), len(values), [None, pa.py_buffer(off), pa.py_buffer(data)])
-    out = dict(zip(hashes.to_pylist(), paths.to_pylist()))
+    out = dict(zip(_hex_strings(values).to_pylist(), strings(off, data).to_pylist()))
     out.update(other)
     return out
 
 
-def names_table(names) -> pa.Table:
-    """fhash -> path as a table (fhash, name), of a dict or a _kernels.Names."""
+def names_table(names) -> tuple:
+    """fhash -> path as a table (fhash, name), of a dict or a _kernels.Names; and the hashes'
+    kinds and values (keys.HashIds: the tracer's as numbers, not read again)."""
+    from .keys import HEX, HashIds, strings
+
     if isinstance(names, dict):
-        return pa.table({"fhash": pa.array(list(names), pa.string()),
-                         "name": pa.array(list(names.values()), pa.string())})
+        t = pa.table({"fhash": pa.array(list(names), pa.string()), "name": pa.array(list(names.values()), pa.string())})
+        return (t, *HashIds().of(t.column("fhash").combine_chunks()))
     values, off, data, other = names.table()
-    paths = pa.Array.from_buffers(pa.large_string(), len(values), [None, pa.py_buffer(off), pa.py_buffer(data)])
-    t = pa.table({"fhash": _hex_strings(values), "name": paths.cast(pa.string())})
+    t = pa.table({"fhash": _hex_strings(values), "name": strings(off, data)})
+    kind = np.full(len(values), HEX, np.int8)
     if other:
-        t = pa.concat_tables([t, pa.table({"fhash": pa.array(list(other), pa.string()),
-                                           "name": pa.array(list(other.values()), pa.string())})])
-    return t
+        o = pa.table({"fhash": pa.array(list(other), pa.string()), "name": pa.array(list(other.values()), pa.string())})
+        k, v = HashIds().of(o.column("fhash"))
+        t, kind, values = pa.concat_tables([t, o]), np.concatenate([kind, k]), np.concatenate([values, v])
+    return t, kind, values
 
 
 def _hex_strings(values: np.ndarray) -> pa.Array:

@@ -529,23 +529,19 @@ def _names_of(names: list) -> tuple:
     numbers; whether all are 16 hex digits) of a task's names (dicts or _kernels.Names)."""
     from .parquet import names_table
 
-    tabs = [names_table(n) for n in reversed(names)]
-    if not tabs:
+    parts = [names_table(n) for n in reversed(names)]
+    if not parts:
         return (pa.table({"fhash": pa.array([], pa.string()), "name": pa.array([], pa.string())}),
                 np.zeros(0, np.uint64), True)
-    t = pa.concat_tables(tabs) if len(tabs) > 1 else tabs[0]
-    kind, value = keys.HashIds().of(t.column("fhash").combine_chunks())
+    t = pa.concat_tables([p[0] for p in parts]) if len(parts) > 1 else parts[0][0]
+    kind, value = (np.concatenate([p[k] for p in parts]) for k in (1, 2))
     return t, files.hash_keys(t.column("fhash").combine_chunks(), kind, value), bool((kind == keys.HEX).all())
 
 
 def _paths(names: list, kind: np.ndarray, value: np.ndarray, fhash: pa.Array) -> pa.Array:
     """The paths of a task's hashes in its names (the last file read first), null where none."""
-    n = len(value)
     if len(names) == 1 and isinstance(names[0], _kernels.Names) and (kind == keys.HEX).all():
-        off, data, found = names[0].paths(value)
-        valid = pa.py_buffer(np.packbits(found, bitorder="little"))
-        return pa.Array.from_buffers(pa.large_string(), n, [valid, pa.py_buffer(off), pa.py_buffer(data)],
-                                     null_count=n - int(found.sum())).cast(pa.string())
+        return keys.strings(*names[0].paths(value))
     from .parquet import names_dict
 
     merged: dict = {}
@@ -586,7 +582,6 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     starts = [p.start for p in partials if p.start is not None]
     ends = [p.end for p in partials if p.end is not None]
     job_start, job_end = (min(starts), max(ends)) if starts else (0, 0)
-    file_tab = _concat([t for p in partials for t in p.files])
     wall = (min(b[0] for b in bounds), max(b[1] for b in bounds)) if bounds else (0, 0)
     S["job"] = dict(
         duration_us=units.us(job_end - job_start), start_ns=job_start, end_ns=job_end,
@@ -594,7 +589,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         processes=len({(d["host"], d["pid"]) for d in procs}),
         threads=len(set().union(*[p.threads for p in partials])) if partials else 0,
         hosts=len(hosts), host_names=hosts,
-        files=len(set(file_tab.column("fhash").to_pylist())) if file_tab is not None else 0,
+        files=0,  # the distinct hashes: below, with the files
         events=sum(p.events for p in partials), complete_events=sum(p.x_events for p in partials),
         metadata_events=sum(p.meta_events for p in partials))
 
@@ -652,6 +647,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     # --- files: every file's row as columns (files.py), the top ones in the summary
     table, classes, file_sizes, by_pid = files.collect(partials, lambda: _names(partials)[:2], stdio, prefixes,
                                                        dirs, FILE_AGG, FILE_SUMS, len(SIZE_LABELS))
+    S["job"]["files"] = len(table)  # a row per distinct hash
     # per class: the job's data apart from the software it loads, the system, pipes
     S["file_classes"] = classes
     # metadata calls on the job's data files only (a Python start-up's stats are software's)

@@ -35,7 +35,7 @@ _FROM_SUMS = {"count": "dur_count", "bytes_read": "read_sum", "bytes_written": "
 # row key -> nanosecond sum, given in µs
 _TIMES = {"time_us": "dur_sum", "metadata_time_us": "meta_dur", "read_time_us": "read_dur",
           "write_time_us": "write_dur"}
-_EMPTY = pa.array([], pa.string())
+_EMPTY = pa.nulls(0, pa.string())  # (pa.array of a list would import pandas: cli._without_pandas)
 
 
 def us(ns: np.ndarray) -> np.ndarray:

@@ -35,7 +35,6 @@ from iotrace_format.reader import Damage, find_traces, iter_batches, settle_live
 from . import _kernels, file_class, insights, keys, parquet, summary
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
-TRIM_BLOCKS = 16  # freed memory back to the system every this many blocks of a file
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
 GROUP_EVENTS = 1 << 20  # small files are grouped into tasks of at most about this many events
 SMALL_FILE_EVENTS = 1 << 15  # a file estimated below this joins a group (about half a block)
@@ -214,7 +213,10 @@ class FileReader:
             d = d.combine_chunks() if isinstance(d, pa.ChunkedArray) else d
             # the decoder's dictionary: a value only when a row has it
             hashes = d.dictionary if pa.types.is_dictionary(d.type) else pc.unique(d)
-            self.unnamed.update(self.names.missing(*keys.buffers(hashes)))
+            if len(hashes) < 64:  # a short process's few: no arrays to make
+                self.unnamed.update(h for h in hashes.to_pylist() if h is not None and h not in self.names)
+            else:
+                self.unnamed.update(self.names.missing(*keys.buffers(hashes)))
             pid = ev.column("pid")
             pid = pid.combine_chunks() if isinstance(pid, pa.ChunkedArray) else pid
             if pid.null_count == 0 and pid.type == pa.int64():
@@ -408,15 +410,6 @@ class ParquetOut:
 
 def process_files(paths: list[str], index: int, out_dir: str | None,
                   compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
-    """A task: _read_files, then what it freed back to the system (a worker's next task, or the
-    merge, starts from there)."""
-    result = _read_files(paths, index, out_dir, compute_cats, parquet_thread)
-    _trim()
-    return result
-
-
-def _read_files(paths: list[str], index: int, out_dir: str | None,
-                compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
     """Read, summarize and write one or more whole files. A big file is summarized block by
     block as it streams (the working set stays a block's); small files are gathered and
     summarized together, as one table of several processes."""
@@ -462,10 +455,8 @@ def _read_files(paths: list[str], index: int, out_dir: str | None,
             readers.append(fr)
             streamed = _estimate(path, os.path.getsize(path)) >= SMALL_FILE_EVENTS
             small: list = []
-            for n, b in enumerate(iter_batches(path, fr.result.damage)):
+            for b in iter_batches(path, fr.result.damage):
                 rb = fr.batch(b)
-                if n % TRIM_BLOCKS == TRIM_BLOCKS - 1:
-                    _trim()
                 if rb.num_rows == 0:
                     continue
                 if streamed:

@@ -12,6 +12,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from . import _kernels
+
 _DICT = pa.dictionary(pa.int32(), pa.string())
 _INT_ARGS = ("fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
 
@@ -52,7 +54,7 @@ def _as_dict(col) -> pa.DictionaryArray:
 def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     """File names for a dictionary column of hashes: looked up once per distinct hash, and
     the rows given their name's code through the hash's (no hashing of rows)."""
-    from . import _kernels, keys
+    from . import keys
 
     d = _as_dict(hashes)
     if d.null_count == len(d):
@@ -99,10 +101,35 @@ def names_dict(names) -> dict:
 
 
 def names_table(names) -> tuple:
-    """fhash -> path as a table (fhash, name), of a dict or a _kernels.Names; and the hashes'
+    """fhash -> path as a table (fhash, name), of a dict or a _kernels.Names, or of a list of
+    them one after the other (many small files: one table, not one each); and the hashes'
     kinds and values (keys.HashIds: the tracer's as numbers, not read again)."""
     from .keys import HEX, HashIds, strings
 
+    if isinstance(names, list):
+        if not all(isinstance(n, _kernels.Names) for n in names):
+            parts = [names_table(n) for n in names]
+            return (pa.concat_tables([p[0] for p in parts]),
+                    *(np.concatenate([p[k] for p in parts]) for k in (1, 2)))
+        tabs = [n.table() for n in names]
+        values = np.concatenate([t[0] for t in tabs]) if tabs else np.zeros(0, np.uint64)
+        sizes = np.cumsum([0] + [int(t[1][-1]) for t in tabs])
+        off = np.concatenate([tabs[0][1][:1]] + [t[1][1:] + s for t, s in zip(tabs, sizes)]) if tabs else \
+            np.zeros(1, np.int64)
+        data = np.concatenate([t[2] for t in tabs]) if tabs else np.zeros(0, np.uint8)
+        t = pa.table({"fhash": _hex_strings(values), "name": strings(off, data)})
+        kind = np.full(len(values), HEX, np.int8)
+        others = [t_[3] for t_ in tabs if t_[3]]
+        if others:  # hashes that are not hex, after the hex ones (never the same strings); the first wins
+            other: dict = {}
+            for o in others:
+                for k_, v_ in o.items():
+                    other.setdefault(k_, v_)
+            o = pa.table({"fhash": pa.array(list(other), pa.string()),
+                          "name": pa.array(list(other.values()), pa.string())})
+            k, v = HashIds().of(o.column("fhash"))
+            t, kind, values = pa.concat_tables([t, o]), np.concatenate([kind, k]), np.concatenate([values, v])
+        return t, kind, values
     if isinstance(names, dict):
         t = pa.table({"fhash": pa.array(list(names), pa.string()), "name": pa.array(list(names.values()), pa.string())})
         return (t, *HashIds().of(t.column("fhash").combine_chunks()))

@@ -529,7 +529,7 @@ def _names_of(names: list) -> tuple:
     numbers; whether all are 16 hex digits) of a task's names (dicts or _kernels.Names)."""
     from .parquet import names_table
 
-    parts = [names_table(n) for n in reversed(names)]
+    parts = [names_table(n) for n in reversed(names)] if len(names) < 64 else [names_table(list(reversed(names)))]
     if not parts:
         return (pa.table({"fhash": pa.array([], pa.string()), "name": pa.array([], pa.string())}),
                 np.zeros(0, np.uint64), True)

@@ -317,12 +317,40 @@ def streams(folder):
     write(folder, [p])
 
 
+def many_procs(folder):
+    """150 short processes (a task of many small files), each reading three files of a shared
+    set and one of its own, some naming a file by a hash that is not hex, one using a hash
+    another process names (its own FH line lost)."""
+    rng = random.Random(150)
+    procs = []
+    for k in range(150):
+        p = Proc(2000 + k, role="fork" if k else "main", parent_pid=2000 if k else None, ppid=2000,
+                 mono_ns=T0 + k * MS)
+        for f in rng.sample(range(40), 3):
+            p.read_file(f"/data/shared/f{f:03d}.bin", 2048, 1024, rng, dur=(3, 20))
+        if k % 10 == 3:  # a hash another tool would write
+            p.lines.append(f'{{"ph":"M","name":"FH","pid":{p.pid},"tid":{p.pid},'
+                           f'"args":{{"name":"/data/odd/{k % 4}.rec","value":"odd-{k % 4}"}}}}')
+            p.lines.append(f'{{"ph":"X","name":"read","cat":"posix","pid":{p.pid},"tid":{p.pid},'
+                           f'"ts":{usec(p.t)},"dur":3.000,"args":{{"fhash":"odd-{k % 4}","fd":9,"size":64,'
+                           f'"offset":0,"ret":64}}}}')
+            p.t += 10 * US
+        own = f"/data/own/p{k}.bin"
+        p.read_file(own, 512, 512, rng, stat=False)
+        if k == 77:  # named by process 0 only
+            p.io("read", "/data/shared/f000.bin", named=False, fd=3, size=10, offset=0, ret=10)
+        procs.append(p)
+    procs[0].lines.append(fh("/data/shared/f000.bin", procs[0].pid))
+    write(folder, procs)
+
+
 SYNTHETIC = {
     "pipeline": pipeline,
     "hosts": hosts,
     "many-files": many_files,
     "many-files-8p": lambda d: many_files(d, files=3000, procs=8),
     "streams": streams,
+    "many-procs": many_procs,
 }
 
 

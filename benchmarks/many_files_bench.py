@@ -16,9 +16,10 @@ the tracer, and deleted (--keep-data keeps them); a case's traces are reused whe
 
 Measured, each in a fresh process (no warm-up: the first run after an install is counted):
   analyze  `python -m iotrace_analyzer TRACES -o OUT -q --no-progress` (Parquet, summary.json,
-           report.html), wall time from start to exit, CPU of the process tree, and peak RSS:
-           the RSS of the command and all its descendants (forked or Dask workers) summed,
-           sampled every 10 ms (pages shared after fork count once per process: an upper bound)
+           report.html), wall time from start to exit, CPU of the process tree, and the peak of
+           the command's and all its descendants' (forked or Dask workers) memory summed,
+           sampled every 10 ms: RSS (pages shared after fork counted once per process: an upper
+           bound) and PSS (each shared page split between its sharers: what the run uses)
   export   `iotrace export TRACES -o OUT/job.pftrace`, the same figures
 
 usage: python benchmarks/many_files_bench.py [--cases files1M-1p,files1M-8p,files64-1p]
@@ -90,16 +91,29 @@ def traces_of(base: str, case: str, lib: str, keep_data: bool) -> str:
     return out
 
 
-def run(cmd: list[str]) -> tuple[float, float, int, int]:
-    """(wall s, CPU s of the process tree, peak summed RSS of the process tree in bytes,
-    exit status)."""
+def pss(pid: int) -> int:
+    """A process's proportional set size in bytes (its private pages and its share of those it
+    shares: forked workers share their parent's), 0 when unknown."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as f:
+            for line in f:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def run(cmd: list[str]) -> tuple[float, float, int, int, int]:
+    """(wall s, CPU s of the process tree, peak summed RSS and peak summed PSS of the process
+    tree in bytes, exit status)."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL)
     ps = psutil.Process(proc.pid)
-    peak = 0
+    peak = peak_pss = 0
     while proc.poll() is None:
-        rss = 0
+        rss = shared = 0
         try:
             procs = [ps, *ps.children(recursive=True)]
         except psutil.NoSuchProcess:
@@ -109,13 +123,15 @@ def run(cmd: list[str]) -> tuple[float, float, int, int]:
                 rss += p.memory_info().rss
             except psutil.NoSuchProcess:
                 pass
-        peak = max(peak, rss)
+            shared += pss(p.pid)
+        peak, peak_pss = max(peak, rss), max(peak_pss, shared)
         time.sleep(0.01)
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if proc.returncode:
         print(f"# {' '.join(cmd)} failed with exit code {proc.returncode}", flush=True)
-    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), peak, proc.returncode
+    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    return wall, cpu, peak, peak_pss, proc.returncode
 
 
 def export_cmd() -> list[str]:
@@ -150,22 +166,22 @@ def main() -> None:
             if args.only != "export":
                 shutil.rmtree(out, ignore_errors=True)
                 load = os.getloadavg()[0]
-                w, c, p, rc = run([sys.executable, "-m", "iotrace_analyzer", traces, "-o", out, "-q",
-                                   "--no-progress", *args.analyzer_args.split()])
-                row += [w, c, p, rc]
+                w, c, p, q, rc = run([sys.executable, "-m", "iotrace_analyzer", traces, "-o", out, "-q",
+                                      "--no-progress", *args.analyzer_args.split()])
+                row += [w, c, p, q, rc]
                 print(f"{case:<11} analyze {w:6.2f} s  CPU {c:6.2f} s  peak RSS {p / 2**20:7.0f} MiB"
-                      f"  [load before {load:.1f}]", flush=True)
+                      f"  PSS {q / 2**20:7.0f} MiB  [load before {load:.1f}]", flush=True)
             else:
-                row += [None] * 4
+                row += [None] * 5
             if args.only != "analyze":
                 os.makedirs(out, exist_ok=True)
                 load = os.getloadavg()[0]
-                w, c, p, rc = run([*export_cmd(), traces, "-o", os.path.join(out, "job.pftrace")])
-                row += [w, c, p, rc]
+                w, c, p, q, rc = run([*export_cmd(), traces, "-o", os.path.join(out, "job.pftrace")])
+                row += [w, c, p, q, rc]
                 print(f"{case:<11} export  {w:6.2f} s  CPU {c:6.2f} s  peak RSS {p / 2**20:7.0f} MiB"
-                      f"  [load before {load:.1f}]", flush=True)
+                      f"  PSS {q / 2**20:7.0f} MiB  [load before {load:.1f}]", flush=True)
             else:
-                row += [None] * 4
+                row += [None] * 5
             rows.append(row)
 
     def f(v, kind):
@@ -176,10 +192,12 @@ def main() -> None:
     def failed(rc):
         return f"  (exit {rc})" if rc else ""
 
-    print("\ncase         events  analyze s  CPU s  peak MiB   export s  CPU s  peak MiB")
+    print("\n                     analyze                           export")
+    print("case         events    wall s  CPU s  RSS MiB  PSS MiB   wall s  CPU s  RSS MiB  PSS MiB")
     for r in rows:
-        print(f"{r[0]:<11} {9 * SAMPLES / 1e6:5.0f}M  {f(r[1], 's'):>9}  {f(r[2], 's'):>5}  {f(r[3], 'm'):>8}"
-              f"{failed(r[4])}   {f(r[5], 's'):>8}  {f(r[6], 's'):>5}  {f(r[7], 'm'):>8}{failed(r[8])}")
+        print(f"{r[0]:<11} {9 * SAMPLES / 1e6:5.0f}M  {f(r[1], 's'):>8}  {f(r[2], 's'):>5}  {f(r[3], 'm'):>7}"
+              f"  {f(r[4], 'm'):>7}{failed(r[5])}  {f(r[6], 's'):>7}  {f(r[7], 's'):>5}  {f(r[8], 'm'):>7}"
+              f"  {f(r[9], 'm'):>7}{failed(r[10])}")
 
 
 if __name__ == "__main__":

@@ -233,6 +233,42 @@ const char* const kFileSumNames[kFileSums] = {"count",      "dur",       "read",
                                               "read_dur",   "write_dur", "opens",     "read_extent",
                                               "read_seq",   "read_rand", "write_seq", "write_rand"};
 
+// A block's (fhash code, process) slots in the order they came, found through an array indexed
+// by code and process when the block's codes and processes allow it (a block of a million-file
+// job has thousands of codes: no node, no allocation per slot), else a map. Per slot: the
+// sums of kFileSumNames and the calls per direction and size bin.
+struct FileSlots {
+  int64_t n = 1;
+  std::vector<int32_t> cache;  // code * n + process -> slot, -1
+  std::unordered_map<int64_t, uint32_t> map;
+  std::vector<int64_t> fh, proc;
+  std::vector<int64_t> sums[kFileSums];
+  std::vector<int64_t> bins;  // slot * 2 * kSizeBins + direction * kSizeBins + bin -> calls
+
+  void init(int64_t codes, int64_t procs) {
+    n = procs > 0 ? procs : 1;
+    if (codes * n <= (int64_t(1) << 22)) cache.assign(size_t(codes * n), -1);
+  }
+  size_t size() const { return fh.size(); }
+  uint32_t slot(int64_t f, int64_t p) {
+    const int64_t key = f * n + p;
+    if (!cache.empty()) {
+      int32_t& c = cache[size_t(key)];
+      if (c < 0) c = int32_t(add(f, p));
+      return uint32_t(c);
+    }
+    auto it = map.find(key);
+    if (it == map.end()) it = map.emplace(key, add(f, p)).first;
+    return it->second;
+  }
+  uint32_t add(int64_t f, int64_t p) {
+    fh.push_back(f), proc.push_back(p);
+    for (auto& s : sums) s.push_back(0);
+    bins.resize(bins.size() + 2 * kSizeBins, 0);
+    return uint32_t(fh.size() - 1);
+  }
+};
+
 // Everything figures() finds, in C++ containers: filled without the GIL, then turned into
 // numpy arrays with it.
 struct Found {
@@ -245,22 +281,19 @@ struct Found {
   Runs ipc;                       // calls on pipes and sockets (not in io)
   std::vector<uint8_t> stdio_fh;  // per fhash code: written through fd 1 or 2 (a log)
   Runs cat_runs;
-  PairSums<2> sizes_;         // (name, size) -> count
-  PairSums<kFileSums> files;  // (fhash, process) -> kFileSumNames
-  PairSums<1> file_sizes;     // (files slot, direction * kSizeBins + size bin) -> calls
-  PairSums<2> cat_names;      // (cat, name) -> count, dur
-  PairSums<2> cats;           // (process, cat) -> count, dur
-  PairSums<1> threads;        // (process, tid)
-  PairSums<4> tl;             // (bin, process) -> read, written, ops, I/O call time
+  PairSums<2> sizes_;     // (name, size) -> count
+  FileSlots files;        // (fhash, process) -> kFileSumNames, calls per size bin
+  PairSums<2> cat_names;  // (cat, name) -> count, dur
+  PairSums<2> cats;       // (process, cat) -> count, dur
+  PairSums<1> threads;    // (process, tid)
+  PairSums<4> tl;         // (bin, process) -> read, written, ops, I/O call time
   // offsets against time of each files slot: a uniform sample of its data calls, every
-  // 2^stride-th call kept, the stride doubled (every other point dropped) when it is full
-  struct Sample {
-    int64_t seen = 0;
-    int stride = 0;
-    std::vector<int64_t> ts, off, len;
-    std::vector<uint8_t> dir;
-  };
-  std::vector<Sample> samples;
+  // 2^stride-th call kept, the stride doubled (every other point dropped) each time 512
+  // points are kept (sample()); the calls as they come: slot, job-clock start, offset,
+  // length, direction
+  std::vector<int64_t> pt_slot, pt_ts, pt_off, pt_len;
+  std::vector<uint8_t> pt_dir;
+  // streams: a files slot's (its id), or a process's calls without a hash (n slots + k)
   std::vector<int64_t> stream_fh, stream_proc;
   struct Dir {
     int64_t consecutive = 0, sequential = 0, random = 0;
@@ -272,6 +305,41 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
              const Col& ts, const Col& dur, const Col& ret, const Col& nbytes, const Col& size,
              const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& fd, const Col& tid,
              I64& proc, int64_t n_procs, I64& shifts, int64_t tl_exp);
+
+// The uniform sample of each files slot's calls with an offset, as a sampler that keeps every
+// 2^stride-th call and doubles the stride (drops every other point) each time kSamplePoints
+// are kept would leave it: of a slot's n calls, those whose index is a multiple of 2^s, s the
+// number of k >= 0 with (kSamplePoints - 1) * 2^k <= n - 1 (the calls at which it was full).
+// Points by slot, in call order within one; seen and stride per slot.
+void sample(const Found& F, std::vector<int64_t>& slot, std::vector<int64_t>& ts,
+            std::vector<int64_t>& off, std::vector<int64_t>& len, std::vector<int64_t>& dir,
+            std::vector<int64_t>& seen, std::vector<int64_t>& stride) {
+  const size_t n = F.files.size(), m = F.pt_slot.size();
+  seen.assign(n, 0), stride.assign(n, 0);
+  for (int64_t s : F.pt_slot) seen[size_t(s)]++;
+  for (size_t s = 0; s < n; s++) {
+    int64_t k = 0;
+    while (seen[s] > 0 && (int64_t(kSamplePoints - 1) << k) <= seen[s] - 1) k++;
+    stride[s] = k;
+  }
+  std::vector<int64_t> at(n + 1, 0), i_in(n, 0);
+  std::vector<uint8_t> keep(m, 0);
+  for (size_t q = 0; q < m; q++) {
+    const size_t s = size_t(F.pt_slot[q]);
+    keep[q] = (i_in[s]++ & ((int64_t(1) << stride[s]) - 1)) == 0;
+    at[s + 1] += keep[q];
+  }
+  for (size_t s = 0; s < n; s++) at[s + 1] += at[s];
+  const size_t total = size_t(at[n]);
+  slot.resize(total), ts.resize(total), off.resize(total), len.resize(total), dir.resize(total);
+  for (size_t q = 0; q < m; q++) {
+    if (!keep[q]) continue;
+    const size_t s = size_t(F.pt_slot[q]);
+    const size_t w = size_t(at[s]++);
+    slot[w] = int64_t(s), ts[w] = F.pt_ts[q], off[w] = F.pt_off[q], len[w] = F.pt_len[q],
+    dir[w] = F.pt_dir[q];
+  }
+}
 
 py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, py::tuple ts,
                  py::tuple dur, py::tuple ret, py::tuple nbytes, py::tuple size, py::tuple offset,
@@ -321,8 +389,21 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   calls["errors"] = to_array(F.call_err);
   out["calls"] = calls;
   out["sizes"] = F.sizes_.out("name", "size", {"count"});
-  out["files"] = F.files.out("fhash", "proc", kFileSumNames);
-  out["file_sizes"] = F.file_sizes.out("slot", "bin", {"count"});  // sparse, by files slot
+  {
+    py::dict d;
+    d["fhash"] = to_array(F.files.fh);
+    d["proc"] = to_array(F.files.proc);
+    for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = to_array(F.files.sums[c]);
+    out["files"] = d;
+    std::vector<int64_t> slot, bin, count;  // sparse, by files slot
+    for (size_t k = 0; k < F.files.bins.size(); k++)
+      if (F.files.bins[k])
+        slot.push_back(int64_t(k / (2 * kSizeBins))), bin.push_back(int64_t(k % (2 * kSizeBins))),
+            count.push_back(F.files.bins[k]);
+    py::dict z;
+    z["slot"] = to_array(slot), z["bin"] = to_array(bin), z["count"] = to_array(count);
+    out["file_sizes"] = z;
+  }
   out["threads"] = F.threads.out("proc", "tid", {"count"});
   py::dict c = F.cats.out("proc", "cat", {"count", "dur"});
   c["runs"] = runs_dict(std::move(F.cat_runs));
@@ -331,13 +412,7 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
   out["timeline"] = F.tl.out("bin", "proc", {"read", "written", "ops", "io_dur"});
   {  // the offset samples as columns: files slot, job-clock start, offset, length, direction
     std::vector<int64_t> slot, ts_, off_, len_, dir_, seen, stride;
-    for (size_t f = 0; f < F.samples.size(); f++) {
-      const Found::Sample& s = F.samples[f];
-      seen.push_back(s.seen), stride.push_back(s.stride);
-      for (size_t k = 0; k < s.ts.size(); k++)
-        slot.push_back(int64_t(f)), ts_.push_back(s.ts[k]), off_.push_back(s.off[k]),
-            len_.push_back(s.len[k]), dir_.push_back(s.dir[k]);
-    }
+    sample(F, slot, ts_, off_, len_, dir_, seen, stride);
     py::dict d;
     d["slot"] = to_array(slot), d["ts"] = to_array(ts_), d["offset"] = to_array(off_);
     d["length"] = to_array(len_), d["dir"] = to_array(dir_);
@@ -405,22 +480,22 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   std::vector<RunBuilder> cat_runs;
   auto& sizes_ = F.sizes_;
   auto& files = F.files;
-  auto& file_sizes = F.file_sizes;
+  files.init(n_fh, n);
   auto& cat_names = F.cat_names;
   auto& cats = F.cats;
   auto& threads = F.threads;
   auto& tl = F.tl;
   int64_t &x_events = F.x_events, &start_j = F.start_j, &end_j = F.end_j;
-  // access pattern: per direction and stream (fhash, process), the offset where the stream's
-  // previous call ended, followed row by row while each stream's calls come in start order
-  std::unordered_map<int64_t, int64_t> stream_of;  // fh * n + p -> stream id
-  int64_t last_key = -1, last_stream = -1;
-  std::vector<int64_t>&stream_fh = F.stream_fh, &stream_proc = F.stream_proc;
+  // access pattern: per direction and stream (fhash, process: its files slot; or a process's
+  // calls without a hash), the offset where the stream's previous call ended, followed row by
+  // row while each stream's calls come in start order
   struct Cursor {
     int64_t ts = INT64_MIN, end = 0;
     bool seen = false;
   };
-  std::vector<Cursor> cursor[2];
+  std::vector<Cursor> cursor[2];                 // per files slot
+  std::vector<Cursor> bare_cursor[2];            // per process without a hash (bare_of)
+  std::unordered_map<int64_t, int64_t> bare_of;  // process -> its stream without a hash
   bool in_order[2] = {true, true};
 
   // What one row is: complete event, its category's and call's kinds, bytes moved.
@@ -445,18 +520,22 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     if (r.rd || r.wr) r.moved = nbytes.ok(i) ? nbytes.v[i] : std::max<int64_t>(ret.at(i), 0);
     return r;
   };
-  auto stream = [&](int64_t i, int64_t p) {
-    const int64_t key = int64_t(fh_[i]) * n + p;
-    if (key == last_key) return last_stream;
-    auto it = stream_of.find(key);
-    if (it == stream_of.end()) {
-      it = stream_of.emplace(key, int64_t(stream_fh.size())).first;
-      stream_fh.push_back(fh_[i]);
-      stream_proc.push_back(p);
-      cursor[0].emplace_back(), cursor[1].emplace_back();
+  // a stream's id: its files slot, or -1 - k for the k-th process's calls without a hash
+  auto stream = [&](int64_t p, int64_t f) {
+    if (f >= 0) return f;
+    auto it = bare_of.find(p);
+    if (it == bare_of.end()) {
+      it = bare_of.emplace(p, int64_t(bare_of.size())).first;
+      bare_cursor[0].emplace_back(), bare_cursor[1].emplace_back();
     }
-    last_key = key;
-    return last_stream = it->second;
+    return -1 - it->second;
+  };
+  auto cur = [&](int dir, int64_t sid) -> Cursor& {
+    if (sid >= 0) {
+      if (size_t(sid) >= cursor[dir].size()) cursor[dir].resize(files.size());
+      return cursor[dir][size_t(sid)];
+    }
+    return bare_cursor[dir][size_t(-1 - sid)];
   };
 
   for (int64_t i = 0; i < rows; i++) {
@@ -527,33 +606,22 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     if (r.wr && fh_[i] >= 0 && fh_[i] < n_fh && fd.ok(i) && (fd.v[i] == 1 || fd.v[i] == 2))
       F.stdio_fh[size_t(fh_[i])] = 1;
     const int dir = r.rd ? 0 : 1;
-    if (f >= 0 && offset.ok(i)) {
-      if (size_t(f) >= F.samples.size()) F.samples.resize(size_t(f) + 1);
-      Found::Sample& s = F.samples[size_t(f)];
-      if ((s.seen++ & ((int64_t(1) << s.stride) - 1)) == 0) {
-        s.ts.push_back(t + shift_[p]), s.off.push_back(offset.v[i]), s.len.push_back(moved);
-        s.dir.push_back(uint8_t(dir));
-        if (s.ts.size() >= kSamplePoints) {  // keep every other: the stride doubles
-          for (size_t k = 0; 2 * k < s.ts.size(); k++)
-            s.ts[k] = s.ts[2 * k], s.off[k] = s.off[2 * k], s.len[k] = s.len[2 * k],
-            s.dir[k] = s.dir[2 * k];
-          const size_t half = (s.ts.size() + 1) / 2;
-          s.ts.resize(half), s.off.resize(half), s.len.resize(half), s.dir.resize(half);
-          s.stride++;
-        }
-      }
+    if (f >= 0 && offset.ok(i)) {  // sampled at the end (sample())
+      F.pt_slot.push_back(f), F.pt_ts.push_back(t + shift_[p]), F.pt_off.push_back(offset.v[i]);
+      F.pt_len.push_back(moved), F.pt_dir.push_back(uint8_t(dir));
     }
     const int64_t sz = size.ok(i) ? size.v[i] : moved;
     int bin = int(std::upper_bound(std::begin(kSizeEdges), std::end(kSizeEdges), sz) -
                   std::begin(kSizeEdges)) -
               1;
     hist[dir][bin < 0 ? 0 : bin]++;
-    if (f >= 0) file_sizes.sums[0][file_sizes.slot(f, dir * kSizeBins + (bin < 0 ? 0 : bin))]++;
+    if (f >= 0)
+      files.bins[size_t(f) * 2 * kSizeBins + size_t(dir * kSizeBins + (bin < 0 ? 0 : bin))]++;
     if (!offset.ok(i) || !in_order[dir]) continue;
     // The first call of a stream in this block is its head (Python decides with what the
     // stream carried from the block before); each later one is compared with the previous.
-    const int64_t sid = stream(i, p);
-    Cursor& c = cursor[dir][size_t(sid)];
+    const int64_t sid = stream(p, f);
+    Cursor& c = cur(dir, sid);
     Found::Dir& o = F.dirs[dir];
     if (!c.seen) {
       c.seen = true;
@@ -588,7 +656,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
   for (int dir = 0; dir < 2; dir++) {
     Found::Dir& o = F.dirs[dir];
     if (in_order[dir]) {
-      for (int64_t sid : o.head_stream) o.tail_end.push_back(cursor[dir][size_t(sid)].end);
+      for (int64_t sid : o.head_stream) o.tail_end.push_back(cur(dir, sid).end);
       continue;
     }
     // Out of order (threads sharing a stream): the direction's calls sorted by (stream, ts).
@@ -600,7 +668,9 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     for (int64_t i = 0; i < rows; i++) {
       const Row r = row(i);
       if (!(dir == 0 ? r.rd : r.wr) || !offset.ok(i)) continue;
-      st.push_back(stream(i, proc_ ? proc_[i] : 0)), tss.push_back(ts.at(i));
+      const int64_t p = proc_ ? proc_[i] : 0;
+      st.push_back(stream(p, fh_[i] >= 0 ? int64_t(files.slot(fh_[i], p)) : -1)),
+          tss.push_back(ts.at(i));
       off.push_back(offset.v[i]), en.push_back(offset.v[i] + r.moved);
     }
     const size_t m = st.size();
@@ -621,12 +691,19 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       o.consecutive += off[i] == pe;
       const bool seq = off[i] >= pe;
       o.sequential += seq, o.random += !seq;
-      const size_t s_ = size_t(st[i]);
-      if (stream_fh[s_] >= 0)
-        files.sums[kReadSeq + 2 * dir + !seq][files.slot(stream_fh[s_], stream_proc[s_])]++;
+      if (st[i] >= 0) files.sums[kReadSeq + 2 * dir + !seq][size_t(st[i])]++;
     }
     if (m) o.tail_end.push_back(en[order[m - 1]]);
   }
+  // the streams' ids as the output numbers them: the slots', then those without a hash
+  const int64_t n_slots = int64_t(files.size());
+  F.stream_fh = files.fh, F.stream_proc = files.proc;
+  std::vector<int64_t> bare_proc(bare_of.size());
+  for (auto& kv : bare_of) bare_proc[size_t(kv.second)] = kv.first;
+  for (int64_t p : bare_proc) F.stream_fh.push_back(-1), F.stream_proc.push_back(p);
+  for (auto& o : F.dirs)
+    for (int64_t& sid : o.head_stream)
+      if (sid < 0) sid = n_slots + (-1 - sid);
 }
 
 // An index of keys (uint64, int64) -> 0, 1, 2... in the order they came: open addressing, at

@@ -1247,8 +1247,8 @@ class FileState {
           int64_t* end;
           uint8_t* flag;
           uint32_t s = 0;
-          if (code >= 0) {
-            s = slot_of(code, p);
+          if (code >= 0) {  // a files slot's stream: the block numbers it as the slot
+            s = sid < n_slots ? slot_file[size_t(sid)] : slot_of(code, p);
             end = &end_[dir][s], flag = &begun[s];
           } else {
             const auto at = no_hash.add(0, pk_[p]);

@@ -308,7 +308,7 @@ def _offsets(samples: list, files) -> list[dict]:
         pc.is_in(files.fhash, value_set=pa.concat_arrays([p.fhash for p in samples])).to_numpy(zero_copy_only=False)
     calls = files["reads"] + files["writes"]
     cand = files.is_class("data") & has & (calls != 0)
-    top = top_rows(cand, [-calls, -(files["read_time_us"] + files["write_time_us"])], files.file, OFFSET_FILES)
+    top = top_rows(cand, [-calls, -(files["read_time_us"] + files["write_time_us"])], files.files_at, OFFSET_FILES)
     out = []
     for i in top:
         r = files.row(i)

@@ -102,6 +102,11 @@ class FileTable:
     def file(self) -> pa.Array:
         return self._strings("file", self._file)
 
+    def files_at(self, rows: np.ndarray) -> pa.Array:
+        """The names of some rows (without putting the whole column in order)."""
+        rows = np.asarray(rows, np.int64)
+        return self._file.take(pa.array(rows if self._order is None else self._order[rows]))
+
     @property
     def fhash(self) -> pa.Array:
         return self._strings("fhash", self._fhash)
@@ -372,12 +377,16 @@ class FileSizes:
         return h
 
 
-def top_rows(mask: np.ndarray, keys: list, names: pa.Array | None, n: int | None) -> np.ndarray:
+def top_rows(mask: np.ndarray, keys: list, names, n: int | None) -> np.ndarray:
     """The rows where `mask` holds, sorted as Python sorts them by (keys..., name): each key
-    ascending (negate one for descending), then the name (when given), then the row itself
-    (a stable sort); the first `n` (all of them for None). Rows that cannot be among the first
-    n are left out key by key first (a threshold per key), so that a million candidates cost a
-    few passes of numpy, and the few left are sorted by Python."""
+    ascending (negate one for descending), then the name (when given: a string array, or a
+    function giving the names of some rows), then the row itself (a stable sort); the first
+    `n` (all of them for None). Rows that cannot be among the first n are left out key by key
+    first (a threshold per key), so that a million candidates cost a few passes of numpy, and
+    the few left are sorted by Python."""
+    if isinstance(names, (pa.Array, pa.ChunkedArray)):
+        arr = names
+        names = lambda rows: arr.take(pa.array(np.asarray(rows, np.int64)))  # noqa: E731
     cand = np.flatnonzero(mask)
     if n is None:
         n = len(cand)
@@ -400,11 +409,11 @@ def top_rows(mask: np.ndarray, keys: list, names: pa.Array | None, n: int | None
     rows = np.sort(np.concatenate(fixed + [cand]))
     if len(rows) > max(n, 2048) and names is not None and len(cand) > n - have:
         # still many ties on every key: the names decide among the candidates (Arrow's sort is stable)
-        order = pc.sort_indices(names.take(pa.array(cand))).to_numpy()
+        order = pc.sort_indices(names(cand)).to_numpy()
         cand = cand[order[:n - have]]
         rows = np.sort(np.concatenate(fixed + [cand]))
     cols = [np.asarray(k)[rows].tolist() for k in keys]
     if names is not None:
-        cols.append(names.take(pa.array(rows)).to_pylist())
+        cols.append(names(rows).to_pylist())
     order = sorted(range(len(rows)), key=lambda j: tuple(c[j] for c in cols))
     return rows[order[:n]]

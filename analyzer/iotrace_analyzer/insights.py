@@ -19,7 +19,6 @@ import json
 import re
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.compute as pc
 
 from .files import FileSizes, FileTable, py_sum, seq_sum, top_rows
@@ -597,10 +596,10 @@ def _checkpoint_files(F: FileTable) -> np.ndarray:
     cand = F.is_class("data") & (F["bytes_written"] != 0)
     rows = np.flatnonzero(cand)
     if len(rows) > 4096:
-        like = pc.match_substring_regex(F.file.take(pa.array(rows)), r"(?i)(ckpt|checkpoint|\.pt|\.pth|\.safetensors)")
+        like = pc.match_substring_regex(F.files_at(rows), r"(?i)(ckpt|checkpoint|\.pt|\.pth|\.safetensors)")
         rows = rows[like.to_numpy(zero_copy_only=False)]
     out = np.zeros(len(F), bool)
-    names = F.file.take(pa.array(rows, pa.int64())).to_pylist()
+    names = F.files_at(rows).to_pylist()
     out[[i for i, name in zip(rows, names) if CHECKPOINT_FILE.search(name)]] = True
     return out
 

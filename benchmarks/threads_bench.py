@@ -198,7 +198,7 @@ def main() -> int:
                         continue  # the fixed cost is the same for every shape
                     cmd = [sys.executable, "-c", PY] if workload == "python" else [exe]
                     cmd += [data, str(n), str(reads), str(size)]
-                    plain, traced, rss_p, rss_t, got = [], [], [], [], []
+                    plain, traced, got = [], [], []
                     for i in range(args.pairs):
                         plain.append(timed(cmd, plain_env, rss_exe))
                         out = os.path.join(tmp, f"t-{shape}-{workload}-{n}-{i}")

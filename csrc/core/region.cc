@@ -28,7 +28,7 @@ namespace iot {
 
 namespace {
 constexpr uint64_t kPage = 4096;
-constexpr int kMinClass = 10;  // 1 KiB: a thread's first chunk (8 records); most need no more
+constexpr int kMinClass = 12;  // 4 KiB: a thread's first chunk; most threads need no more
 constexpr int kMaxClass = 31;
 constexpr uint64_t kFirstSegment = 64 << 10;  // the part mapped at start: small processes' all
 
@@ -63,10 +63,10 @@ struct Region {
   // Blocks of the file are had chunk by chunk as they are handed out (MADV_POPULATE_WRITE,
   // Linux 5.14), so a thread that records little makes the file no bigger than what it
   // touches; without it (older kernels) segment by segment (fallocate through the path).
-  int per_chunk = -1;                       // -1: not known yet
-  bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
-  uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
-  bool populating = false;                  // a thread is having the next blocks, unlocked
+  int per_chunk = -1;                             // -1: not known yet
+  bool seg_ready[live::kMaxSegments] = {};        // the segment's blocks are there already
+  uint64_t seg_populated = 0;                     // bytes of the last segment whose blocks are had
+  bool populating = false;                        // a thread is having the next blocks, unlocked
   std::atomic<uint64_t> half_free{~uint64_t(0)};  // half the free bytes of its disk, lately
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 } g;

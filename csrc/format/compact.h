@@ -81,7 +81,7 @@ class CompactBuilder {
     kColumns
   };
   static constexpr int kFileSlots = 8192, kStrSlots = 4096;  // open addressing, <= half full
-  static constexpr uint32_t kFileStart = 512;                  // the files' first slots
+  static constexpr uint32_t kFileStart = 512;                // the files' first slots
   void times(int tid, int64_t start, int64_t dur);  // tid, gap and dur of an I/O or span row
   void file(uint64_t hash);
   uint32_t file_slot(uint64_t hash) const;  // its slot, or the empty one it would go in

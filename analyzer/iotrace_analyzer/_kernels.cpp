@@ -988,20 +988,32 @@ class Names {
   const py::dict& other() const { return other_; }
 
   // (the hex hashes' numbers, their paths' offsets and bytes (an Arrow string array's),
-  // the other hashes' dict), the hex ones in the order they came.
-  py::tuple table() const {
+  // the other hashes' dict), the hex ones in the order they came; without those of `skip`
+  // (numbers of hex hashes: the names a task's rows of files carry already).
+  py::tuple table(const py::object& skip) const {
     const size_t n = index_.size();
-    std::vector<int64_t> offsets(n + 1, 0);
+    std::vector<uint8_t> drop(n, 0);
+    if (!skip.is_none()) {
+      const auto v = skip.cast<py::array_t<uint64_t, py::array::c_style | py::array::forcecast>>();
+      for (int64_t i = 0; i < v.shape(0); i++) {
+        const int64_t k = index_.find(v.data()[i], 0);
+        if (k >= 0) drop[size_t(k)] = 1;
+      }
+    }
+    size_t total = 0, kept = 0;
+    for (size_t k = 0; k < n; k++)
+      if (!drop[k]) total += len_[k], kept++;
+    std::vector<int64_t> offsets(kept + 1, 0);
     std::vector<uint8_t> bytes;
-    size_t total = 0;
-    for (size_t k = 0; k < n; k++) total += len_[k];
-    bytes.reserve(total);
+    std::vector<uint64_t> values;
+    bytes.reserve(total), values.reserve(kept);
     for (size_t k = 0; k < n; k++) {
+      if (drop[k]) continue;
       const std::string_view p = path(k);
       bytes.insert(bytes.end(), p.begin(), p.end());
-      offsets[k + 1] = int64_t(bytes.size());
+      values.push_back(index_.kv[k]);
+      offsets[values.size()] = int64_t(bytes.size());
     }
-    std::vector<uint64_t> values(index_.kv.begin(), index_.kv.end());
     return py::make_tuple(give_array(std::move(values)), give_array(std::move(offsets)),
                           give_array(std::move(bytes)), other_);
   }
@@ -1471,7 +1483,7 @@ PYBIND11_MODULE(_kernels, m) {
       .def("hex_count", &Names::hex_count)
       .def_property_readonly("other_empty", &Names::other_empty)
       .def("missing", &Names::missing, py::arg("offsets"), py::arg("data"), py::arg("valid"))
-      .def("table", &Names::table)
+      .def("table", &Names::table, py::arg("skip") = py::none())
       .def("paths", &Names::paths, py::arg("values"))
       .def_property_readonly("other", &Names::other);
   py::class_<FileState>(m, "FileState", "a task's files, block after block (summary.Partial)")

@@ -17,7 +17,7 @@ import pyarrow.compute as pc
 
 from . import _kernels
 from .files import top_rows
-from .keys import HashIds
+from .keys import HEX, HashIds
 
 PHASE_KEEP = 64  # the longest events kept per (process, category, name)
 SAMPLE_POINTS = _kernels.SAMPLE_POINTS  # offset samples per (file, process)
@@ -64,7 +64,7 @@ class Samples:
     points (`bounds` cut them per key: job-clock start, offset, length, direction). Keys in
     the order they came first."""
 
-    fhash: pa.Array
+    hashes: pa.Array | None  # the strings; None: all 16 hex digits, made from `value` (fhash)
     pid: np.ndarray
     kind: np.ndarray
     value: np.ndarray
@@ -79,6 +79,17 @@ class Samples:
     def __len__(self) -> int:
         return len(self.pid)
 
+    @property
+    def fhash(self) -> pa.Array:
+        return self.hashes if self.hashes is not None else HashIds().strings(self.kind, self.value)
+
+    def rows_of(self, fhash: str) -> np.ndarray:
+        """The keys of a hash."""
+        if self.hashes is not None:
+            return np.flatnonzero(pc.equal(self.hashes, fhash).to_numpy(zero_copy_only=False))
+        kind, value = HashIds().of(pa.array([fhash], pa.string()))
+        return np.flatnonzero(self.value == value[0]) if kind[0] == HEX else np.zeros(0, np.int64)
+
     def entry(self, i: int) -> list:
         """Key i as [seen, stride, ts, offset, length, dir] (the form _merge_sample takes)."""
         a, b = self.bounds[i], self.bounds[i + 1]
@@ -89,7 +100,8 @@ class Samples:
         idx = np.asarray(idx, np.int64)
         pts = _ranges(self.bounds[idx], self.bounds[idx + 1])
         lens = self.bounds[idx + 1] - self.bounds[idx]
-        return Samples(self.fhash.take(pa.array(idx)), self.pid[idx], self.kind[idx], self.value[idx],
+        return Samples(None if self.hashes is None else self.hashes.take(pa.array(idx)), self.pid[idx],
+                       self.kind[idx], self.value[idx],
                        self.seen[idx], self.stride[idx], np.concatenate([[0], np.cumsum(lens)]).astype(np.int64),
                        self.ts[pts], self.offset[pts], self.length[pts], self.dir[pts])
 
@@ -102,7 +114,8 @@ class Samples:
         if len(parts) == 1:
             return parts[0]
         shift = np.cumsum([0] + [int(p.bounds[-1]) for p in parts[:-1]])
-        return Samples(pa.concat_arrays([p.fhash for p in parts]), *[np.concatenate([getattr(p, k) for p in parts])
+        hashes = None if all(p.hashes is None for p in parts) else pa.concat_arrays([p.fhash for p in parts])
+        return Samples(hashes, *[np.concatenate([getattr(p, k) for p in parts])
                                                                        for k in ("pid", "kind", "value", "seen",
                                                                                  "stride")],
                        np.concatenate([parts[0].bounds[:1]] + [p.bounds[1:] + s for p, s in zip(parts, shift)]),
@@ -137,7 +150,8 @@ class Samples:
             extra.append(acc)
         src = self
         if extra:
-            ex = Samples(self.fhash.take(pa.array(list(at), pa.int64())), self.pid[list(at)], self.kind[list(at)],
+            ex = Samples(None if self.hashes is None else self.hashes.take(pa.array(list(at), pa.int64())),
+                         self.pid[list(at)], self.kind[list(at)],
                          self.value[list(at)], np.array([e[0] for e in extra], np.int64),
                          np.array([e[1] for e in extra], np.int64),
                          np.concatenate([[0], np.cumsum([len(e[2]) for e in extra])]).astype(np.int64),
@@ -314,7 +328,7 @@ def _offsets(samples: list, files) -> list[dict]:
         r = files.row(i)
         by_pid: dict = {}  # pid -> its samples, the tasks' merged in their order
         for p in samples:
-            for j in np.flatnonzero(pc.equal(p.fhash, r["fhash"]).to_numpy(zero_copy_only=False)):
+            for j in p.rows_of(r["fhash"]):
                 by_pid[int(p.pid[j])] = _merge_sample(by_pid.get(int(p.pid[j])), p.entry(int(j)))
         parts = list(by_pid.items())
         cols = [np.concatenate([v[k] for _, v in parts]) for k in range(2, 6)]

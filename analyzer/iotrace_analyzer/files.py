@@ -67,6 +67,24 @@ def py_sum(x) -> float:
     return sum(np.asarray(x, np.float64).tolist())
 
 
+class Columns:
+    """Columns of `src` (arrays) and columns made of them when read (`fns`: key -> function of
+    a getter of other columns), not kept: a million files' times in µs and their use and
+    creation parts are 120 MB. A value of one row is made of that row's values only (at)."""
+
+    def __init__(self, src: dict, fns: dict | None = None):
+        self.src, self.fns = src, fns or {}
+
+    def __getitem__(self, key: str) -> np.ndarray:
+        return self.src[key] if key in self.src else self.fns[key](self.__getitem__)
+
+    def at(self, key: str, j: int):
+        if key in self.src:
+            return self.src[key][j].item()
+        return self.fns[key](lambda k: self.src[k][j:j + 1] if k in self.src else
+                             np.asarray([self.at(k, j)]))[0].item()
+
+
 class FileTable:
     """Every file's summary row, as columns, in the summary's order. Built unsorted with that
     order beside: a column is put in order when it is read."""
@@ -119,7 +137,7 @@ class FileTable:
         out = {"file": self._file[j].as_py(), "fhash": self._fhash[j].as_py(),
                "class": file_class.CLASSES[self.cls[int(i)]]}
         for k in ROW_KEYS[3:]:
-            out[k] = self._base[k][j].item()
+            out[k] = self._base.at(k, j) if isinstance(self._base, Columns) else self._base[k][j].item()
         return out
 
     def rows(self, idx) -> list[dict]:
@@ -191,28 +209,37 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
     fast = all(len(p.files) == 1 and p.files_grouped and p.file_keys is not None for p in parts)
     keys = np.concatenate([p.file_keys for p in parts]) if fast else None
     if keys is not None and _distinct(keys):
-        per_proc = pa.concat_tables([p.files[0] for p in parts]) if len(parts) > 1 else parts[0].files[0]
-        fhash = per_proc.column("fhash").combine_chunks()
+        tabs = [p.files[0] for p in parts]  # (their integers narrowed: summary.narrow)
+        fhash = pa.concat_arrays([c for t in tabs for c in t.column("fhash").chunks]) if len(tabs) > 1 else \
+            tabs[0].column("fhash").combine_chunks()
         n = len(fhash)
-        v = {k: col(per_proc, k) for k in file_sums}
+
+        def wide(k: str) -> np.ndarray:
+            cs = [col(t, k) for t in tabs]
+            return cs[0].astype(np.int64, copy=False) if len(cs) == 1 else np.concatenate(cs, dtype=np.int64)
+
+        v = {k: wide(k) for k in file_sums}
         procs = np.ones(n, np.int64)
         # what the processes that only read a file (never wrote it) did to it: the data's use,
         # apart from its creation (a dataset written once, then read every epoch)
-        reader = (v["written_sum"] == 0) & (v["writes"] == 0)
-        u = {k: np.where(reader, v[c], 0) for k, c in (("opens", "opens"), ("dur", "dur_sum"),
-                                                         ("meta_count", "meta_count"), ("meta_dur", "meta_dur"))}
-        u["processes"] = reader.astype(np.int64)
+        u = {"reader": (v["written_sum"] == 0) & (v["writes"] == 0)}
+        u_fns = {f"u_{k}": (lambda g, c=c: np.where(g("reader"), g(c), 0))
+                 for k, c in (("opens", "opens"), ("dur", "dur_sum"), ("meta_count", "meta_count"),
+                              ("meta_dur", "meta_dur"))}
+        u_fns["u_processes"] = lambda g: g("reader").astype(np.int64)
         has_samples = np.concatenate([p.file_samples for p in parts])
         own = [p.file_names for p in parts]
         own_names = (pa.concat_arrays(own) if len(own) > 1 else own[0]) if all(x is not None for x in own) else None
-        row_of_proc, pid, v_pp = np.arange(n), col(per_proc, "pid"), v
+        row_of_proc, pid, v_pp = np.arange(n), wide("pid"), v
         at = np.cumsum([0] + [p.files[0].num_rows for p in parts[:-1]])
-        size_rows = ([np.concatenate([p.file_size_rows + s for p, s in zip(parts, at)])]
-                     + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes])
+        size_rows = ([np.concatenate([p.file_size_rows.astype(np.int64) + s for p, s in zip(parts, at)])]
+                     + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes], dtype=np.int64)
                         for c in ("bin", "count")]) if any(p.file_sizes for p in parts) else None
     else:
+        from .summary import wide
+
         keys = own_names = None
-        t = pa.concat_tables([t for p in parts for t in p.files])
+        t = pa.concat_tables([wide(t) for p in parts for t in p.files])
         pp = t if len(parts) == 1 and parts[0].files_grouped else \
             t.group_by(["fhash", "pid"]).aggregate(file_agg).rename_columns(["fhash", "pid", *file_sums])
         f = _by_hash(pp, file_agg)
@@ -230,34 +257,34 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
             x = use.column(col).to_numpy().astype(np.int64, copy=False)
             return np.where(has, x[pick], 0) if len(x) else np.zeros(n, np.int64)
 
-        u = {k: used(c) for k, c in (("processes", "pid_count"), ("opens", "opens_sum"), ("dur", "dur_sum_sum"),
-                                     ("meta_count", "meta_count_sum"), ("meta_dur", "meta_dur_sum"))}
+        u = {f"u_{k}": used(c) for k, c in (("processes", "pid_count"), ("opens", "opens_sum"),
+                                            ("dur", "dur_sum_sum"), ("meta_count", "meta_count_sum"),
+                                            ("meta_dur", "meta_dur_sum"))}
+        u_fns = {}
         has_samples = None
         row_of_proc = pc.fill_null(pc.index_in(pp.column("fhash"), value_set=fhash), -1).to_numpy()
         pid = pp.column("pid").to_numpy()
         v_pp = {k: pp.column(k).to_numpy() for k in ("dur_count", "dur_sum", "read_sum", "written_sum")}
         size_rows = None
-        st = [t for p in parts for t in p.file_sizes if t.num_rows]
+        st = [t for p in parts for t in p.size_tables() if t.num_rows]
         if st:
             g = pa.concat_tables(st).group_by(["fhash", "bin"]).aggregate([("count", "sum")])
             row = pc.fill_null(pc.index_in(g.column("fhash"), value_set=fhash), -1).to_numpy()
             ok = row >= 0
             size_rows = [row[ok], g.column("bin").to_numpy().astype(np.int64)[ok],
                          g.column("count_sum").to_numpy().astype(np.int64)[ok]]
-    cols = {}
-    for k in ROW_KEYS[3:]:
-        if k in _TIMES:
-            cols[k] = us(v[_TIMES[k]])
-        elif k in _FROM_SUMS:
-            cols[k] = v[_FROM_SUMS[k]]
-        elif k == "processes":
-            cols[k] = procs
-    cols.update(use_processes=u["processes"], use_opens=u["opens"], use_time_us=us(u["dur"]),
-                use_metadata_count=u["meta_count"], use_metadata_time_us=us(u["meta_dur"]),
-                create_processes=procs - u["processes"], create_opens=v["opens"] - u["opens"],
-                create_time_us=us(v["dur_sum"] - u["dur"]), create_metadata_count=v["meta_count"] - u["meta_count"],
-                create_metadata_time_us=us(v["meta_dur"] - u["meta_dur"]))
-    cols = {k: cols[k] for k in ROW_KEYS[3:]}
+    # the row's columns: the sums as they are, the rest made when read (Columns)
+    src = {**v, **u, "processes": procs, **{k: v[c] for k, c in _FROM_SUMS.items()}}
+    fns = {**u_fns, **{k: (lambda g, c=c: us(g(c))) for k, c in _TIMES.items()},
+           "use_processes": lambda g: g("u_processes"), "use_opens": lambda g: g("u_opens"),
+           "use_time_us": lambda g: us(g("u_dur")), "use_metadata_count": lambda g: g("u_meta_count"),
+           "use_metadata_time_us": lambda g: us(g("u_meta_dur")),
+           "create_processes": lambda g: g("processes") - g("u_processes"),
+           "create_opens": lambda g: g("opens") - g("u_opens"),
+           "create_time_us": lambda g: us(g("dur_sum") - g("u_dur")),
+           "create_metadata_count": lambda g: g("meta_count") - g("u_meta_count"),
+           "create_metadata_time_us": lambda g: us(g("meta_dur") - g("u_meta_dur"))}
+    cols = Columns(src, fns)
     # names: the hash's path (a task's own, else any task's), else "<unknown HASH>"
     if own_names is not None:
         named = own_names

@@ -70,6 +70,27 @@ def _trim() -> None:
         pass
 
 
+class _Background:
+    """fn(*args) in a thread of its own; join() waits for it and raises what it raised."""
+
+    def __init__(self, fn, *args):
+        self.error: BaseException | None = None
+
+        def run():
+            try:
+                fn(*args)
+            except BaseException as e:  # noqa: BLE001 (raised by join)
+                self.error = e
+
+        self.thread = threading.Thread(target=run, daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+
 def tune_process() -> None:
     """One Arrow thread: parallelism is ours (a task per worker), nested pools only contend.
     Then keep freed memory in the process and in one heap: on VMs that lazily back memory,
@@ -653,7 +674,12 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
     for d in live_notes:  # a live file left: those events are not in the figures
         if (r := by_path.get(os.path.realpath(d.path))) is not None:
             r.damage.append(d)
-    _trim()  # the tasks' working memory, freed, back to the system before the merge needs its own
+    # The merge's Arrow memory from the heap where the tasks' freed memory stays (numpy's and
+    # the kernels'): given back to the system, it was faulted in again (0.4 s of a million
+    # files' merge on the VM); kept beside a pool of Arrow's own, it added up.
+    pool = pa.default_memory_pool()
+    pa.set_memory_pool(pa.system_memory_pool())
+    meta = None
     if opts.out_dir:
         # one row per process image: a file that repeats another's iotrace_process (same
         # pid and clocks) adds nothing
@@ -662,15 +688,23 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
             key = (p.get("host"), p.get("pid"), p.get("mono_ns"), p.get("wall_ns"))
             if key not in procs or (p.get("end_reason") and not procs[key].get("end_reason")):
                 procs[key] = p
-        parquet.write_metadata(opts.out_dir, list(procs.values()), [t for r in file_results for t in r.threads],
-                               *summary._names([r.partial for r in results]))  # (table, numbers, hex)
-    prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
-    detail: dict = {}
-    dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
-    S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail, dirs=dirs)
-    t_rules = time.perf_counter()
-    S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
-    t_rules = time.perf_counter() - t_rules
+        # written by a thread while the merge and the rules run (sorting and encoding a
+        # million names release the GIL: 0.5 s of a million files' merge)
+        meta = _Background(parquet.write_metadata, opts.out_dir, list(procs.values()),
+                           [t for r in file_results for t in r.threads],
+                           *summary._names([r.partial for r in results]))  # (table, numbers, hex)
+    try:
+        prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
+        detail: dict = {}
+        dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
+        S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail, dirs=dirs)
+        t_rules = time.perf_counter()
+        S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
+        t_rules = time.perf_counter() - t_rules
+    finally:
+        if meta is not None:
+            meta.join()
+        pa.set_memory_pool(pool)
     if page is not None:
         page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events", "counters")})
     del detail, results

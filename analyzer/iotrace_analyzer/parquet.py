@@ -100,10 +100,11 @@ def names_dict(names) -> dict:
     return out
 
 
-def names_table(names) -> tuple:
+def names_table(names, skip: np.ndarray | None = None) -> tuple:
     """fhash -> path as a table (fhash, name), of a dict or a _kernels.Names, or of a list of
     them one after the other (many small files: one table, not one each); and the hashes'
-    kinds and values (keys.HashIds: the tracer's as numbers, not read again)."""
+    kinds and values (keys.HashIds: the tracer's as numbers, not read again). `skip`: numbers
+    of hex hashes left out (of a _kernels.Names)."""
     from .keys import HEX, HashIds, strings
 
     if isinstance(names, list):
@@ -133,7 +134,7 @@ def names_table(names) -> tuple:
     if isinstance(names, dict):
         t = pa.table({"fhash": pa.array(list(names), pa.string()), "name": pa.array(list(names.values()), pa.string())})
         return (t, *HashIds().of(t.column("fhash").combine_chunks()))
-    values, off, data, other = names.table()
+    values, off, data, other = names.table(skip)
     t = pa.table({"fhash": _hex_strings(values), "name": strings(off, data)})
     kind = np.full(len(values), HEX, np.int8)
     if other:

@@ -50,6 +50,30 @@ FILE_SUMS = ("dur_count", "dur_sum", "read_sum", "written_sum") + _KERNEL_FILE[4
 FILE_AGG = [(k, "max" if k == "read_extent" else "sum") for k in FILE_SUMS]
 
 
+def narrow(a: np.ndarray) -> np.ndarray:
+    """An integer column in the smallest signed type that holds its values: a partial crosses
+    processes and waits in the command for the others (a million files' 16 sums are 128 MB as
+    int64, a fifth of it narrowed). Its readers widen it again (wide)."""
+    if not len(a) or a.dtype.kind != "i":
+        return a
+    lo, hi = int(a.min()), int(a.max())
+    for t in (np.int8, np.int16, np.int32):
+        if np.iinfo(t).min <= lo and hi <= np.iinfo(t).max:
+            return a.astype(t)
+    return a
+
+
+def _narrow_table(t: pa.Table) -> pa.Table:
+    return pa.table({k: pa.array(narrow(t.column(k).to_numpy())) if pa.types.is_integer(t.column(k).type) and
+                     t.column(k).null_count == 0 else t.column(k) for k in t.column_names})
+
+
+def wide(t: pa.Table) -> pa.Table:
+    """A partial's table with its narrowed integer columns int64 again (narrow)."""
+    fields = [f.with_type(pa.int64()) if pa.types.is_integer(f.type) else f for f in t.schema]
+    return t if all(f.type == g.type for f, g in zip(fields, t.schema)) else t.cast(pa.schema(fields))
+
+
 @dataclass
 class ProcState:
     """One process (image) of one trace file, as far as it has been read."""
@@ -130,6 +154,7 @@ class Partial:
     names: pa.Table | None = None  # fhash -> path as a table (finalize moves fh here)
     name_keys: np.ndarray | None = None  # its hashes' numbers (files.hash_keys)
     names_hex: bool = False  # all of them 16 hex digits
+    names_in_files: bool = False  # names: only those no row of files[0] has (file_names: all_names)
     # per row of files[0] (one table, grouped): its hash's number, its path (null: unnamed
     # here), whether it has offset samples; per row of file_sizes[0]: its file's row (None:
     # not known, after a merge)
@@ -152,16 +177,51 @@ class Partial:
             st.unions = {k: _length(u) for k, u in st.unions.items()}
         for slot in self.cats.values():
             slot[2] = _length(slot[2])
-        self._take_files()
+        skip = self._take_files()
         self._files, self._ids, self._proc_keys = None, keys.HashIds(), {}  # (a FileState does not pickle)
         self.compact(final=True)
         self.activity.compact()
-        self.names, self.name_keys, self.names_hex = _names_of(self.fh)
+        if skip is not None and self.files_grouped:  # the paths once, in file_names (all_names)
+            from .parquet import names_table
+
+            t, kind, value = names_table(self.fh[0], skip)  # (a named row's hash is hex: so are all)
+            self.names, self.name_keys = t, files.hash_keys(t.column("fhash").combine_chunks(), kind, value)
+            self.names_hex = bool((kind == keys.HEX).all())
+            self.names_in_files = True
+        else:
+            self.names, self.name_keys, self.names_hex = _names_of(self.fh)
         self.fh = []
         return self
 
-    def _take_files(self) -> None:
-        """The files' figures folded while reading, as tables (and the offset samples)."""
+    def __getstate__(self) -> dict:
+        """Sent to the command: the files' sums narrowed (narrow; a thread's partial keeps
+        them as they are, read without a copy)."""
+        d = self.__dict__.copy()
+        if self.files_grouped and len(self.files) == 1:
+            d["files"] = [_narrow_table(self.files[0])]
+        return d
+
+    def all_names(self) -> tuple:
+        """(fhash -> path as a table, a hash's first row its name; the hashes' numbers, or
+        None; whether all are 16 hex digits) of this partial (_names_of while it reads)."""
+        if self.names is None:
+            return _names_of(self.fh)
+        if not self.names_in_files:
+            return self.names, self.name_keys, self.names_hex
+        f, named = self.files[0], self.file_names
+        ok = None if not named.null_count else named.is_valid()
+        fhash = f.column("fhash").combine_chunks()
+        t = pa.table({"fhash": fhash if ok is None else fhash.filter(ok),
+                      "name": named if ok is None else named.filter(ok)})
+        k = self.file_keys if ok is None else self.file_keys[ok.to_numpy(zero_copy_only=False)]
+        if self.names.num_rows:
+            t = pa.concat_tables([t, self.names.cast(t.schema)])
+            k = np.concatenate([k, self.name_keys])
+        return t, k, self.names_hex
+
+    def _take_files(self) -> np.ndarray | None:
+        """The files' figures folded while reading, as tables (and the offset samples); the
+        numbers of the hex hashes that a row of files names (file_names), or None."""
         if self._files is None:
             return
         e = self._files.take()
@@ -173,20 +233,42 @@ class Partial:
                                     **{k: fl[kk] for k, kk in zip(FILE_SUMS, _KERNEL_FILE)}}))
         # a row per (fhash, pid), unless a pid had two processes (images) here: grouped below
         self.files_grouped = len(self.files) == 1 and fl["per_pid"]
+        skip = None
         if self.files_grouped:
             self.file_keys = files.hash_keys(fhash, fl["kind"], fl["value"])
             self.file_samples = fl["sampled"].astype(bool)
             self.file_names = _paths(self.fh, fl["kind"], fl["value"], fhash)
+            if len(self.fh) == 1 and isinstance(self.fh[0], _kernels.Names):
+                # the task's names beside the rows': those of no named row (all_names)
+                hexes = fl["kind"] == keys.HEX
+                skip = fl["value"][hexes & self.file_names.is_valid().to_numpy(zero_copy_only=False)]
         fs = e["file_sizes"]  # bin: direction * len(SIZE_LABELS) + size bin
         self.file_size_rows = fs["file"] if not self.file_sizes and self.files_grouped else None
         if len(fs["file"]):
-            self.file_sizes.append(pa.table({"fhash": fhash.take(pa.array(fs["file"])), "pid": fl["pid"][fs["file"]],
-                                             "bin": fs["bin"], "count": fs["count"]}))
+            if self.file_size_rows is not None:  # the file's hash and pid are its row's (size_tables)
+                self.file_size_rows = narrow(fs["file"])
+                self.file_sizes.append(pa.table({"bin": narrow(fs["bin"]), "count": narrow(fs["count"])}))
+            else:
+                self.file_sizes.append(pa.table({"fhash": fhash.take(pa.array(fs["file"])),
+                                                 "pid": fl["pid"][fs["file"]], "bin": fs["bin"], "count": fs["count"]}))
         sm = e["samples"]
         if len(sm["pid"]):
-            self.activity.samples = Samples(self._ids.strings(sm["kind"], sm["value"]), sm["pid"], sm["kind"],
-                                            sm["value"], sm["seen"], sm["stride"], sm["bounds"], sm["ts"],
-                                            sm["offset"], sm["length"], sm["dir"])
+            hexes = bool((sm["kind"] == keys.HEX).all())  # the strings made when asked (Samples.fhash)
+            self.activity.samples = Samples(None if hexes else self._ids.strings(sm["kind"], sm["value"]),
+                                            narrow(sm["pid"]), sm["kind"].astype(np.int8), sm["value"],
+                                            narrow(sm["seen"]), sm["stride"].astype(np.int8), sm["bounds"],
+                                            sm["ts"], sm["offset"], sm["length"], sm["dir"])
+        return skip
+
+    def size_tables(self) -> list:
+        """file_sizes as tables of (fhash, pid, bin, count) (a grouped partial keeps bin and
+        count only, each row's file a row of files[0]: file_size_rows)."""
+        if self.file_size_rows is None or not self.file_sizes or "fhash" in self.file_sizes[0].column_names:
+            return [wide(t) for t in self.file_sizes]
+        f, rows = self.files[0], pa.array(self.file_size_rows)
+        t = self.file_sizes[0]
+        return [wide(pa.table({"fhash": f.column("fhash").take(rows), "pid": f.column("pid").take(rows),
+                               "bin": t.column("bin"), "count": t.column("count")}))]
 
     def merge(self, o: Partial) -> None:
         """Add another partial (a later piece of the same files, or other files), both finalized."""
@@ -211,10 +293,17 @@ class Partial:
                 self.cats[k] = v
         self.calls += o.calls
         self.sizes += o.sizes
-        self.files += o.files
+        self.file_sizes = self.size_tables() + o.size_tables()
+        if self.names is not None or o.names is not None:  # finalized: the later partial's names first
+            a, b = o.all_names(), self.all_names()
+            tabs = [t for t in (a[0], b[0]) if t is not None]
+            self.names = pa.concat_tables(tabs) if len(tabs) > 1 else tabs[0]
+            self.name_keys = np.concatenate([a[1], b[1]]) if a[1] is not None and b[1] is not None else None
+            self.names_hex = a[2] and b[2]
+        self.names_in_files = False
+        self.files = [wide(t) for t in self.files + o.files]
         self.files_grouped = False
-        self.file_keys = self.file_samples = self.file_size_rows = self.name_keys = self.file_names = None
-        self.file_sizes += o.file_sizes
+        self.file_keys = self.file_samples = self.file_size_rows = self.file_names = None
         self.cat_names += o.cat_names
         for d, acc in o.access.items():
             mine = self.access.setdefault(d, dict(first=0, consecutive=0, sequential=0, random=0))
@@ -243,11 +332,11 @@ class Partial:
             t = pa.concat_tables(self.sizes).group_by(["name", "size"]).aggregate([("size_count", "sum")])
             self.sizes = [t.rename_columns(["name", "size", "size_count"])]
         if _due(self.files, every) or (final and len(self.files) == 1 and not self.files_grouped):
-            t = pa.concat_tables(self.files).group_by(["fhash", "pid"]).aggregate(FILE_AGG)
+            t = pa.concat_tables([wide(t) for t in self.files]).group_by(["fhash", "pid"]).aggregate(FILE_AGG)
             self.files = [t.rename_columns(["fhash", "pid", *FILE_SUMS])]
             self.files_grouped = True
         if _due(self.file_sizes, every):
-            t = pa.concat_tables(self.file_sizes).group_by(["fhash", "pid", "bin"]).aggregate(
+            t = pa.concat_tables(self.size_tables()).group_by(["fhash", "pid", "bin"]).aggregate(
                 [("count", "sum")])
             self.file_sizes = [t.rename_columns(["fhash", "pid", "bin", "count"])]
         if len(self.cat_names) > every:
@@ -557,7 +646,7 @@ def _names(partials: list[Partial]) -> tuple:
     digits)."""
     tabs, nums, hexes = [], [], []
     for p in reversed(partials):
-        t, k, h = (p.names, p.name_keys, p.names_hex) if p.names is not None else _names_of(p.fh)
+        t, k, h = p.all_names()
         tabs.append(t)
         nums.append(k)
         hexes.append(h)

@@ -1136,13 +1136,42 @@ py::array_t<T> array_of(const py::dict& d, const char* key) {
 // samples, numbered within the block) with the block's hashes as numbers (keys.py: a value
 // and a kind per dictionary code) and the block's processes (a number and a pid each); keys
 // keep the order they first came in, as Arrow's group-by of the blocks' tables kept it.
+// A column of per-slot sums as int32 until a value does not fit, then int64 (a million files'
+// 16 sums: 64 MB, not 128), given to Python in the type it has.
+struct SumCol {
+  std::vector<int32_t> narrow;
+  std::vector<int64_t> wide;
+  bool is_wide = false;
+
+  void push0() { is_wide ? wide.push_back(0) : narrow.push_back(0); }
+  int64_t get(size_t s) const { return is_wide ? wide[s] : narrow[s]; }
+  void set(size_t s, int64_t y) {
+    if (is_wide) {
+      wide[s] = y;
+      return;
+    }
+    if (y < INT32_MIN || y > INT32_MAX) {
+      wide.assign(narrow.begin(), narrow.end());
+      std::vector<int32_t>().swap(narrow);
+      is_wide = true;
+      wide[s] = y;
+      return;
+    }
+    narrow[s] = int32_t(y);
+  }
+  py::object take() {
+    if (is_wide) return give_array(std::move(wide));
+    return give_array(std::move(narrow));
+  }
+};
+
 class FileState {
  public:
   // The (hash, process) slots: one lookup per slot and block; the process numbered by the
   // caller (a pid may have several: the images of an exec'd process).
   KeyIndex files;  // (hash value, process number * 4 + kind)
   std::vector<int64_t> slot_proc;
-  std::vector<int64_t> sums[kFileSums];
+  SumCol sums[kFileSums];
   // calls per (slot, direction * kSizeBins + size bin): two bins in the slot, more beside
   std::vector<int8_t> bin_[2];
   std::vector<int64_t> bin_count_[2];
@@ -1155,8 +1184,13 @@ class FileState {
   std::vector<int64_t> no_hash_end[2];
   std::vector<uint8_t> no_hash_begun;
   std::vector<int64_t> proc_pid;  // process number -> pid
-  // offset samples per (hash, pid) (two processes of one pid share theirs)
-  KeyIndex samples;                  // (hash value, pid * 4 + kind)
+  // offset samples per (hash, pid) (two processes of one pid share theirs): while each pid
+  // is one process's, an entry per slot, its slot beside it (no second index of a million
+  // keys); keyed by (hash value, pid * 4 + kind) from the first pid of two processes on
+  KeyIndex samples;
+  bool keyed = false;
+  std::vector<uint32_t> entry_slot;  // (not keyed) each entry's slot
+  std::unordered_map<int64_t, int64_t> pid_proc;
   std::vector<int32_t> slot_sample;  // the slot's samples entry, -1 before its first
   // an entry's points are a range of the pool's columns (a merge that outgrows its range
   // writes a new one at the end; the pool is compacted when half of it is left behind)
@@ -1185,13 +1219,14 @@ class FileState {
       if (pk_[p] < 0) throw std::invalid_argument("fold: process numbers from 0");
       if (size_t(pk_[p]) >= proc_pid.size()) proc_pid.resize(size_t(pk_[p]) + 1, INT64_MIN);
       proc_pid[size_t(pk_[p])] = pid.data()[p];
+      if (!keyed && pid_proc.emplace(pid.data()[p], pk_[p]).first->second != pk_[p]) key_samples();
     }
     auto slot_of = [&](int64_t code, int64_t p) {
       if (code < 0 || code >= n_codes) throw std::invalid_argument("fold: hash code out of range");
       const auto at = files.add(val[code], pk_[p] * 4 + knd[code]);
       if (at.second) {
         slot_proc.push_back(pk_[p]);
-        for (auto& s : sums) s.push_back(0);
+        for (auto& s : sums) s.push0();
         for (int d = 0; d < 2; d++)
           bin_[d].push_back(-1), bin_count_[d].push_back(0), end_[d].push_back(0);
         begun.push_back(0);
@@ -1229,9 +1264,8 @@ class FileState {
         const uint32_t s = slot_of(fh.data()[j], proc.data()[j]);
         slot_file[size_t(j)] = s;
         for (int c = 0; c < kFileSums; c++) {
-          const int64_t x = cols[size_t(c)].data()[j];
-          int64_t& y = sums[c][s];
-          y = c == kReadExtent ? std::max(y, x) : y + x;
+          const int64_t x = cols[size_t(c)].data()[j], y = sums[c].get(s);
+          sums[c].set(s, c == kReadExtent ? std::max(y, x) : y + x);
         }
       }
       for (int64_t j = 0; j < fs_slot.shape(0); j++) {
@@ -1276,7 +1310,10 @@ class FileState {
             c4[1] += o == *end;
             const bool seq = o >= *end;
             c4[2] += seq, c4[3] += !seq;
-            if (code >= 0) sums[kReadSeq + 2 * dir + !seq][s]++;
+            if (code >= 0) {
+              SumCol& c = sums[kReadSeq + 2 * dir + !seq];
+              c.set(s, c.get(s) + 1);
+            }
           }
           *end = te.data()[h];
         }
@@ -1289,7 +1326,11 @@ class FileState {
         while (b < n_pts && o_slot.data()[b] == j) b++;
         const uint32_t s = slot_file[size_t(j)];
         bool fresh = false;
-        if (slot_sample[s] < 0) {
+        if (slot_sample[s] < 0 && !keyed) {
+          slot_sample[s] = int32_t(sample.size());
+          sample.emplace_back(), entry_slot.push_back(s);
+          fresh = true;
+        } else if (slot_sample[s] < 0) {
           const int64_t code = fh.data()[j];
           const auto at = samples.add(val[code], pid.data()[proc.data()[j]] * 4 + knd[code]);
           if (at.second) sample.emplace_back();
@@ -1311,16 +1352,46 @@ class FileState {
   // Everything, as columns in the order the keys came (the state is emptied).
   py::dict take() {
     py::dict out;
+    {  // (before the files' keys are given away: an entry not keyed is its slot's)
+      const size_t n = sample.size();
+      std::vector<uint64_t> value(n);
+      std::vector<int64_t> pid(n), kind(n), seen(n), stride(n), bounds(n + 1, 0), ts, off, len;
+      std::vector<int8_t> dir;
+      compact_pool();  // the entries' points one after the other, in their order
+      for (size_t i = 0; i < n; i++) {
+        if (keyed) {
+          value[i] = samples.kv[i], pid[i] = samples.ka[i] >> 2, kind[i] = samples.ka[i] & 3;
+        } else {
+          const uint32_t s = entry_slot[i];
+          value[i] = files.kv[s], pid[i] = proc_pid[size_t(slot_proc[s])],
+          kind[i] = files.ka[s] & 3;
+        }
+        seen[i] = sample[i].seen, stride[i] = sample[i].stride;
+        bounds[i + 1] = bounds[i] + sample[i].count;
+      }
+      ts.swap(pool_ts), off.swap(pool_off), len.swap(pool_len), dir.swap(pool_dir);
+      py::dict d;
+      d["value"] = give_array(std::move(value));
+      d["kind"] = give_array(std::move(kind));
+      d["pid"] = give_array(std::move(pid));
+      d["seen"] = give_array(std::move(seen));
+      d["stride"] = give_array(std::move(stride));
+      d["bounds"] = give_array(std::move(bounds));
+      d["ts"] = give_array(std::move(ts));
+      d["offset"] = give_array(std::move(off));
+      d["length"] = give_array(std::move(len));
+      d["dir"] = give_array(std::move(dir));
+      out["samples"] = d;
+    }
     {
       const size_t n = files.size();
       std::vector<int64_t> pid(n), kind(n);
       std::vector<uint8_t> sampled(n, 0);  // the slots whose (hash, pid) has offset samples
-      std::vector<int64_t>
-          pid_procs;  // a pid with two process numbers: the slots are not per (hash, pid)
       for (size_t i = 0; i < n; i++) {
         pid[i] = proc_pid[size_t(slot_proc[i])], kind[i] = files.ka[i] & 3;
         sampled[i] = slot_sample[i] >= 0;
       }
+      // a pid with two process numbers: the slots are not per (hash, pid)
       std::unordered_map<int64_t, int64_t> proc_of_pid;
       bool per_pid = true;
       for (size_t p = 0; p < proc_pid.size(); p++)
@@ -1332,7 +1403,7 @@ class FileState {
       d["pid"] = give_array(std::move(pid));
       d["sampled"] = give_array(std::move(sampled));
       d["per_pid"] = per_pid;
-      for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = give_array(std::move(sums[c]));
+      for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = sums[c].take();
       out["files"] = d;
     }
     {
@@ -1350,30 +1421,6 @@ class FileState {
       d["bin"] = give_array(std::move(bin));
       d["count"] = give_array(std::move(count));
       out["file_sizes"] = d;
-    }
-    {
-      const size_t n = samples.size();
-      std::vector<int64_t> pid(n), kind(n), seen(n), stride(n), bounds(n + 1, 0), ts, off, len;
-      std::vector<int8_t> dir;
-      compact_pool();  // the entries' points one after the other, in their order
-      for (size_t i = 0; i < n; i++) {
-        pid[i] = samples.ka[i] >> 2, kind[i] = samples.ka[i] & 3;
-        seen[i] = sample[i].seen, stride[i] = sample[i].stride;
-        bounds[i + 1] = bounds[i] + sample[i].count;
-      }
-      ts.swap(pool_ts), off.swap(pool_off), len.swap(pool_len), dir.swap(pool_dir);
-      py::dict d;
-      d["value"] = give_array(std::move(samples.kv));
-      d["kind"] = give_array(std::move(kind));
-      d["pid"] = give_array(std::move(pid));
-      d["seen"] = give_array(std::move(seen));
-      d["stride"] = give_array(std::move(stride));
-      d["bounds"] = give_array(std::move(bounds));
-      d["ts"] = give_array(std::move(ts));
-      d["offset"] = give_array(std::move(off));
-      d["length"] = give_array(std::move(len));
-      d["dir"] = give_array(std::move(dir));
-      out["samples"] = d;
     }
     *this = FileState();  // its memory goes
     return out;
@@ -1431,8 +1478,23 @@ class FileState {
     a.count = count;
   }
 
-  // The pool with each entry's points only, the entries' ranges one after the other.
+  // The samples keyed from now on: the keys of the entries so far, from their slots.
+  void key_samples() {
+    if (keyed) return;
+    keyed = true;
+    for (const uint32_t s : entry_slot)
+      samples.add(files.kv[s], proc_pid[size_t(slot_proc[s])] * 4 + (files.ka[s] & 3));
+    std::vector<uint32_t>().swap(entry_slot);
+  }
+
+  // The pool with each entry's points only, the entries' ranges one after the other (as
+  // they are when each entry was merged once: a million files read once).
   void compact_pool() {
+    size_t at = 0;
+    bool compact = pool_live == pool_ts.size();
+    for (size_t i = 0; compact && i < sample.size(); at += sample[i].count, i++)
+      compact = sample[i].at == at && sample[i].room == sample[i].count;
+    if (compact) return;
     std::vector<int64_t> ts, off, len;
     std::vector<int8_t> dir;
     ts.reserve(pool_live), off.reserve(pool_live), len.reserve(pool_live), dir.reserve(pool_live);

@@ -76,13 +76,18 @@ class Columns:
         self.src, self.fns = src, fns or {}
 
     def __getitem__(self, key: str) -> np.ndarray:
-        return self.src[key] if key in self.src else self.fns[key](self.__getitem__)
+        return _int64(self.src[key]) if key in self.src else self.fns[key](self.__getitem__)
 
     def at(self, key: str, j: int):
         if key in self.src:
             return self.src[key][j].item()
-        return self.fns[key](lambda k: self.src[k][j:j + 1] if k in self.src else
+        return self.fns[key](lambda k: _int64(self.src[k][j:j + 1]) if k in self.src else
                              np.asarray([self.at(k, j)]))[0].item()
+
+
+def _int64(a: np.ndarray) -> np.ndarray:
+    """Integers as int64 (the sums of a task come in the narrowest type that holds them)."""
+    return a.astype(np.int64) if a.dtype.kind == "i" and a.dtype != np.int64 else a
 
 
 class FileTable:
@@ -214,9 +219,9 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
             tabs[0].column("fhash").combine_chunks()
         n = len(fhash)
 
-        def wide(k: str) -> np.ndarray:
+        def wide(k: str) -> np.ndarray:  # (in the narrowest type of the tasks': Columns reads it as int64)
             cs = [col(t, k) for t in tabs]
-            return cs[0].astype(np.int64, copy=False) if len(cs) == 1 else np.concatenate(cs, dtype=np.int64)
+            return cs[0] if len(cs) == 1 else np.concatenate(cs)
 
         v = {k: wide(k) for k in file_sums}
         procs = np.ones(n, np.int64)
@@ -230,7 +235,7 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
         has_samples = np.concatenate([p.file_samples for p in parts])
         own = [p.file_names for p in parts]
         own_names = (pa.concat_arrays(own) if len(own) > 1 else own[0]) if all(x is not None for x in own) else None
-        row_of_proc, pid, v_pp = np.arange(n), wide("pid"), v
+        row_of_proc, pid, v_pp = np.arange(n), wide("pid").astype(np.int64, copy=False), v
         at = np.cumsum([0] + [p.files[0].num_rows for p in parts[:-1]])
         size_rows = ([np.concatenate([p.file_size_rows.astype(np.int64) + s for p, s in zip(parts, at)])]
                      + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes], dtype=np.int64)

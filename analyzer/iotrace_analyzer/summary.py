@@ -546,15 +546,8 @@ def _codes_arrow(col) -> tuple[np.ndarray, pa.Array]:
 
 def _codes32(col) -> tuple[np.ndarray, list]:
     """int32 dictionary codes (-1 for nulls) and the dictionary's values of a string column."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if not pa.types.is_dictionary(col.type):
-        col = col.dictionary_encode()
-    idx = col.indices
-    if idx.null_count:
-        idx = pc.fill_null(idx, -1)
-    codes = idx.to_numpy(zero_copy_only=False).astype(np.int32, copy=False)
-    return codes, col.dictionary.to_pylist()
+    codes, d = _codes_arrow(col)
+    return codes, d.to_pylist()
 
 
 def _length(u) -> int:

@@ -178,15 +178,12 @@ void fd_close_range(unsigned first, unsigned last) {
   }
 }
 
-OpenFile* fd_peek(int fd) {
+OpenFile* fd_take(int fd) {
+  if (!get(fd)) return nullptr;
   Entry* e = entry(fd, false);
-  return e ? e->file.load(std::memory_order_acquire) : nullptr;
+  return e ? e->file.exchange(nullptr, std::memory_order_acq_rel) : nullptr;
 }
 
-void fd_closed(int fd, OpenFile* seen) {
-  Entry* e = entry(fd, false);
-  if (e && seen && e->file.compare_exchange_strong(seen, nullptr, std::memory_order_acq_rel))
-    release(seen);
-}
+void fd_drop(OpenFile* f) { release(f); }
 
 }  // namespace iot

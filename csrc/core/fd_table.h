@@ -31,15 +31,14 @@ void fd_dup(int oldfd, int newfd);
 void fd_close(int fd);
 // close_range, closefrom: every fd in [first, last] is closed.
 void fd_close_range(unsigned first, unsigned last);
-// The entry of fd as it is, without learning an unknown fd (NULL then).
-OpenFile* fd_peek(int fd);
-// Before a close: the entry to forget after it (fd_closed), learned when the event needs its
-// name (an fd the tracer has not seen opened can only be named while it is open).
-inline OpenFile* fd_before_close(int fd, bool named) { return named ? fd_get(fd) : fd_peek(fd); }
-// fd was closed: forget `seen`, its entry before the close. When the entry is no
-// longer `seen`, another thread already got the number back from the kernel and installed
-// its own file, which stays: the kernel reuses the lowest free fd at once.
-void fd_closed(int fd, OpenFile* seen);
+// Before a close: the fd's entry taken out of the table (learned first: an fd the tracer has
+// not seen opened can only be named while it is open); its reference is now the caller's, who
+// lets it go after the close (fd_drop). Taken before, not forgotten after: once the kernel has
+// the number back, another thread may open it and install its own file, and an entry forgotten
+// by comparing pointers could then be that thread's (its memory recycled from this one), whose
+// name would change under it.
+OpenFile* fd_take(int fd);
+void fd_drop(OpenFile* f);
 // Offset bookkeeping: position before a transfer of `n` bytes (-1 when unknown).
 inline int64_t fd_advance(OpenFile* f, int64_t n) {
   if (!f || f->offset.load(std::memory_order_relaxed) < 0) return -1;

@@ -94,11 +94,23 @@ void advise(char* addr, uint64_t size) {
   errno = saved;
 }
 
+// MADV_POPULATE_WRITE, again while a signal cut it short (EINTR: what it had done stays). A
+// program whose threads get signals every few hundred microseconds (profilers, runtimes that
+// preempt with signals, timers) would otherwise see most of its chunks refused, and its
+// events dropped. Bounded: never a loop the program cannot leave.
+bool populate_write(char* addr, uint64_t size) {
+  for (int tries = 0; tries < 1000; tries++) {
+    if (syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE) == 0) return true;
+    if (errno != EINTR) return false;
+  }
+  return false;
+}
+
 // Blocks for a range of the live file, so that touching its pages never meets a full disk
 // (which a shared mapping reports with SIGBUS). Asked through the mapping itself: no fd.
 bool populate(char* addr, uint64_t size) {
   int saved = errno;
-  bool ok = syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE) == 0;
+  bool ok = populate_write(addr, size);
   if (!ok && g.per_chunk < 0 && errno == EINVAL)
     g.per_chunk = 0;  // before Linux 5.14
   else if (g.per_chunk < 0 && ok)
@@ -377,7 +389,7 @@ __attribute__((noinline)) void populate_ahead(const Ahead& a, uint64_t from) {
   int saved = errno;
   // Not populate(): a failure gives nothing back (chunks may have been carved in the range
   // meanwhile, each with its blocks); the frontier just stays where it is.
-  bool ok = syscall(SYS_madvise, a.addr, a.to - from, MADV_POPULATE_WRITE) == 0;
+  bool ok = populate_write(a.addr, a.to - from);
   errno = saved;
   pthread_mutex_lock(&g.mu);
   if (g.gen == a.gen) {

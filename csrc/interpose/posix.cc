@@ -273,12 +273,13 @@ IOT_EXPORT int __openat64_2(int dirfd, const char* path, int flags) {
 }
 
 IOT_EXPORT int close(int fd) {
-  OpenFile* seen = fd_before_close(fd, posix_on() && !t_guard);
-  Str* p = fd_path_of(seen);
+  const bool on = posix_on() && !t_guard;
+  OpenFile* gone = on ? fd_take(fd) : nullptr;  // the fd is gone even on EINTR/EIO
+  Str* p = fd_path_of(gone);
   return traced<int>(
-      posix_on(), C_close, [&] { return real_close()(fd); },
+      on, C_close, [&] { return real_close()(fd); },
       [&](IoRec& r, int ret, int err) {
-        if (!(ret < 0 && err == EBADF)) fd_closed(fd, seen);  // even on EINTR/EIO
+        fd_drop(gone);
         if (!passes(p)) return false;
         r.set_file(p);
         r.set_fd(fd);
@@ -288,13 +289,15 @@ IOT_EXPORT int close(int fd) {
 }
 
 // close_range and closefrom close fds the table would otherwise keep: a pipe or socket that
-// gets one of their numbers later would be named after the old file.
+// gets one of their numbers later would be named after the old file. Forgotten before the
+// call, as close does (fd_take): after it, a number in the range may be another thread's new fd.
 IOT_EXPORT int close_range(unsigned first, unsigned last, int flags) {
-  const bool closes = !(flags & CLOSE_RANGE_CLOEXEC);  // CLOEXEC only marks them for exec
+  const bool on = posix_on() && !t_guard;
+  if (on && !(flags & CLOSE_RANGE_CLOEXEC))  // CLOEXEC only marks them for exec
+    fd_close_range(first, last);
   return traced<int>(
-      posix_on(), C_close_range, [&] { return real_close_range()(first, last, flags); },
+      on, C_close_range, [&] { return real_close_range()(first, last, flags); },
       [&](IoRec& r, int ret, int err) {
-        if (ret == 0 && closes) fd_close_range(first, last);
         if (!passes(nullptr)) return false;
         r.set_fd(first);
         r.set_fd2(last);
@@ -304,14 +307,15 @@ IOT_EXPORT int close_range(unsigned first, unsigned last, int flags) {
       });
 }
 IOT_EXPORT void closefrom(int low) {
+  const bool on = posix_on() && !t_guard;
+  if (on && low >= 0) fd_close_range(unsigned(low), ~0U);
   traced<int>(
-      posix_on(), C_closefrom,
+      on, C_closefrom,
       [&] {
         real_closefrom()(low);
         return 0;
       },
       [&](IoRec& r, int, int) {
-        if (low >= 0) fd_close_range(unsigned(low), ~0U);
         if (!passes(nullptr)) return false;
         r.set_fd(low);
         return true;
@@ -633,12 +637,13 @@ IOT_EXPORT struct dirent64* readdir64(DIR* d) {
 }
 IOT_EXPORT int closedir(DIR* d) {
   int fd = d ? dirfd(d) : -1;
-  OpenFile* seen = fd_before_close(fd, posix_on() && !t_guard);
-  Str* p = fd_path_of(seen);
+  const bool on = posix_on() && !t_guard;
+  OpenFile* gone = on ? fd_take(fd) : nullptr;
+  Str* p = fd_path_of(gone);
   return traced<int>(
-      posix_on(), C_closedir, [&] { return real_closedir()(d); },
+      on, C_closedir, [&] { return real_closedir()(d); },
       [&](IoRec& r, int ret, int err) {
-        if (ret == 0) fd_closed(fd, seen);
+        fd_drop(gone);
         if (!passes(p)) return false;
         r.set_file(p);
         r.set_fd(fd);

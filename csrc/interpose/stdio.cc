@@ -128,12 +128,13 @@ IOT_EXPORT FILE* fdopen(int fd, const char* mode) {
 #define FREOPEN(fn, id)                                                    \
   IOT_EXPORT FILE* fn(const char* path, const char* mode, FILE* old) {     \
     int oldfd = fd_of(old);                                                \
-    OpenFile* seen = fd_peek(oldfd);                                       \
+    const bool on = stdio_on() && !t_guard;                                \
+    OpenFile* gone = on && path ? fd_take(oldfd) : nullptr;                \
     return traced<FILE*>(                                                  \
-        stdio_on(), id, [&] { return real_##fn()(path, mode, old); },      \
+        on, id, [&] { return real_##fn()(path, mode, old); },              \
         [&](IoRec& r, FILE* fp, int err) {                                 \
           Str* p = path ? intern_path(path) : fd_path(oldfd);              \
-          if (path) fd_closed(oldfd, seen);                                \
+          fd_drop(gone);                                                   \
           if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0); \
           if (!passes(p)) return false;                                    \
           r.set_file(p);                                                   \
@@ -147,12 +148,13 @@ FREOPEN(freopen64, C_freopen64)
 
 IOT_EXPORT int fclose(FILE* fp) {
   int fd = fd_of(fp);
-  OpenFile* seen = fd_before_close(fd, stdio_on() && !t_guard);  // named while still open
-  Str* p = fd_path_of(seen);
+  const bool on = stdio_on() && !t_guard;
+  OpenFile* gone = on ? fd_take(fd) : nullptr;  // the stream is gone whatever fclose returns
+  Str* p = fd_path_of(gone);
   return traced<int>(
-      stdio_on(), C_fclose, [&] { return real_fclose()(fp); },
+      on, C_fclose, [&] { return real_fclose()(fp); },
       [&](IoRec& r, int ret, int err) {
-        fd_closed(fd, seen);  // the stream is gone whatever fclose returned
+        fd_drop(gone);
         if (!passes(p)) return false;
         r.set_file(p);
         r.set_fd(fd);

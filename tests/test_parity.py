@@ -375,6 +375,36 @@ def test_signal_lines_of_proc_status(cprog, tmp_path):
     assert_same(p, t)
 
 
+def test_handlers_read_back_as_the_program_set_them(cprog, tmp_path):
+    """The tracer runs the program's handlers through a trampoline of its own (it must know
+    when a thread is inside one). What sigaction, signal, sysv_signal, bsd_signal and sigset
+    give back (handlers, flags, masks, previous handlers), how the handlers are called (with
+    siginfo or not, reset by SA_RESETHAND) and SigCgt are the untraced ones."""
+    exe = cprog("parity_signals.c", name="parity_signals")
+    p = plain([exe, "handlers"])
+    assert p.returncode == 0 and "siginfo runs 1 code -6" in p.stdout and "plain runs 4" in p.stdout, str(p)
+    t = traced([exe, "handlers"], tmp_path)
+    assert_same(p, t)
+
+
+def test_a_handler_that_wants_the_writer_never_hangs(cprog, tmp_path, data_dir):
+    """Only a SIGALRM handler records (16 writes every 50 us, 2000 times) while the main thread
+    creates and joins threads and mallocs: the tracer's buffers pass the writer's threshold
+    inside the handler, which may have interrupted pthread_create, pthread_join or malloc.
+    Starting the writer thread there waited forever on a lock of its own thread's (24 runs in
+    60 under two busy loops, with every signal blocked: only SIGKILL ended it). 30 runs under
+    two busy loops: each ends, and its trace has all 32,000 writes."""
+    from loss_scenarios import busy_load
+
+    exe = cprog("handler_starts.c", name="handler_starts")
+    out = data_dir / "out"
+    with busy_load(2):
+        for i in range(30):
+            t = traced([exe, out, "2000"], tmp_path, timeout=30, trace_dir=tmp_path / f"t{i}")
+            assert t.returncode == 0 and t.stdout == "32000\n", f"run {i}: {t}"
+            assert t.ts.count("write", fname=str(out)) == 32000, f"run {i}"
+
+
 def test_sigterm_kills_a_parent_waiting_in_vfork(cprog, tmp_path, data_dir):
     """A parent waiting in vfork() for a child that takes 3 s to exec or exit dies of SIGTERM at
     once untraced (the kernel's vfork wait is killable by a fatal signal). A handler for

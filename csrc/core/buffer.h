@@ -50,6 +50,11 @@ extern __thread int t_guard __attribute__((tls_model("initial-exec")));
 extern __thread int t_busy __attribute__((tls_model("initial-exec")));
 extern __thread int t_nested __attribute__((tls_model("initial-exec")));
 extern __thread ThreadState* t_state __attribute__((tls_model("initial-exec")));
+// The depth of the program's signal handlers running on this thread, and the frame of the
+// outermost (interpose/signals.cc): what is not async-signal-safe waits for a record outside.
+extern __thread int t_in_handler __attribute__((tls_model("initial-exec")));
+extern __thread void* t_handler_frame __attribute__((tls_model("initial-exec")));
+bool in_signal_handler();
 
 ThreadState* thread_state_create();
 // The current chunk cannot hold `need` bytes: seal it, take a fresh one. false: drop the event.

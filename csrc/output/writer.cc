@@ -37,6 +37,8 @@ __thread int t_guard __attribute__((tls_model("initial-exec"))) = 0;
 __thread int t_busy __attribute__((tls_model("initial-exec"))) = 0;
 __thread int t_nested __attribute__((tls_model("initial-exec"))) = 0;
 __thread ThreadState* t_state __attribute__((tls_model("initial-exec"))) = nullptr;
+__thread int t_in_handler __attribute__((tls_model("initial-exec"))) = 0;
+__thread void* t_handler_frame __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
 // A thread's chunks grow from one page (most threads record little: thousands of threads
@@ -500,10 +502,13 @@ void* writer_main(void*) {
   return nullptr;
 }
 
-// The writer thread, when it is wanted and allowed: not while a WriterHold is on, and never
-// waiting for a start or stop in progress (the caller records on).
+// The writer thread, when it is wanted and allowed: not while a WriterHold is on, not from a
+// signal handler (pthread_create may need a lock the interrupted code holds: the next record
+// made outside one starts it), and never waiting for a start or stop in progress (the caller
+// records on).
 void writer_maybe_start() {
-  if (g_unreachable || g_wstate.load(std::memory_order_acquire) == kRunning ||
+  if (g_unreachable || in_signal_handler() ||
+      g_wstate.load(std::memory_order_acquire) == kRunning ||
       g_hold.load(std::memory_order_acquire) || !g_recording.load(std::memory_order_relaxed) ||
       g_end_reason.load(std::memory_order_relaxed) || pthread_mutex_trylock(&g_life_mu) != 0)
     return;

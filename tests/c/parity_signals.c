@@ -11,7 +11,12 @@
  *                                    does not get signals it has no handler for)
  *   parity_signals raise DIR         a thread writes CLOCK_MONOTONIC stamps (ns) to DIR/stamps
  *                                    in a loop; once it has written 100000, the main thread
- *                                    puts the time in DIR/raised and raises SIGTERM */
+ *                                    puts the time in DIR/raised and raises SIGTERM
+ *   parity_signals handlers          handlers set with sigaction (with and without SA_SIGINFO),
+ *                                    signal, bsd_signal, sysv_signal and sigset, read back
+ *                                    (the handler, the flags, what signal() returns) and run:
+ *                                    prints what it saw, then the SigCgt line */
+#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -139,11 +144,85 @@ static int raise_term(const char* dir) {
   return 6;
 }
 
+typedef void (*handler_t)(int);
+handler_t bsd_signal(int sig, handler_t h); /* exported by glibc, declared only for old X/Open */
+static volatile int g_plain_runs, g_info_runs, g_info_code;
+static void on_plain(int sig) {
+  (void)sig;
+  g_plain_runs++;
+}
+static void on_info(int sig, siginfo_t* si, void* uc) {
+  (void)sig, (void)uc;
+  g_info_runs++;
+  g_info_code = si->si_code;
+}
+
+/* The action as sigaction reads it back: is the handler the one set, which flags. */
+static void show(const char* what, int sig, void* want) {
+  struct sigaction a;
+  if (sigaction(sig, NULL, &a) != 0) {
+    printf("%s: sigaction failed\n", what);
+    return;
+  }
+  void* h = (a.sa_flags & SA_SIGINFO) ? (void*)a.sa_sigaction : (void*)a.sa_handler;
+  printf("%s: handler %s flags %#x usr2-masked %d\n", what, h == want ? "same" : "differs",
+         (unsigned)a.sa_flags, sigismember(&a.sa_mask, SIGUSR2));
+}
+
+static int handlers(void) {
+  struct sigaction a;
+  memset(&a, 0, sizeof a);
+  a.sa_handler = on_plain;
+  a.sa_flags = SA_RESTART | SA_NODEFER;
+  sigemptyset(&a.sa_mask);
+  sigaddset(&a.sa_mask, SIGUSR2);
+  if (sigaction(SIGUSR1, &a, NULL) != 0) return 3;
+  show("sigaction plain", SIGUSR1, (void*)on_plain);
+  memset(&a, 0, sizeof a);
+  a.sa_sigaction = on_info;
+  a.sa_flags = SA_SIGINFO | SA_RESETHAND;
+  struct sigaction old;
+  if (sigaction(SIGUSR1, &a, &old) != 0) return 4;
+  printf("old: handler %s flags %#x\n",
+         (void*)old.sa_handler == (void*)on_plain ? "same" : "differs", (unsigned)old.sa_flags);
+  show("sigaction siginfo", SIGUSR1, (void*)on_info);
+  raise(SIGUSR1);
+  printf("siginfo runs %d code %d\n", g_info_runs, g_info_code);
+  show("after resethand", SIGUSR1, (void*)SIG_DFL);
+  handler_t r = signal(SIGUSR2, on_plain);
+  printf("signal first returns %s\n", r == SIG_DFL ? "SIG_DFL" : "other");
+  r = signal(SIGUSR2, SIG_IGN);
+  printf("signal again returns %s\n", r == on_plain ? "on_plain" : "other");
+  show("signal ign", SIGUSR2, (void*)SIG_IGN);
+  r = signal(SIGUSR2, on_plain);
+  show("signal", SIGUSR2, (void*)on_plain);
+  raise(SIGUSR2);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  r = sysv_signal(SIGHUP, on_plain);
+  show("sysv_signal", SIGHUP, (void*)on_plain);
+  raise(SIGHUP);
+  r = bsd_signal(SIGHUP, on_plain);
+  printf("bsd_signal returns %s\n", r == on_plain ? "on_plain" : "other");
+  show("bsd_signal", SIGHUP, (void*)on_plain);
+  raise(SIGHUP);
+  r = sigset(SIGWINCH, on_plain);
+  show("sigset", SIGWINCH, (void*)on_plain);
+  raise(SIGWINCH);
+  r = sigset(SIGWINCH, SIG_DFL);
+  printf("sigset returns %s\n", r == on_plain ? "on_plain" : "other");
+#pragma GCC diagnostic pop
+  printf("plain runs %d\n", g_plain_runs);
+  fflush(stdout);
+  return status();
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* mode = argv[1];
   if (strcmp(mode, "siginterrupt") == 0) return interrupted_read();
   if (strcmp(mode, "status") == 0) return status();
+  if (strcmp(mode, "handlers") == 0) return handlers();
   if (argc < 3) return 2;
   if (strcmp(mode, "vfork") == 0 && argc > 3) return vfork_wait(argv[2], atoi(argv[3]));
   if (strcmp(mode, "init") == 0) return init(argv[2]);

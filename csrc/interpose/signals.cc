@@ -1,0 +1,142 @@
+// Which thread is running one of the program's signal handlers. The tracer starts its writer
+// thread lazily, from whichever thread records past the threshold; pthread_create is not
+// async-signal-safe (it takes malloc's lock and the thread-stack lock, and blocks signals while
+// it waits): from a handler that interrupted malloc, pthread_create or pthread_join on the same
+// thread, it would wait forever for a lock its own thread holds. So the program's handlers run
+// through a trampoline that marks the thread (t_in_handler, buffer.h), and no writer is started
+// from a marked thread: the next record made outside a handler starts it.
+//
+// What the program sees is unchanged: sigaction and signal() give back its own handler and
+// flags, the kernel's SigCgt is the same, and a handler left by siglongjmp is seen as left (the
+// stack pointer is back above the handler's frame). Handlers installed with raw system calls
+// are not seen (docs/limits.md).
+#include <signal.h>
+
+#include "interpose.h"
+
+using namespace iot;
+
+namespace {
+REAL_FN(sigaction, int (*)(int, const struct sigaction*, struct sigaction*))
+REAL_FN(signal, sighandler_t (*)(int, sighandler_t))
+REAL_FN(bsd_signal, sighandler_t (*)(int, sighandler_t))
+REAL_FN(sysv_signal, sighandler_t (*)(int, sighandler_t))
+REAL_FN(sigset, sighandler_t (*)(int, sighandler_t))
+
+// The program's handler of each signal, where the kernel has the trampoline.
+struct Handler {
+  std::atomic<void*> fn{nullptr};
+  std::atomic<bool> siginfo{false};  // called as sa_sigaction (three arguments)
+};
+Handler g_handlers[_NSIG];
+
+void trampoline(int sig, siginfo_t* info, void* uc) {
+  if (sig <= 0 || sig >= _NSIG) return;
+  void* fn = g_handlers[sig].fn.load(std::memory_order_acquire);
+  bool three = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
+  if (!fn) return;
+  if (t_in_handler++ == 0) t_handler_frame = __builtin_frame_address(0);
+  if (three)
+    reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, uc);
+  else
+    reinterpret_cast<void (*)(int)>(fn)(sig);
+  if (t_in_handler > 0) t_in_handler--;
+}
+
+bool is_function(void* h) {
+  return h != reinterpret_cast<void*>(SIG_DFL) && h != reinterpret_cast<void*>(SIG_IGN) &&
+         h != reinterpret_cast<void*>(SIG_HOLD) && h != reinterpret_cast<void*>(SIG_ERR);
+}
+void* trampoline_ptr() { return reinterpret_cast<void*>(&trampoline); }
+
+bool wrapped_here(int sig) { return sig > 0 && sig < _NSIG && g_interposing && !in_vfork_child(); }
+
+// After libc's signal(), sigset() ...: the handler it gave the kernel goes through the trampoline,
+// with every other part of the action as libc made it (flags, mask).
+void adopt(int sig) {
+  struct sigaction cur;
+  if (real_sigaction()(sig, nullptr, &cur) != 0) return;
+  void* fn = reinterpret_cast<void*>(cur.sa_sigaction);
+  if (!is_function(fn) || fn == trampoline_ptr()) return;
+  g_handlers[sig].siginfo.store((cur.sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
+  g_handlers[sig].fn.store(fn, std::memory_order_release);
+  cur.sa_sigaction = &trampoline;
+  cur.sa_flags |= SA_SIGINFO;
+  real_sigaction()(sig, &cur, nullptr);
+}
+
+// The previous handler that signal() and friends return, as the program knows it.
+sighandler_t as_program_knows(int sig, sighandler_t h, void* before) {
+  return reinterpret_cast<void*>(h) == trampoline_ptr() ? reinterpret_cast<sighandler_t>(before)
+                                                        : h;
+}
+
+template <class Real>
+sighandler_t signal_like(Real real, int sig, sighandler_t h) {
+  if (!wrapped_here(sig)) return real(sig, h);
+  KeepErrno keep;
+  void* before = g_handlers[sig].fn.load(std::memory_order_acquire);
+  sighandler_t r = real(sig, h);
+  if (r == SIG_ERR) {
+    keep.saved = errno;
+    return r;
+  }
+  adopt(sig);
+  return as_program_knows(sig, r, before);
+}
+}  // namespace
+
+IOT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
+  if (!wrapped_here(sig)) return real_sigaction()(sig, act, old);
+  void* before = g_handlers[sig].fn.load(std::memory_order_acquire);
+  bool before_three = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
+  struct sigaction mine;
+  const struct sigaction* use = act;
+  void* fn = act ? reinterpret_cast<void*>(act->sa_sigaction) : nullptr;
+  if (act && is_function(fn) && fn != trampoline_ptr()) {
+    mine = *act;
+    mine.sa_sigaction = &trampoline;
+    mine.sa_flags |= SA_SIGINFO;
+    use = &mine;
+    // Known before the kernel can call the trampoline with it.
+    g_handlers[sig].siginfo.store((act->sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
+    g_handlers[sig].fn.store(fn, std::memory_order_release);
+  }
+  int r = real_sigaction()(sig, use, old);
+  int err = errno;
+  if (r != 0 && use == &mine) {  // refused: the table as it was
+    g_handlers[sig].siginfo.store(before_three, std::memory_order_relaxed);
+    g_handlers[sig].fn.store(before, std::memory_order_release);
+  }
+  if (r == 0 && old && reinterpret_cast<void*>(old->sa_sigaction) == trampoline_ptr()) {
+    old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(before);
+    if (!before_three) old->sa_flags &= ~SA_SIGINFO;
+  }
+  errno = err;
+  return r;
+}
+
+IOT_EXPORT sighandler_t signal(int sig, sighandler_t h) {
+  return signal_like(real_signal(), sig, h);
+}
+IOT_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h) {
+  return signal_like(real_bsd_signal(), sig, h);
+}
+IOT_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h) {
+  return signal_like(real_sysv_signal(), sig, h);
+}
+IOT_EXPORT sighandler_t sigset(int sig, sighandler_t h) {
+  return signal_like(real_sigset(), sig, h);
+}
+
+namespace iot {
+bool in_signal_handler() {
+  if (t_in_handler == 0) return false;
+  // Left by a long jump: this frame is above (older than) the outermost handler's.
+  if (__builtin_frame_address(0) > t_handler_frame) {
+    t_in_handler = 0;
+    return false;
+  }
+  return true;
+}
+}  // namespace iot

@@ -94,7 +94,8 @@ def test_every_call_fits_a_handler_on_an_8k_altstack(stack_use, files, tmp_path)
 def test_scratch_is_never_shared(cprog, data_dir, tmp_path):
     """200 threads (more than the pool has slots) resolve relative paths and learn unknown fds
     at once, interrupted every 100 us by a handler that does the same. Every event names its
-    own file, and every one of them is there."""
+    own file, and every one of them is there: the handler's too, wherever it landed (inside
+    the tracer making a thread's state, taking a chunk, learning an fd)."""
     exe = cprog("scratch_stress.c", name="scratch_stress")
     (data_dir / "t").mkdir()
     # Each thread has two fd numbers of its own, far above those in use: under a hard limit
@@ -111,3 +112,6 @@ def test_scratch_is_never_shared(cprog, data_dir, tmp_path):
     want = {"open": iters, "write": iters, "read": iters, "close": 2 * iters}
     wrong = {k: n for k, n in got.items() if n != want.get(k[0])}
     assert not wrong and len(got) == len(want) * threads, wrong
+    runs = int(ts.stdout)
+    h = collections.Counter(e["name"] for e in events if e["fname"] == str(data_dir / "h"))
+    assert h == {"open": runs, "write": runs, "read": runs, "close": 2 * runs}, (runs, h)

@@ -29,14 +29,20 @@ struct ThreadState {
   uint64_t recorded = 0;        // producer: records appended
   ThreadState* next = nullptr;  // registry
   // Records of calls that a signal handler made while this thread was inside the tracer (see
-  // Busy): kept here, appended when the tracer's work it interrupted is done.
-  static constexpr uint32_t kNested = 16;
+  // Busy): kept here, appended when the tracer's work it interrupted is done. In blocks of 16
+  // slots, each had from the arena the first time a handler needs it (most threads never do;
+  // a thread held up making its state or taking a chunk on a loaded machine may meet dozens).
+  static constexpr uint32_t kNestedBlock = 16, kNestedBlocks = 64;
+  static constexpr uint32_t kNested = kNestedBlock * kNestedBlocks;
   std::atomic<uint32_t> nested_n{0};
   struct Nested {
     std::atomic<bool> ready;
     char rec[120];  // an IoRec
   };
-  Nested* nested = nullptr;  // kNested slots, from the arena with the state
+  std::atomic<Nested*> nested[kNestedBlocks] = {};
+  Nested* nested_at(uint32_t i) {
+    return nested[i / kNestedBlock].load(std::memory_order_acquire) + i % kNestedBlock;
+  }
 };
 
 // Recording on? (set by init, cleared by finalize; the hot path tests it first)

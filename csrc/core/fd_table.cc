@@ -99,6 +99,14 @@ void fd_link(char* out, int fd) {
 // call's path, keeps a small frame.
 __attribute__((noinline)) OpenFile* learn(int fd) {
   if (fd < 0) return nullptr;
+  // A signal handler's calls meanwhile wait aside, in the thread's state: made first if this
+  // is the thread's first call (not inside the tracer's work, nor a handler that interrupted
+  // it: only get's own mark is on).
+  if (!t_state && !t_guard && t_busy == 1) {
+    --t_busy;
+    thread_state_create();
+    ++t_busy;
+  }
   KeepErrno keep;  // lseek on a pipe fails with ESPIPE: not the program's business
   Str* path;
   {

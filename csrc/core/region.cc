@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
@@ -94,16 +95,24 @@ void advise(char* addr, uint64_t size) {
   errno = saved;
 }
 
-// MADV_POPULATE_WRITE, again while a signal cut it short (EINTR: what it had done stays). A
+// MADV_POPULATE_WRITE with the thread's signals held: a signal cuts it short (EINTR), and a
 // program whose threads get signals every few hundred microseconds (profilers, runtimes that
-// preempt with signals, timers) would otherwise see most of its chunks refused, and its
-// events dropped. Bounded: never a loop the program cannot leave.
+// preempt with signals, timers) then had most of its chunks refused, and its events dropped;
+// retried instead, the handlers' records piled up aside while the populate never finished.
+// The signals wait for the populate (tens of microseconds for 64 KiB), as they wait for any
+// system call that does not return early for them; a fatal one still ends it (retried, bounded).
 bool populate_write(char* addr, uint64_t size) {
-  for (int tries = 0; tries < 1000; tries++) {
-    if (syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE) == 0) return true;
-    if (errno != EINTR) return false;
+  uint64_t all = ~uint64_t(0), was = 0;
+  bool held = syscall(SYS_rt_sigprocmask, SIG_SETMASK, &all, &was, sizeof all) == 0;
+  bool ok = false;
+  for (int tries = 0; tries < 100 && !ok; tries++) {
+    ok = syscall(SYS_madvise, addr, size, MADV_POPULATE_WRITE) == 0;
+    if (!ok && errno != EINTR) break;
   }
-  return false;
+  int err = errno;
+  if (held) syscall(SYS_rt_sigprocmask, SIG_SETMASK, &was, nullptr, sizeof was);
+  errno = err;
+  return ok;
 }
 
 // Blocks for a range of the live file, so that touching its pages never meets a full disk

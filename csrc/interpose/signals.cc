@@ -30,16 +30,53 @@ struct Handler {
 };
 Handler g_handlers[_NSIG];
 
-void trampoline(int sig, siginfo_t* info, void* uc) {
-  if (sig <= 0 || sig >= _NSIG) return;
-  void* fn = g_handlers[sig].fn.load(std::memory_order_acquire);
-  bool three = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
-  if (!fn) return;
-  if (t_in_handler++ == 0) t_handler_frame = __builtin_frame_address(0);
+void call(void* fn, bool three, int sig, siginfo_t* info, void* uc) {
   if (three)
     reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, uc);
   else
     reinterpret_cast<void (*)(int)>(fn)(sig);
+}
+
+// A handler that interrupted the tracer's own work (t_guard: making the thread's state, a
+// drain, fork's bookkeeping) makes the program's calls, recorded like any: aside (t_busy), as
+// the work it interrupted may hold the locks and the buffer that recording takes.
+__attribute__((noinline)) void call_in_tracer_work(void* fn, bool three, int sig, siginfo_t* info,
+                                                   void* uc) {
+  const int guard = t_guard;
+  t_guard = 0;
+  t_busy++;
+  call(fn, three, sig, info, uc);
+  t_busy--;
+  t_guard = guard;
+}
+
+// The stack pointer, without making the caller keep a frame pointer for it.
+__attribute__((always_inline)) inline void* stack_pointer() {
+#if defined(__x86_64__)
+  void* sp;
+  asm volatile("mov %%rsp, %0" : "=r"(sp));
+  return sp;
+#elif defined(__aarch64__)
+  void* sp;
+  asm volatile("mov %0, sp" : "=r"(sp));
+  return sp;
+#else
+  return __builtin_frame_address(0);
+#endif
+}
+
+// One small frame on the handler's stack (an 8 KiB alternate stack is common).
+__attribute__((optimize("omit-frame-pointer"))) void trampoline(int sig, siginfo_t* info,
+                                                                void* uc) {
+  if (sig <= 0 || sig >= _NSIG) return;
+  void* fn = g_handlers[sig].fn.load(std::memory_order_acquire);
+  bool three = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
+  if (!fn) return;
+  if (t_in_handler++ == 0) t_handler_frame = stack_pointer();
+  if (__builtin_expect(t_guard != 0, 0))
+    call_in_tracer_work(fn, three, sig, info, uc);
+  else
+    call(fn, three, sig, info, uc);
   if (t_in_handler > 0) t_in_handler--;
 }
 
@@ -132,8 +169,8 @@ IOT_EXPORT sighandler_t sigset(int sig, sighandler_t h) {
 namespace iot {
 bool in_signal_handler() {
   if (t_in_handler == 0) return false;
-  // Left by a long jump: this frame is above (older than) the outermost handler's.
-  if (__builtin_frame_address(0) > t_handler_frame) {
+  // Left by a long jump: the stack is back above (older than) the outermost handler's frame.
+  if (stack_pointer() > t_handler_frame) {
     t_in_handler = 0;
     return false;
   }

@@ -41,6 +41,11 @@ __thread int t_in_handler __attribute__((tls_model("initial-exec"))) = 0;
 __thread void* t_handler_frame __attribute__((tls_model("initial-exec"))) = nullptr;
 
 namespace {
+// The state being made for this thread (thread_state_create), before it is t_state.
+__thread ThreadState* t_creating __attribute__((tls_model("initial-exec"))) = nullptr;
+}  // namespace
+
+namespace {
 // A thread's chunks grow from one page (most threads record little: thousands of threads
 // fit, and each touches one page of the live file) to IOTRACE_BUFFER_SIZE as it records more.
 // (1 KiB first chunks, four threads to a page, made starting threads cheaper, but under a
@@ -646,16 +651,21 @@ bool begin_files() {
 ThreadState* thread_state_create() {
   if (!g_recording.load(std::memory_order_relaxed) || t_guard > 1) return nullptr;
   Guard g;
-  pthread_mutex_lock(&g_reg_mu);
-  void* mem = g_free_states;
-  if (mem) g_free_states = g_free_states->next;
-  pthread_mutex_unlock(&g_reg_mu);
+  // An ended thread's state when one is had at once; else fresh memory (a thread that waited
+  // here for the lock would have nowhere to keep a signal handler's records meanwhile).
+  void* mem = nullptr;
+  if (pthread_mutex_trylock(&g_reg_mu) == 0) {
+    mem = g_free_states;
+    if (mem) g_free_states = g_free_states->next;
+    pthread_mutex_unlock(&g_reg_mu);
+  }
   if (!mem && !(mem = arena_alloc(sizeof(ThreadState)))) return nullptr;
   auto* ts = new (mem) ThreadState();
+  t_creating = ts;  // from here a signal handler's calls wait in its aside slots
   ts->tid = int32_t(syscall(SYS_gettid));
-
   ts->cur = ts->read = take_chunk(ts, 0);
   if (!ts->cur) {
+    t_creating = nullptr;
     ts->~ThreadState();
     pthread_mutex_lock(&g_reg_mu);
     ts->next = g_free_states;
@@ -670,6 +680,7 @@ ThreadState* thread_state_create() {
   g_threads.store(ts, std::memory_order_release);
   pthread_mutex_unlock(&g_reg_mu);
   t_state = ts;
+  t_creating = nullptr;
   return ts;
 }
 
@@ -690,14 +701,12 @@ bool buffer_swap(ThreadState* ts, uint32_t need) {
   return true;
 }
 
+// The state whose aside slots a handler's call takes: the thread's, or the one being made.
+ThreadState* aside_state() { return t_state ? t_state : t_creating; }
+
 char* nested_slot(uint32_t* index) {
-  ThreadState* ts = t_state;
-  // The slots are had the first time a handler needs them (most threads never do): the arena
-  // is async-signal-safe (an atomic add, or a mapping).
-  if (ts && !ts->nested)
-    ts->nested = static_cast<ThreadState::Nested*>(
-        arena_alloc(ThreadState::kNested * sizeof(ThreadState::Nested)));
-  if (!ts || !ts->nested) {
+  ThreadState* ts = aside_state();
+  if (!ts) {
     count_dropped();
     return nullptr;
   }
@@ -707,13 +716,27 @@ char* nested_slot(uint32_t* index) {
     count_dropped();
     return nullptr;  // the slot count stays past the end: append_nested resets it
   }
-  ts->nested[i].ready.store(false, std::memory_order_relaxed);
+  // The block, the first time it is needed: the arena is async-signal-safe (an atomic add, or
+  // a mapping); a handler of this handler that made it first wins (ours stays unused).
+  std::atomic<ThreadState::Nested*>& block = ts->nested[i / ThreadState::kNestedBlock];
+  if (!block.load(std::memory_order_acquire)) {
+    auto* fresh = static_cast<ThreadState::Nested*>(
+        arena_alloc(ThreadState::kNestedBlock * sizeof(ThreadState::Nested)));
+    ThreadState::Nested* none = nullptr;
+    if (fresh) block.compare_exchange_strong(none, fresh, std::memory_order_acq_rel);
+    if (!block.load(std::memory_order_acquire)) {
+      count_dropped();
+      return nullptr;  // no memory: the slot stays not ready, and is skipped
+    }
+  }
+  ThreadState::Nested* slot = ts->nested_at(i);
+  slot->ready.store(false, std::memory_order_relaxed);
   *index = i;
-  return ts->nested[i].rec;
+  return slot->rec;
 }
 
 void nested_done(uint32_t index) {
-  t_state->nested[index].ready.store(true, std::memory_order_release);
+  aside_state()->nested_at(index)->ready.store(true, std::memory_order_release);
 }
 
 // The records handlers left aside, in the order they were made, into the buffer. A handler that
@@ -725,7 +748,8 @@ void append_nested(ThreadState* ts) {
     uint32_t n = ts->nested_n.load(std::memory_order_acquire);
     uint32_t upto = n < ThreadState::kNested ? n : ThreadState::kNested;
     for (; done < upto; done++) {
-      ThreadState::Nested& slot = ts->nested[done];
+      if (!ts->nested[done / ThreadState::kNestedBlock].load(std::memory_order_acquire)) continue;
+      ThreadState::Nested& slot = *ts->nested_at(done);
       if (!slot.ready.load(std::memory_order_acquire)) continue;  // (cannot be: handlers end first)
       auto* r = reinterpret_cast<IoRec*>(slot.rec);
       if (r->h.kind != R_IO) continue;  // filtered out

@@ -30,9 +30,9 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 from iotrace_format import PROCESS_INFO_KEYS
-from iotrace_format.reader import Damage, find_traces, iter_batches, settle_live
+from iotrace_format.reader import Damage, find_traces, form_by_name, iter_batches, settle_live
 
-from . import _kernels, file_class, insights, keys, parquet, summary
+from . import _kernels, file_class, insights, keys, parquet, summary, units
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
@@ -52,6 +52,7 @@ CLONE_THREAD = 0x10000  # a clone that made a thread, not a process (when its fl
 # for the TSC mapping): a file that started before is an earlier process that had the pid.
 CHILD_CLOCK_SLACK_NS = 100_000_000
 MISSING_CHILDREN_LISTED = 1000  # summary.json lists at most this many missing children
+# trace bytes per event, by the form a file's name says (reader.form_by_name)
 _BYTES_PER_EVENT = {"compact": 1.2, "zstd": 12.0, "gzip": 14.0, "plain": 170.0}
 
 # The same settings for processes started from here (Dask workers): glibc reads them at start.
@@ -582,9 +583,9 @@ class Options:
 
 
 def _estimate(path: str, size: int) -> int:
-    kind = "compact" if path.endswith(".iotc.zst") else "gzip" if path.endswith(".gz") \
-        else "zstd" if path.endswith(".zst") else "plain"
-    return int(size / _BYTES_PER_EVENT[kind])
+    """The events a trace file of this size holds, about: by its form as its name says (the
+    planner does not open a million files)."""
+    return int(size / _BYTES_PER_EVENT[form_by_name(path)])
 
 
 def plan_tasks(files: list[str], sizes: dict, workers: int) -> list[list[str]]:
@@ -747,7 +748,7 @@ def missing_children(results: list[FileResult], job_start: int | None = None) ->
             wall = ts + c["shift"] if ts is not None and c["shift"] else None
             out.append(dict(host=c["host"], pid=c["child_pid"], parent_pid=c["parent_pid"],
                             parent_trace=r.path, started_by=c["started_by"],
-                            ts_us=round(ts / 1000.0, 3) if ts is not None else None,
+                            ts_us=units.us(ts) if ts is not None else None,
                             at_s=round((wall - job_start) / 1e9, 6) if wall is not None and job_start else None,
                             program=c["program"]))
     return out

@@ -36,7 +36,8 @@ import zstandard
 
 from . import _native
 
-TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz", ".iotc.zst")
+COMPACT_SUFFIX = ".iotc.zst"  # the compact form's files (the others are the JSON form)
+TRACE_SUFFIXES = (".pfw", ".pfw.zst", ".pfw.gz", COMPACT_SUFFIX)
 LIVE_SUFFIX = ".live"  # a process's record buffers beside its trace file (docs/trace-format.md)
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 COMPACT_MAGIC = b"IOTC"  # a compact frame's content starts with it
@@ -182,6 +183,8 @@ def settle_live(paths: list[str]) -> tuple[list[dict], list[Damage]]:
 
 
 def detect_codec(path: str) -> str:
+    """"zstd", "gzip" or "plain": by the file's first bytes, by its name when they say nothing
+    (a damaged start: the frame walker will resync at the next magic)."""
     with open(path, "rb") as f:
         head = f.read(4)
     if head == ZSTD_MAGIC or _is_skippable(head):
@@ -190,11 +193,23 @@ def detect_codec(path: str) -> str:
         return "gzip"
     if not head:
         return "plain"
+    return codec_by_name(path)
+
+
+def codec_by_name(path: str) -> str:
+    """The codec a trace file's name says, without opening it: "zstd" (.zst, the compact form
+    too), "gzip" (.gz) or "plain"."""
     if path.endswith(".zst"):
-        return "zstd"  # damaged start: the frame walker will resync at the next magic
+        return "zstd"
     if path.endswith(".gz"):
         return "gzip"
     return "plain"
+
+
+def form_by_name(path: str) -> str:
+    """What a trace file's name says it holds, without opening it: "compact" (COMPACT_SUFFIX:
+    zstd frames of columns) or its codec (codec_by_name) for the JSON form."""
+    return "compact" if path.endswith(COMPACT_SUFFIX) else codec_by_name(path)
 
 
 def _is_skippable(head: bytes) -> bool:

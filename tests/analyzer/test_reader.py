@@ -5,8 +5,12 @@ import os
 import pytest
 from conftest import end, fh, io, process, write_trace
 from iotrace_format.reader import (
+    TRACE_SUFFIXES,
     TraceInputError,
+    codec_by_name,
+    detect_codec,
     find_traces,
+    form_by_name,
     iter_lines,
     zstd_frames,
 )
@@ -113,3 +117,20 @@ def test_scanner_unescapes_strings():
     rows = pa.record_batch(b).to_pylist()
     assert [(r["name"], r["cat"]) for r in rows] == [('q"u\\o/t\b\f\n\r\te é 😀', "cAt")]
     assert b.bad_lines == 1
+
+
+def test_codec_by_name_is_the_one_guess_of_the_reader_and_the_planner(tmp_path):
+    """detect_codec falls back on the name where the first bytes say nothing, and the
+    analyzer's planner sizes files by the same name rules (form_by_name)."""
+    from iotrace_analyzer.load import _BYTES_PER_EVENT, _estimate
+
+    forms = {".pfw": "plain", ".pfw.zst": "zstd", ".pfw.gz": "gzip", ".iotc.zst": "compact"}
+    assert set(forms) == set(TRACE_SUFFIXES)
+    for suffix, form in forms.items():
+        name = f"t{suffix}"
+        assert form_by_name(name) == form
+        assert codec_by_name(name) == ("zstd" if form == "compact" else form)
+        assert _estimate(name, 1000) == int(1000 / _BYTES_PER_EVENT[form])
+        p = tmp_path / name
+        p.write_bytes(b"\x00\x00\x00\x00damaged start")
+        assert detect_codec(str(p)) == codec_by_name(name)

@@ -15,7 +15,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _kernels
+from . import _kernels, units
 from .files import top_rows
 from .keys import HEX, HashIds
 
@@ -374,11 +374,11 @@ def _phases(phases: dict, bins: list, rows: dict) -> tuple[dict, list]:
                 own = _Cumulative(bins, bins[0] == r).window(s, s + d) if r is not None else (0.0, 0.0)
                 job = every.window(s, s + d)
                 split.append(dict(cat=k["cat"], name=k["name"], index=n, host=host, pid=pid, start_ns=s,
-                                  duration_us=round(d / 1000, 3), io_us=round(own[0] / 1000, 3),
+                                  duration_us=units.us(d), io_us=round(own[0] / 1000, 3),
                                   io_all_us=round(job[0] / 1000, 3), bytes_all=int(job[1])))
-    S = dict(kinds=[dict(cat=k["cat"], name=k["name"], count=k["count"], time_us=round(k["time_ns"] / 1000, 3),
+    S = dict(kinds=[dict(cat=k["cat"], name=k["name"], count=k["count"], time_us=units.us(k["time_ns"]),
                          processes=k["processes"]) for k in order], split=split)
-    events = [dict(cat=k["cat"], name=k["name"], time_us=round(k["time_ns"] / 1000, 3),
+    events = [dict(cat=k["cat"], name=k["name"], time_us=units.us(k["time_ns"]),
                    events=sorted(k["events"], key=lambda e: -e[3])[:PAGE_PHASE_EVENTS]) for k in order]
     return S, events
 

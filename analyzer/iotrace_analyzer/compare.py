@@ -137,18 +137,11 @@ def compare(A: dict, B: dict) -> dict:
 def text(C: dict, before: str, after: str) -> str:
     rows = [[f["figure"], _fmt(f["before"], f["unit"]), _fmt(f["after"], f["unit"]),
              "-" if f["change"] is None else f"{100 * f['change']:+.1f}%", f["verdict"]] for f in C["figures"]]
-    head = ["figure", "before", "after", "change", ""]
-    widths = [max(len(str(r[i])) for r in rows + [head]) for i in range(len(head))]
-    line = "  ".join("-" * w for w in widths)
     out = [f"Compare: before {before}", f"         after  {after}"]
     for side, note in (C.get("damage") or {}).items():
         if note:
             out.append(f"  {side} was read with damage: {note} (its figures may be short)")
-    out += ["", line,
-           "  ".join(h.ljust(w) for h, w in zip(head, widths)), line]
-    for r in rows:
-        out.append("  ".join(c.ljust(w) if i in (0, 4) else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
-    out += ["", "Findings"]
+    out += [units.table("", ["figure", "before", "after", "change", ""], rows, left=(0, 4)), "Findings"]
     if not C["findings"]:
         out.append("  none before, none after")
     for f in C["findings"]:

@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import file_class
+from . import file_class, units
 
 # the summary's file row: its keys in order, and where each comes from
 ROW_KEYS = ("file", "fhash", "class", "count", "time_us", "bytes_read", "bytes_written", "processes",
@@ -352,7 +352,7 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
         count = np.bincount(inv, minlength=len(upid))
         for j in np.argsort(first, kind="stable"):  # in the order the pids came (as Arrow's group-by)
             by_pid[upid[j].item()] = dict(
-                calls=int(sums["dur_count"][j]), time_us=round(int(sums["dur_sum"][j]) / 1000.0, 3),
+                calls=int(sums["dur_count"][j]), time_us=units.us(sums["dur_sum"][j]),
                 bytes_read=int(sums["read_sum"][j]), bytes_written=int(sums["written_sum"][j]), files=int(count[j]))
     return table, classes, sizes, by_pid
 

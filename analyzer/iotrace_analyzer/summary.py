@@ -688,7 +688,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         d["io_share_of_wall"] = round(d["io_ns"] / d["wall_ns"], 6) if d["wall_ns"] else 0.0
     us_keys = {k: k.replace("_ns", "_us") for k in (procs[0] if procs else ()) if k.endswith("_ns")}
     S["processes"] = sorted(
-        [{us_keys.get(k, k): (round(int(v) / 1000, 3) if k in us_keys else v) for k, v in d.items()}
+        [{us_keys.get(k, k): (units.us(v) if k in us_keys else v) for k, v in d.items()}
          for d in procs], key=lambda d: (-d["io_us"], d["host"], d["pid"]))
 
     # --- per call name
@@ -705,7 +705,7 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
             row = dict(name=name, count=count, time_us=units.us(dur), bytes=nbytes, errors=r["err_sum_sum"],
                        size_min=None, size_p25=None, size_mean=None, size_median=None,
                        size_p75=None, size_max=None,
-                       bandwidth_MBps=round(nbytes / (dur / 1e9) / 1e6, 3) if dur and nbytes else None)
+                       bandwidth_MBps=units.mbps(nbytes, dur) if dur and nbytes else None)
             if sz is not None:
                 s = sz.filter(pc.equal(sz.column("name"), name))
                 if s.num_rows:

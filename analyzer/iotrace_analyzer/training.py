@@ -192,7 +192,7 @@ def summarize(parts: list[TrainingPart]) -> dict:
     batches_all = sum(len(np.concatenate(v[0])) if v[0] else 0 for v in t.fetch.values())
     ckpt = [dict(host=h, pid=p, name=n, file=a.get("file") if isinstance(a.get("file"), str) else None,
                  bytes=_int(a.get("bytes")), start_ns=s, duration_us=units.us(d),
-                 bandwidth_MBps=round(a["bytes"] / (d / 1e9) / 1e6, 3)
+                 bandwidth_MBps=units.mbps(a["bytes"], d)
                  if d and _int(a.get("bytes")) is not None else None)
             for h, p, n, s, d, a in sorted(t.checkpoints, key=lambda c: c[3])]
     data = [dict(name=k, count=v[0], time_us=units.us(v[1]), bytes=v[2])

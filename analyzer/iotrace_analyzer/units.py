@@ -9,6 +9,11 @@ def us(ns) -> float:
     return round(int(ns) / 1000.0, 3)
 
 
+def mbps(nbytes, ns) -> float:
+    """Bytes over nanoseconds as MB/s (10**6 bytes a second), three decimals (ns not 0)."""
+    return round(nbytes / (ns / 1e9) / 1e6, 3)
+
+
 def size(n) -> str:
     """Bytes as B, KiB, MiB... ("-" for none)."""
     if n is None:
@@ -31,14 +36,16 @@ def duration(us) -> str:
     return f"{us:.3f} us"
 
 
-def table(title: str, header: list[str], rows: list[list]) -> str:
-    """A titled text table: the first column left-aligned, the others right-aligned."""
+def table(title: str, header: list[str], rows: list[list], left: tuple[int, ...] = (0,)) -> str:
+    """A titled text table: the header and the `left` columns left-aligned, the others
+    right-aligned."""
     cells = [header] + [[("-" if c is None else str(c)) for c in r] for r in rows]
     widths = [max(len(r[i]) for r in cells) for i in range(len(header))]
     line = "  ".join("-" * w for w in widths)
     out = [title, line]
     for k, r in enumerate(cells):
-        out.append("  ".join(c.rjust(w) if k and i else c.ljust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        out.append("  ".join(c.rjust(w) if k and i not in left else c.ljust(w)
+                             for i, (c, w) in enumerate(zip(r, widths))))
         if k == 0:
             out.append(line)
     return "\n".join(out) + "\n"

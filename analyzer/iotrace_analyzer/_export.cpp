@@ -135,7 +135,8 @@ PYBIND11_MODULE(_export, m) {
       .def(
           "add_names",
           [](iotx::PartWriter& w, py::dict names) {
-            for (auto kv : names) w.add_name(py::str(kv.first), py::str(kv.second));
+            for (auto kv : names)
+              w.add_name(std::string(py::str(kv.first)), std::string(py::str(kv.second)));
           },
           "File names (FH lines): {hash: path}")
       .def(
@@ -153,7 +154,7 @@ PYBIND11_MODULE(_export, m) {
                 rest.append(h);
                 continue;
               }
-              w.add_name(std::string(hash), std::string(path));
+              w.add_name(hash, path);
               taken++;
             }
             return py::make_tuple(rest, taken);

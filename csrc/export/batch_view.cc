@@ -143,10 +143,8 @@ void ArgLister::fname_text(std::string_view hash, int which) {
   a.key = which ? "fname2" : "fname";
   a.key_id = int8_t(kKeyFname + which);
   a.type = Arg::STR;
-  auto it = names_.find(std::string(hash));
-  if (it != names_.end()) {
-    a.s = it->second;
-    a.restored = true;
+  if (names_.find(hash, &a.s)) {
+    a.restored = true;  // a view into names_: stable
   } else {
     std::string& buf = scratch();
     buf.assign(hash);
@@ -169,9 +167,7 @@ std::string_view ArgLister::dict_value(const BatchView& b, int dict, int32_t c, 
   }
   if (!known[size_t(c)]) {  // once per batch and code
     std::string_view hash = col.dict.at(c);
-    auto it = names_.find(std::string(hash));
-    if (it != names_.end()) {
-      cache[size_t(c)] = it->second;  // map nodes stay put: the view lives as long as the map
+    if (names_.find(hash, &cache[size_t(c)])) {  // a view that lives as long as names_
       known[size_t(c)] = 1;
     } else {
       cache[size_t(c)] = hash;
@@ -186,7 +182,7 @@ std::string_view ArgLister::dict_value(const BatchView& b, int dict, int32_t c, 
 std::vector<std::string> ArgLister::unresolved() const {
   std::vector<std::string> out;
   for (const auto& kv : unresolved_)
-    if (!names_.count(kv.first)) out.push_back(kv.first);
+    if (!names_.has(kv.first)) out.push_back(kv.first);
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "arrow_c.h"
+#include "str_table.h"
 
 namespace iotx {
 
@@ -124,9 +125,6 @@ struct Arg {
   int32_t code = 0;
 };
 
-// File names (FH lines: hash -> path), shared by every batch of a file.
-using FileNames = std::unordered_map<std::string, std::string>;
-
 // Lists the args of a row: the args object's members in their order when the row has one
 // (`fhash`/`fhash2` taken out, their paths appended as `fname`/`fname2`), else the arg columns
 // (hhash, fd .. mode, fname, fname2). A hash without a known path stays the hash, and is
@@ -163,7 +161,7 @@ class ArgLister {
   size_t n_ = 0;
   std::deque<std::string> scratch_;  // a deque: growing never moves a buffer an Arg views
   size_t scratch_used_ = 0;
-  // per dictionary code of fhash/fhash2: the path (a view into names_ or the dictionary)
+  // per dictionary code of fhash/fhash2: the path (a view into names_, stable, or the dictionary)
   std::vector<std::string_view> fname_cache_[2];
   std::vector<uint8_t> fname_known_[2];
   std::unordered_map<std::string, bool> unresolved_;

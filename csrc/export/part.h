@@ -103,7 +103,7 @@ class PartWriter {
   PartWriter(int fd, int64_t pid, int64_t pid_shift) : out_(fd), pid_(pid), shift_(pid_shift) {}
   virtual ~PartWriter() = default;
 
-  void add_name(std::string hash, std::string path) { names_[std::move(hash)] = std::move(path); }
+  void add_name(std::string_view hash, std::string_view path) { names_.set(hash, path); }
   // The hashes written without a path so far (no FH line for them yet).
   std::vector<std::string> unresolved() const { return lister_.unresolved(); }
   // The tids of the events written (threads are named at the end).

@@ -159,11 +159,10 @@ uint32_t ProtoWriter::seq_id(size_t k) const {
   return 0x80000000u | uint32_t((p_.file_index & 0x7FFF) << 16) | uint32_t(k & 0xFFFF);
 }
 
-uint64_t ProtoWriter::intern(Interner& in, std::string_view s) {
-  auto it = in.ids.find(std::string(s));
-  if (it != in.ids.end()) return it->second;
-  uint64_t iid = in.ids.size() + 1;
-  in.ids.emplace(std::string(s), iid);
+uint64_t ProtoWriter::intern(Interner& in, std::string_view s, bool stable) {
+  bool added;
+  uint64_t iid = in.ids.get(s, stable, &added);
+  if (!added) return iid;
   // The entry goes in the InternedData of the sequence's next packet: the first that uses it.
   Buf entry;
   entry.tag(1, 0);
@@ -306,7 +305,8 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
           bool restored;
           if (!iid) {
             std::string_view v = lister_.dict_value(b, dict, code, &restored);
-            iid = utf8_chars(v) <= kMaxInternedString ? intern(seq_->values, v) : UINT64_MAX;
+            iid = utf8_chars(v) <= kMaxInternedString ? intern(seq_->values, v, restored)
+                                                      : UINT64_MAX;
           }
           if (iid != UINT64_MAX) {
             small_annotation(fixed_key(k), T_A_STRING_IID[0], iid);
@@ -352,7 +352,8 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
         if (cached && *cached) {
           iid = *cached;
         } else {
-          iid = utf8_chars(a.s) <= kMaxInternedString ? intern(seq_->values, a.s) : UINT64_MAX;
+          iid = utf8_chars(a.s) <= kMaxInternedString ? intern(seq_->values, a.s, a.restored)
+                                                      : UINT64_MAX;
           if (cached) *cached = iid;
         }
         if (iid != UINT64_MAX) {
@@ -448,7 +449,7 @@ bool ProtoWriter::fast_event(const BatchView& b, int64_t r, Kind kind, Thread& t
     if (!iid) {
       bool restored;
       std::string_view v = lister_.dict_value(b, dict, col.code(r), &restored);
-      iid = utf8_chars(v) <= kMaxInternedString ? intern(seq.values, v) : UINT64_MAX;
+      iid = utf8_chars(v) <= kMaxInternedString ? intern(seq.values, v, restored) : UINT64_MAX;
     }
     if (iid == UINT64_MAX) return false;
   }

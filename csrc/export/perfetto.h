@@ -103,7 +103,7 @@ class ProtoWriter : public PartWriter {
  private:
   struct Interner {
     uint32_t field;
-    std::unordered_map<std::string, uint64_t> ids;
+    StrIds ids;
   };
   // A thread's packet sequence: its own interning, and its track as the default one (so that
   // no event repeats it).
@@ -132,7 +132,9 @@ class ProtoWriter : public PartWriter {
   void batch(const BatchView& b);
   Thread& thread_of(int64_t tid);  // and makes its sequence the current one
   uint32_t seq_id(size_t k) const;
-  uint64_t intern(Interner& in, std::string_view s);
+  // The iid of s in the sequence (a new one goes in its next packet's InternedData). `stable`:
+  // s outlives the writer (a path of names_), not copied.
+  uint64_t intern(Interner& in, std::string_view s, bool stable = false);
   uint64_t name_iid(const BatchView& b, int64_t r);
   uint64_t cat_iid(const BatchView& b, int64_t r);
   uint64_t arg_name_iid(const Arg& a) {

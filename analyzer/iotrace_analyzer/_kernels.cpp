@@ -58,7 +58,7 @@ constexpr uint8_t kRead = 1, kWrite = 2, kOpen = 4, kSync = 8, kCall = 16;
 constexpr uint8_t kFileIpc = 1;
 constexpr int64_t kSizeEdges[] = {0,       100,     1 << 10,  10 << 10,  100 << 10,
                                   1 << 20, 4 << 20, 10 << 20, 100 << 20, 1 << 30};
-constexpr int kSizeBins = 10;
+constexpr int kSizeBins = int(sizeof(kSizeEdges) / sizeof(kSizeEdges[0]));
 constexpr size_t kSamplePoints = 512;  // offset samples per (file, process) and block, at most
 
 template <class T>
@@ -1524,6 +1524,16 @@ PYBIND11_MODULE(_kernels, m) {
   m.attr("SIZE_EDGES") = py::tuple(edges);
   m.attr("FILE_SUMS") = py::tuple(sums);
   m.attr("SAMPLE_POINTS") = py::int_(kSamplePoints);
+  // the bits of figures()'s cat_kind, name_kind and fh_kind (summary.Partial.add sets them)
+  m.attr("CAT_IO") = py::int_(kCatIo);
+  m.attr("CAT_COMPUTE") = py::int_(kCatCompute);
+  m.attr("CAT_PROCESS") = py::int_(kCatProcess);
+  m.attr("CALL_READ") = py::int_(kRead);
+  m.attr("CALL_WRITE") = py::int_(kWrite);
+  m.attr("CALL_OPEN") = py::int_(kOpen);
+  m.attr("CALL_SYNC") = py::int_(kSync);
+  m.attr("CALL_KNOWN") = py::int_(kCall);
+  m.attr("FILE_IPC") = py::int_(kFileIpc);
   m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
         py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),

@@ -27,8 +27,18 @@ WRITE_CALLS = calls_of("write", "copy")
 DATA_CALLS = READ_CALLS | WRITE_CALLS
 # access-size histogram edges (bytes), as Darshan's
 SIZE_EDGES = list(_kernels.SIZE_EDGES)  # the kernel's bins, the only place they are written
-SIZE_LABELS = ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-10M",
-               "10M-100M", "100M-1G", "1G+"]
+
+
+def _size_label(n: int) -> str:
+    """An edge as a bin's label: 100, 1K, 4M, 1G."""
+    for shift, unit in ((30, "G"), (20, "M"), (10, "K")):
+        if n and n % (1 << shift) == 0:
+            return f"{n >> shift}{unit}"
+    return str(n)
+
+
+SIZE_LABELS = [f"{_size_label(lo)}-{_size_label(hi)}" for lo, hi in zip(SIZE_EDGES, SIZE_EDGES[1:])] \
+    + [f"{_size_label(SIZE_EDGES[-1])}+"]  # 0-100, 100-1K, ..., 100M-1G, 1G+
 TIMELINE_BINS = 256  # at most this many bins in the merged timeline
 FINE_BINS = 4096  # at most this many bins per file partial
 UNIONS = ("io", "comp", "both", "all", "ipc")  # I/O, compute, either, any complete event, pipes
@@ -391,19 +401,22 @@ class Partial:
         name_codes, name_vals = _codes32(ev.column("name"))
         fh_codes, fh_dict = _codes_arrow(ev.column("fhash"))
         low = [str(c).lower() for c in cat_vals]
-        cat_kind = np.array([(c in IO_CATS) | (c in compute_cats) << 1 | (c == "process") << 2
-                             for c in low], np.uint8)
-        name_kind = np.array([(nm in READ_CALLS) | (nm in WRITE_CALLS) << 1 | (nm in OPEN_CALLS) << 2
-                              | (nm in SYNC_CALLS) << 3 | (nm in KNOWN_CALLS or not own) << 4
+        K = _kernels  # the kinds' bits are the kernel's
+        cat_kind = np.array([(c in IO_CATS) * K.CAT_IO | (c in compute_cats) * K.CAT_COMPUTE
+                             | (c == "process") * K.CAT_PROCESS for c in low], np.uint8)
+        name_kind = np.array([(nm in READ_CALLS) * K.CALL_READ | (nm in WRITE_CALLS) * K.CALL_WRITE
+                              | (nm in OPEN_CALLS) * K.CALL_OPEN | (nm in SYNC_CALLS) * K.CALL_SYNC
+                              | (nm in KNOWN_CALLS or not own) * K.CALL_KNOWN
                               for nm in name_vals], np.uint8)
         if ipc is None:
             names = names or {}
-            fh_kind = np.array([file_class.is_ipc(names.get(h)) for h in fh_dict.to_pylist()], np.uint8)
+            is_ipc = np.array([file_class.is_ipc(names.get(h)) for h in fh_dict.to_pylist()], bool)
         elif ipc and len(fh_dict):
-            fh_kind = pc.is_in(fh_dict, value_set=pa.array(sorted(ipc), pa.string())).to_numpy(
-                zero_copy_only=False).astype(np.uint8)
+            is_ipc = pc.is_in(fh_dict, value_set=pa.array(sorted(ipc), pa.string())).to_numpy(
+                zero_copy_only=False)
         else:
-            fh_kind = np.zeros(len(fh_dict), np.uint8)
+            is_ipc = np.zeros(len(fh_dict), bool)
+        fh_kind = np.where(is_ipc, K.FILE_IPC, 0).astype(np.uint8)
         f = _kernels.figures(
             ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
@@ -506,7 +519,8 @@ class Partial:
             self._merge_timeline(exp, binned(tl["bin"], *[tl[k].astype(np.float64)
                                                                    for k in ("read", "written", "ops")]))
             self.activity.add_bins(tl, procs, exp, self.tl_exp)
-        phase_cats = np.flatnonzero((cat_kind & 5) == 0)  # @trace's categories, compute's too
+        # @trace's categories, compute's too
+        phase_cats = np.flatnonzero((cat_kind & (_kernels.CAT_IO | _kernels.CAT_PROCESS)) == 0)
         if len(phase_cats):
             rows = np.flatnonzero(np.isin(cat_codes, phase_cats)
                                   & np.isin(ph_codes, [i for i, v in enumerate(ph_vals) if v == "X"]))

@@ -181,3 +181,20 @@ def test_figures_match_reference(seed):
     got_bins = {(int(fl["fhash"][s_]), int(fl["proc"][s_]), int(bn)): int(c)
                 for s_, bn, c in zip(fs["slot"], fs["bin"], fs["count"])}
     assert got_bins == want_bins
+
+
+def test_the_kinds_bits_and_bins_come_from_the_kernel():
+    """summary.py builds cat_kind, name_kind and fh_kind from the kernel's own bits, and its size
+    labels from the kernel's edges; this file's hand-written kinds agree with them."""
+    from iotrace_analyzer import summary
+
+    k = _kernels
+    assert list(CAT_KIND) == [k.CAT_IO, k.CAT_COMPUTE, 0, k.CAT_PROCESS]
+    call = k.CALL_KNOWN
+    assert list(NAME_KIND) == [call | k.CALL_READ, call | k.CALL_WRITE, call | k.CALL_OPEN, 0,
+                               call | k.CALL_SYNC, call, k.CALL_READ]
+    assert k.FILE_IPC == 1
+    assert summary.SIZE_EDGES == list(k.SIZE_EDGES)
+    assert summary.SIZE_LABELS == ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-10M",
+                                   "10M-100M", "100M-1G", "1G+"]
+    assert len(summary.SIZE_LABELS) == len(k.SIZE_EDGES)

@@ -467,31 +467,48 @@ def iter_blocks(path: str, damage: list | None = None) -> Iterator[bytes]:
 SCAN_BYTES = 16 << 20  # JSON text scanned at a time into one batch
 
 
+class _TextScan:
+    """JSON text gathered and scanned into one batch each SCAN_BYTES."""
+
+    def __init__(self) -> None:
+        self.text: list[bytes] = []
+        self.size = 0
+
+    def add(self, block: bytes):
+        """The batch of the text so far once it is SCAN_BYTES, else None."""
+        self.text.append(block)
+        self.size += len(block)
+        return self.flush() if self.size >= SCAN_BYTES else None
+
+    def flush(self):
+        """The batch of the text so far (None when there is none)."""
+        if not self.text:
+            return None
+        batch = _native.scan_json(b"".join(self.text))
+        self.text, self.size = [], 0
+        return batch
+
+
 def _text_batches(blocks: Iterator[bytes]) -> Iterator:
-    pending, size = [], 0
+    scan = _TextScan()
     for block in blocks:
-        pending.append(block)
-        size += len(block)
-        if size >= SCAN_BYTES:
-            yield _native.scan_json(b"".join(pending))
-            pending, size = [], 0
-    if pending:
-        yield _native.scan_json(b"".join(pending))
+        if (batch := scan.add(block)) is not None:
+            yield batch
+    if (batch := scan.flush()) is not None:
+        yield batch
 
 
 def _zstd_batches(path, buf, start, end, damage) -> Iterator:
     """A compact frame decoded straight to columns; runs of JSON-form frames scanned."""
     tail = b""
-    text: list[bytes] = []
-    size = 0
+    scan = _TextScan()
     for out, status, pos in _zstd_contents(path, buf, start, end, damage):
         if status == "gap":
             tail = b""
             continue
         if out[:4] == COMPACT_MAGIC:
-            if text:
-                yield _native.scan_json(b"".join(text))
-                text, size = [], 0
+            if (text := scan.flush()) is not None:
+                yield text
             batch = _native.decode_compact(out)
             if batch.damaged and status == "ok":
                 _note(damage, path, pos, "corrupt-frame",
@@ -501,16 +518,12 @@ def _zstd_batches(path, buf, start, end, damage) -> Iterator:
         whole, tail = _whole_lines(tail, out)
         if status == "truncated":
             tail = b""
-        if whole:
-            text.append(whole)
-            size += len(whole)
-            if size >= SCAN_BYTES:
-                yield _native.scan_json(b"".join(text))
-                text, size = [], 0
-    if tail:
-        text.append(tail + b"\n")
-    if text:
-        yield _native.scan_json(b"".join(text))
+        if whole and (text := scan.add(whole)) is not None:
+            yield text
+    if tail and (text := scan.add(tail + b"\n")) is not None:
+        yield text
+    if (text := scan.flush()) is not None:
+        yield text
 
 
 def iter_batches(path: str, damage: list | None = None) -> Iterator:

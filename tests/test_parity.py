@@ -405,6 +405,28 @@ def test_a_handler_that_wants_the_writer_never_hangs(cprog, tmp_path, data_dir):
             assert t.ts.count("write", fname=str(out)) == 32000, f"run {i}"
 
 
+def test_a_jvm_runs_as_untraced(tmp_path, data_dir):
+    """A JVM turns SIGSEGV into NullPointerExceptions and stack overflows into
+    StackOverflowError in handlers of its own, which now run through the tracer's trampoline;
+    a shutdown hook runs at exit. Same output traced, and every write and read of its file is
+    in the trace (1000 writes of 64 bytes; 8 threads reading it whole, 100 bytes at a time)."""
+    javac, java = shutil.which("javac"), shutil.which("java")
+    if not javac or not java:
+        pytest.skip("no JDK here")
+    src = Path(__file__).parent / "java" / "Parity.java"
+    subprocess.run([javac, "-d", str(tmp_path), str(src)], check=True, timeout=120)
+    out = data_dir / "out.bin"
+    cmd = [java, "-cp", str(tmp_path), "Parity", str(out)]
+    p = plain(cmd, timeout=60)
+    assert p.returncode == 0 and p.stdout == ("npes 500\nstack overflow caught\nlength 64000\n"
+                                              "done\nhook ran\n"), str(p)
+    t = traced(cmd, tmp_path, timeout=60)
+    assert_same(p, t)
+    assert t.ts.count("write", fname=str(out)) == 1000
+    reads = t.ts.events(name="read", fname=str(out))
+    assert sum(e["args"]["ret"] for e in reads) == 8 * 64000 and len(reads) == 8 * 641
+
+
 def test_sigterm_kills_a_parent_waiting_in_vfork(cprog, tmp_path, data_dir):
     """A parent waiting in vfork() for a child that takes 3 s to exec or exit dies of SIGTERM at
     once untraced (the kernel's vfork wait is killable by a fatal signal). A handler for

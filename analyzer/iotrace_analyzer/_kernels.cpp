@@ -1525,15 +1525,11 @@ PYBIND11_MODULE(_kernels, m) {
   m.attr("FILE_SUMS") = py::tuple(sums);
   m.attr("SAMPLE_POINTS") = py::int_(kSamplePoints);
   // the bits of figures()'s cat_kind, name_kind and fh_kind (summary.Partial.add sets them)
-  m.attr("CAT_IO") = py::int_(kCatIo);
-  m.attr("CAT_COMPUTE") = py::int_(kCatCompute);
-  m.attr("CAT_PROCESS") = py::int_(kCatProcess);
-  m.attr("CALL_READ") = py::int_(kRead);
-  m.attr("CALL_WRITE") = py::int_(kWrite);
-  m.attr("CALL_OPEN") = py::int_(kOpen);
-  m.attr("CALL_SYNC") = py::int_(kSync);
-  m.attr("CALL_KNOWN") = py::int_(kCall);
-  m.attr("FILE_IPC") = py::int_(kFileIpc);
+  const std::pair<const char*, uint8_t> bits[] = {
+      {"CAT_IO", kCatIo},   {"CAT_COMPUTE", kCatCompute}, {"CAT_PROCESS", kCatProcess},
+      {"CALL_READ", kRead}, {"CALL_WRITE", kWrite},       {"CALL_OPEN", kOpen},
+      {"CALL_SYNC", kSync}, {"CALL_KNOWN", kCall},        {"FILE_IPC", kFileIpc}};
+  for (const auto& [name, bit] : bits) m.attr(name) = py::int_(bit);
   m.def("figures", &figures, py::arg("ph"), py::arg("ph_x"), py::arg("cat"), py::arg("cat_kind"),
         py::arg("name"), py::arg("name_kind"), py::arg("ts"), py::arg("dur"), py::arg("ret"),
         py::arg("bytes"), py::arg("size"), py::arg("offset"), py::arg("errno"), py::arg("fh"),

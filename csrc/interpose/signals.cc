@@ -27,6 +27,9 @@ REAL_FN(sigset, sighandler_t (*)(int, sighandler_t))
 struct Handler {
   std::atomic<void*> fn{nullptr};
   std::atomic<bool> siginfo{false};  // called as sa_sigaction (three arguments)
+  // SA_SIGINFO is the trampoline's, not the program's: the kernel keeps the flags when
+  // SA_RESETHAND puts SIG_DFL back, so a read then must not show it.
+  std::atomic<bool> added_siginfo{false};
 };
 Handler g_handlers[_NSIG];
 
@@ -94,8 +97,10 @@ void adopt(int sig) {
   struct sigaction cur;
   if (real_sigaction()(sig, nullptr, &cur) != 0) return;
   void* fn = reinterpret_cast<void*>(cur.sa_sigaction);
+  if (!is_function(fn)) g_handlers[sig].added_siginfo.store(false, std::memory_order_relaxed);
   if (!is_function(fn) || fn == trampoline_ptr()) return;
   g_handlers[sig].siginfo.store((cur.sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
+  g_handlers[sig].added_siginfo.store(!(cur.sa_flags & SA_SIGINFO), std::memory_order_relaxed);
   g_handlers[sig].fn.store(fn, std::memory_order_release);
   cur.sa_sigaction = &trampoline;
   cur.sa_flags |= SA_SIGINFO;
@@ -127,6 +132,7 @@ IOT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction*
   if (!wrapped_here(sig)) return real_sigaction()(sig, act, old);
   void* before = g_handlers[sig].fn.load(std::memory_order_acquire);
   bool before_three = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
+  bool before_added = g_handlers[sig].added_siginfo.load(std::memory_order_relaxed);
   struct sigaction mine;
   const struct sigaction* use = act;
   void* fn = act ? reinterpret_cast<void*>(act->sa_sigaction) : nullptr;
@@ -137,17 +143,25 @@ IOT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction*
     use = &mine;
     // Known before the kernel can call the trampoline with it.
     g_handlers[sig].siginfo.store((act->sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
+    g_handlers[sig].added_siginfo.store(!(act->sa_flags & SA_SIGINFO), std::memory_order_relaxed);
     g_handlers[sig].fn.store(fn, std::memory_order_release);
   }
   int r = real_sigaction()(sig, use, old);
   int err = errno;
   if (r != 0 && use == &mine) {  // refused: the table as it was
     g_handlers[sig].siginfo.store(before_three, std::memory_order_relaxed);
+    g_handlers[sig].added_siginfo.store(before_added, std::memory_order_relaxed);
     g_handlers[sig].fn.store(before, std::memory_order_release);
+  } else if (r == 0 && act && use == act) {
+    g_handlers[sig].added_siginfo.store(false, std::memory_order_relaxed);  // SIG_DFL, SIG_IGN
   }
-  if (r == 0 && old && reinterpret_cast<void*>(old->sa_sigaction) == trampoline_ptr()) {
-    old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(before);
-    if (!before_three) old->sa_flags &= ~SA_SIGINFO;
+  if (r == 0 && old) {
+    if (reinterpret_cast<void*>(old->sa_sigaction) == trampoline_ptr()) {
+      old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(before);
+      if (!before_three) old->sa_flags &= ~SA_SIGINFO;
+    } else if (before_added) {
+      old->sa_flags &= ~SA_SIGINFO;  // reset by SA_RESETHAND: the flags are still ours
+    }
   }
   errno = err;
   return r;

@@ -143,7 +143,8 @@ PYBIND11_MODULE(_export, m) {
           "add_fh",
           [](iotx::PartWriter& w, const py::list& lines) {
             py::list rest;
-            int64_t taken = 0;
+            std::vector<std::pair<std::string_view, std::string_view>> pairs;
+            pairs.reserve(size_t(PyList_GET_SIZE(lines.ptr())));
             for (const py::handle& h : lines) {
               std::string_view path, hash;
               if (!PyBytes_Check(h.ptr()) ||
@@ -154,10 +155,10 @@ PYBIND11_MODULE(_export, m) {
                 rest.append(h);
                 continue;
               }
-              w.add_name(hash, path);
-              taken++;
+              pairs.emplace_back(hash, path);  // views of `lines`, alive until the return
             }
-            return py::make_tuple(rest, taken);
+            w.add_names(pairs.data(), pairs.size());
+            return py::make_tuple(rest, int64_t(pairs.size()));
           },
           py::arg("lines"),
           "The FH lines among metadata lines, read as the tracer writes them (fh_line.h), as "

@@ -142,6 +142,11 @@ class ArgLister {
   std::vector<std::string> unresolved() const;
   // A new batch: forget the codes of the last one.
   void batch() { fname_cache_[0].clear(), fname_cache_[1].clear(); }
+  // Looks the paths of a batch's fhash (dict 0) or fhash2 (1) dictionary up at once (the
+  // table's slots fetched a few codes ahead: a batch of a job that reads a million files has
+  // thousands of new ones), for dict_value; on_path(path) for each path found.
+  template <class F>
+  void resolve(const BatchView& b, int dict, F&& on_path);
 
  private:
   Arg& add() {
@@ -167,6 +172,32 @@ class ArgLister {
   std::unordered_map<std::string, bool> unresolved_;
   std::string restored_[2];  // the fhash/fhash2 texts of the args object being listed
 };
+
+template <class F>
+void ArgLister::resolve(const BatchView& b, int dict, F&& on_path) {
+  const DictCol& col = dict ? b.fhash2 : b.fhash;
+  size_t n = size_t(col.values());
+  if (!n || !names_.size()) return;
+  std::vector<std::string_view>& cache = fname_cache_[dict];
+  std::vector<uint8_t>& known = fname_known_[dict];
+  if (cache.size() < n) {
+    cache.resize(n);
+    known.assign(n, 0);
+  }
+  constexpr size_t kAhead = 8;
+  uint64_t hs[kAhead];
+  for (size_t i = 0; i < n + kAhead; i++) {
+    if (i < n) names_.prefetch(hs[i % kAhead] = str_hash(col.dict.at(int64_t(i))));
+    if (i < kAhead) continue;
+    size_t c = i - kAhead;
+    // found: as dict_value would have it; else left to dict_value (which remembers the hash
+    // as unresolved when a row uses it)
+    if (!known[c] && names_.find(col.dict.at(int64_t(c)), hs[c % kAhead], &cache[c])) {
+      known[c] = 1;
+      on_path(cache[c]);
+    }
+  }
+}
 
 // JSON helpers of both writers.
 void json_string(std::string& out, std::string_view s);  // a quoted, escaped literal

@@ -12,6 +12,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "batch_view.h"
@@ -104,6 +105,9 @@ class PartWriter {
   virtual ~PartWriter() = default;
 
   void add_name(std::string_view hash, std::string_view path) { names_.set(hash, path); }
+  void add_names(const std::pair<std::string_view, std::string_view>* pairs, size_t n) {
+    names_.set_many(pairs, n);
+  }
   // The hashes written without a path so far (no FH line for them yet).
   std::vector<std::string> unresolved() const { return lister_.unresolved(); }
   // The tids of the events written (threads are named at the end).

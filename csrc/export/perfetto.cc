@@ -3,7 +3,11 @@
 #include <string.h>
 #include <zlib.h>
 
+#include <condition_variable>
+#include <exception>
+#include <mutex>
 #include <stdexcept>
+#include <thread>
 
 #include "deflate.h"
 
@@ -120,16 +124,29 @@ int64_t RecentStarts::begin(int64_t ts, int64_t dur) {
 
 // --- the writer --------------------------------------------------------------------------------
 
+// Compresses and writes the packets: on a thread of its own once a file fills a batch (the
+// writing of the next batch overlaps the deflate of this one, on the other core; a small file's
+// one batch is compressed on the calling thread, no thread started).
 struct ProtoWriter::Z {
   z_stream s{};
   std::string buf;
   FastDeflate fast;
   int level;
-  explicit Z(int level) : level(level) {
+  FdOut& out;
+  // the thread and the one batch handed over to it
+  std::thread worker;
+  std::mutex m;
+  std::condition_variable cv;
+  Buf job;
+  bool has_job = false, done = false;
+  std::exception_ptr error;
+
+  Z(int level, FdOut& out) : level(level), out(out) {
     if (level > 0 && deflateInit(&s, level) != Z_OK)
       throw std::runtime_error("zlib: deflateInit failed");
   }
   ~Z() {
+    stop();
     if (level > 0) deflateEnd(&s);
   }
   std::string_view compress(const char* in, size_t n) {
@@ -143,10 +160,78 @@ struct ProtoWriter::Z {
     if (deflate(&s, Z_FINISH) != Z_STREAM_END) throw std::runtime_error("zlib: deflate failed");
     return std::string_view(buf.data(), buf.size() - s.avail_out);
   }
+  // One compressed_packets packet of these packets, written (or them as they are: level < 0).
+  void write(const Buf& raw) {
+    if (level < 0) {
+      out.write(raw.view().data(), raw.size());
+      return;
+    }
+    std::string_view z = compress(raw.view().data(), raw.size());
+    Buf head;
+    head.byte(T_PACKET);
+    head.varint(2 + varint_len(z.size()) + z.size());
+    head.bytes(T_COMPRESSED, 2);
+    head.varint(z.size());
+    out.write(head.view().data(), head.size());
+    out.write(z.data(), z.size());
+  }
+  // Takes raw's packets (raw is left empty, with the buffer of an earlier batch): written on
+  // the thread, in order; `async` false: here, after those handed over before.
+  void hand_over(Buf& raw, bool async) {
+    if (!async && !worker.joinable()) {
+      write(raw);
+      raw.clear();
+      return;
+    }
+    if (!worker.joinable()) {
+      job.room(raw.size() + (64 << 10));  // as big as raw's: the two are swapped
+      worker = std::thread([this] { run(); });
+    }
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return !has_job; });
+    if (error) std::rethrow_exception(error);
+    std::swap(raw, job);
+    raw.clear();
+    has_job = true;
+    cv.notify_all();
+  }
+  // Waits until what was handed over is written; rethrows its error.
+  void wait() {
+    if (!worker.joinable()) return;
+    std::unique_lock<std::mutex> l(m);
+    cv.wait(l, [&] { return !has_job; });
+    if (error) std::rethrow_exception(error);
+  }
+  void stop() {
+    if (!worker.joinable()) return;
+    {
+      std::lock_guard<std::mutex> l(m);
+      done = true;
+    }
+    cv.notify_all();
+    worker.join();
+  }
+  void run() {
+    std::unique_lock<std::mutex> l(m);
+    for (;;) {
+      cv.wait(l, [&] { return has_job || done; });
+      if (!has_job) return;
+      l.unlock();
+      try {
+        if (!error) write(job);
+      } catch (...) {
+        error = std::current_exception();  // read by the caller's thread after has_job is false
+      }
+      job.clear();
+      l.lock();
+      has_job = false;
+      cv.notify_all();
+    }
+  }
 };
 
 ProtoWriter::ProtoWriter(int fd, const ProtoParams& p)
-    : PartWriter(fd, p.pid, p.vpid - p.pid), p_(p), z_(std::make_unique<Z>(p.level)) {
+    : PartWriter(fd, p.pid, p.vpid - p.pid), p_(p), z_(std::make_unique<Z>(p.level, out_)) {
   raw_.room(p.batch_bytes + (64 << 10));
 }
 
@@ -163,12 +248,19 @@ uint64_t ProtoWriter::intern(Interner& in, std::string_view s, bool stable) {
   bool added;
   uint64_t iid = in.ids.get(s, stable, &added);
   if (!added) return iid;
-  // The entry goes in the InternedData of the sequence's next packet: the first that uses it.
-  Buf entry;
-  entry.tag(1, 0);
-  entry.varint(iid);
-  entry.ld(2, s);
-  seq_->pending[pending_index(in.field)].ld(in.field, entry.view());
+  // The entry {iid = 1; name = 2} goes in the InternedData of the sequence's next packet: the
+  // first that uses it.
+  size_t entry = 1 + varint_len(iid) + 1 + varint_len(s.size()) + s.size();
+  Buf& out = seq_->pending[pending_index(in.field)];
+  char* o = out.room(entry + 16);
+  o = put_varint(o, in.field << 3 | 2);
+  o = put_varint(o, entry);
+  *o++ = 0x08;  // iid = 1, varint
+  o = put_varint(o, iid);
+  *o++ = 0x12;  // name (str) = 2, bytes
+  o = put_varint(o, s.size());
+  memcpy(o, s.data(), s.size());
+  out.advance(o + s.size());
   seq_->has_pending = true;
   return iid;
 }
@@ -564,6 +656,12 @@ void ProtoWriter::emit_slice(Thread& t, int64_t ts, int64_t dur) {
 void ProtoWriter::encode(const BatchView& b, const int64_t* rows, size_t n,
                          const int64_t* flow_rows, const uint64_t* flow_ids, size_t n_flows) {
   batch(b);
+  // The batch's file names: looked up, and their slots in the last thread's interning fetched,
+  // ahead of the rows (cache misses on tables of a million files otherwise).
+  for (int dict = 0; dict < 2; dict++)
+    lister_.resolve(b, dict, [&](std::string_view path) {
+      if (seq_) seq_->values.ids.prefetch(str_hash(path));
+    });
   size_t f = 0;
   for (size_t k = 0; k < n; k++) {
     int64_t r = rows[k];
@@ -632,24 +730,18 @@ void ProtoWriter::thread(int64_t tid, std::string_view name) {
 }
 
 void ProtoWriter::flush() {
-  if (!raw_.size()) return;
-  if (p_.level < 0) {  // uncompressed: the packets as they are
-    out_.write(raw_.view().data(), raw_.size());
-    raw_.clear();
-    return;
-  }
-  std::string_view z = z_->compress(raw_.view().data(), raw_.size());
-  Buf head;
-  head.byte(T_PACKET);
-  head.varint(2 + varint_len(z.size()) + z.size());
-  head.bytes(T_COMPRESSED, 2);
-  head.varint(z.size());
-  out_.write(head.view().data(), head.size());
-  out_.write(z.data(), z.size());
-  raw_.clear();
+  if (raw_.size()) z_->hand_over(raw_, true);
 }
 
-void ProtoWriter::close() { flush(); }
+void ProtoWriter::finish() {
+  if (raw_.size()) z_->hand_over(raw_, false);
+  z_->wait();
+}
+
+void ProtoWriter::close() {
+  finish();
+  z_->stop();
+}
 
 // --- head and notes --------------------------------------------------------------------------
 

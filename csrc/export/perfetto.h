@@ -154,7 +154,8 @@ class ProtoWriter : public PartWriter {
   void emit(int64_t ts);  // a packet with te_ at ts, on the current sequence
   void emit_slice(Thread& t, int64_t ts, int64_t dur);
   void thread_descriptor(const Thread& t, int64_t tid, std::string_view name);
-  void flush();
+  void flush();   // hands raw_'s packets over to be compressed and written (see Z)
+  void finish();  // waits for the packets handed over: written
 
   ProtoParams p_;
   std::unordered_map<int64_t, Thread> threads_;

@@ -23,8 +23,10 @@ from __future__ import annotations
 
 import multiprocessing as mp
 import os
+import queue
 import sys
 import tempfile
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
@@ -191,8 +193,36 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
 def _pool(jobs: int):
     if jobs <= 1:
         return _SerialPool()
-    # Forked workers start with this process's imports: no start-up cost.
-    return ProcessPoolExecutor(jobs, mp_context=mp.get_context("fork"))
+    return _ForkPool(jobs)
+
+
+class _ForkPool:
+    """Forked worker processes (they start with this process's imports: no start-up cost),
+    started at the first map of two items or more, as many as it has items up to `jobs`. A map
+    of one item before (one task: a job of one big trace) runs in this process: no process
+    beside it, idle but for its copy of the interpreter's memory (forked workers all start at
+    once)."""
+
+    def __init__(self, jobs: int):
+        self.jobs = jobs
+        self.pool: ProcessPoolExecutor | None = None
+
+    def map(self, fn, items, chunksize=1):
+        items = list(items)
+        if self.pool is None:
+            if len(items) <= 1:
+                return map(fn, items)
+            self.pool = ProcessPoolExecutor(min(self.jobs, len(items)),
+                                            mp_context=mp.get_context("fork"))
+        return self.pool.map(fn, items, chunksize=chunksize)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        if self.pool is not None:
+            self.pool.shutdown()
+        return None
 
 
 class _SerialPool:
@@ -396,7 +426,7 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
     meta = _Meta(res, writer)
     damage: list = []
     try:
-        for batch in r.iter_batches(job.file.path, damage):
+        for batch in _read_ahead(r.iter_batches(job.file.path, damage)):
             meta.read(batch.meta)
             res.bad_lines += batch.bad_lines
             if not batch.rows:
@@ -420,6 +450,55 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
     res.unresolved = writer.unresolved()
     crc, size = (writer.crc, writer.size) if job.fmt != "pftrace" else (0, 0)
     return res, crc, size
+
+
+READ_AHEAD = 2  # batches decoded ahead of the writer
+
+
+def _read_ahead(batches):
+    """The items of an iterator, taken from it by a thread of their own READ_AHEAD ahead:
+    the decoding (which releases the GIL) runs beside the writing, on the other core. Its
+    exception comes where it was raised, in order; leaving early closes the iterator."""
+    q: queue.Queue = queue.Queue(READ_AHEAD)
+    stop = threading.Event()
+
+    def put(item) -> bool:
+        while not stop.is_set():
+            try:
+                q.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                pass
+        return False
+
+    def run():
+        try:
+            for item in batches:
+                if not put((True, item)):
+                    break
+            else:
+                put((False, None))
+        except BaseException as exc:  # handed over: raised in the reading thread
+            put((False, exc))
+        finally:
+            close = getattr(batches, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=run, name="iotrace-export-read", daemon=True)
+    thread.start()
+    try:
+        while True:
+            ok, item = q.get()
+            if ok:
+                yield item
+            elif item is None:
+                return
+            else:
+                raise item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _rows(cols, job: FileJob, res: FileResult) -> np.ndarray:

@@ -405,6 +405,19 @@ def test_a_handler_that_wants_the_writer_never_hangs(cprog, tmp_path, data_dir):
             assert t.ts.count("write", fname=str(out)) == 32000, f"run {i}"
 
 
+def test_a_handler_left_by_siglongjmp_is_left(cprog, tmp_path, data_dir):
+    """The trampoline marks a thread as inside a handler (no writer thread is started from
+    there); a handler left by siglongjmp is seen as left (the stack is back above its frame):
+    20,000 writes afterwards start the writer as on any thread (2 threads), all recorded."""
+    exe = cprog("parity_signals.c", name="parity_signals")
+    out = data_dir / "out"
+    p = plain([exe, "longjmp", out])
+    assert (p.returncode, p.stdout) == (0, "threads 1\n"), str(p)
+    t = traced([exe, "longjmp", out], tmp_path)
+    assert (t.returncode, t.stdout) == (0, "threads 2\n"), str(t)
+    assert t.ts.count("write", fname=str(out)) == 20000
+
+
 def test_a_jvm_runs_as_untraced(tmp_path, data_dir):
     """A JVM turns SIGSEGV into NullPointerExceptions and stack overflows into
     StackOverflowError in handlers of its own, which now run through the tracer's trampoline;

@@ -15,12 +15,16 @@
  *   parity_signals handlers          handlers set with sigaction (with and without SA_SIGINFO),
  *                                    signal, bsd_signal, sysv_signal and sigset, read back
  *                                    (the handler, the flags, what signal() returns) and run:
- *                                    prints what it saw, then the SigCgt line */
+ *                                    prints what it saw, then the SigCgt line
+ *   parity_signals longjmp FILE      a SIGUSR1 handler left by siglongjmp, then 20000 writes
+ *                                    to FILE: prints the process's thread count (1 untraced;
+ *                                    traced, the writer thread started afterwards: 2) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -217,6 +221,37 @@ static int handlers(void) {
   return status();
 }
 
+static sigjmp_buf g_jump;
+static void on_usr1_jump(int sig) {
+  (void)sig;
+  siglongjmp(g_jump, 1);
+}
+
+static int threads_now(void) {
+  FILE* f = fopen("/proc/self/status", "r");
+  char line[256];
+  int n = -1;
+  while (f && fgets(line, sizeof line, f))
+    if (!strncmp(line, "Threads:", 8)) n = atoi(line + 8);
+  if (f) fclose(f);
+  return n;
+}
+
+static int left_by_longjmp(const char* path) {
+  if (signal(SIGUSR1, on_usr1_jump) == SIG_ERR) return 3;
+  if (sigsetjmp(g_jump, 1) == 0) {
+    raise(SIGUSR1);
+    return 4; /* not reached: the handler jumps */
+  }
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) return 5;
+  for (int i = 0; i < 20000; i++)
+    if (write(fd, "x", 1) != 1) return 6;
+  close(fd);
+  printf("threads %d\n", threads_now());
+  return 0;
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) return 2;
   const char* mode = argv[1];
@@ -224,6 +259,7 @@ int main(int argc, char** argv) {
   if (strcmp(mode, "status") == 0) return status();
   if (strcmp(mode, "handlers") == 0) return handlers();
   if (argc < 3) return 2;
+  if (strcmp(mode, "longjmp") == 0) return left_by_longjmp(argv[2]);
   if (strcmp(mode, "vfork") == 0 && argc > 3) return vfork_wait(argv[2], atoi(argv[3]));
   if (strcmp(mode, "init") == 0) return init(argv[2]);
   if (strcmp(mode, "raise") == 0) return raise_term(argv[2]);

@@ -173,3 +173,45 @@ def test_counters_plot_in_chromium(tmp_path):
     # drawn: CPU % and RSS of each process, loss and step; I/O bytes and open files in the legend
     assert plot["drawn"] == 3 * 2 + 2
     assert plot["height"] > 3 * 200  # a panel per process and one for train
+
+
+# one file per sample: 2000 files of 1 KiB (written before tracing), each opened and read whole once
+PER_SAMPLE = """
+import os, sys
+d = sys.argv[1]
+for name in sorted(os.listdir(d)):
+    with open(os.path.join(d, name), "rb") as f:
+        f.read()
+"""
+
+
+def test_file_per_sample_evidence_on_the_page(tmp_path):
+    """The metadata-heavy finding's file-per-sample evidence (its files, opens, reads, time and
+    bytes per open: insights.Evidence's note) is on the page as the text report prints it, with
+    the figures of summary.json."""
+    from iotrace_analyzer import insights, report
+
+    data = tmp_path / "samples"
+    data.mkdir()
+    for k in range(2000):
+        (data / f"s{k:05d}.bin").write_bytes(bytes([k % 256]) * 1024)
+    traces = traced(tmp_path, "traces", sys.executable, "-c", PER_SAMPLE, str(data))
+    S = analyzed(traces, str(tmp_path / "out"))
+    (f,) = [f for f in S["findings"] if f["id"] == "metadata-heavy"]
+    fps = f["evidence"]["file_per_sample"]
+    assert fps["files"] == fps["opens"] == 2000 and fps["mean_bytes_per_open"] == 1024.0
+    ev = insights.Evidence.of_finding(f)
+    assert ev.to_json() == f["evidence"]  # the structure is summary.json's, key for key
+    (note,) = [n for n in ev.notes if n.label == "file per sample"]
+    line = report.note(note)
+    assert line.startswith("file per sample: files 2000, opens 2000, reads ") and "time " in line
+    shot = str(tmp_path / "per-sample.png")
+    page = open_page(str(tmp_path / "out" / "report.html"), shot)
+    _check_page(page, shot)
+    card = " ".join(page["finding_text"][page["findings"].index("metadata-heavy")].split())
+    assert line in card, (line, card)
+    # and every other line the text report prints of the finding
+    _key, rows, notes = report.evidence(f)
+    for text in rows[:5] + notes:
+        assert " ".join(text.split()) in card, text
+    assert line in report.findings_text(S)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow.compute as pc
@@ -191,8 +193,10 @@ def _costs(S, T, time_us) -> bool:
 
 
 def _finding(rid, severity, title, value, threshold, evidence, advice) -> dict:
+    """A finding as summary.json holds it; its evidence is what Evidence.of reads (and writes
+    back: the JSON form is the structure's, whatever order the rule built its dict in)."""
     return dict(id=rid, severity=severity, title=title, value=round(float(value), 6),
-                threshold=threshold, evidence=evidence, advice=advice)
+                threshold=threshold, evidence=Evidence.of(evidence).to_json(), advice=advice)
 
 
 def _file_ev(r: dict, **extra) -> dict:
@@ -209,6 +213,168 @@ def _skip(D, F: FileTable) -> np.ndarray:
     """The files of metadata-heavy's file-per-sample pattern, as a mask of F's rows."""
     m = D.get("per_sample")
     return m if m is not None and len(m) == len(F) else np.zeros(len(F), bool)
+
+
+# --------------------------------------------------------------------------- the evidence
+# One structure per finding that every output renders: summary.json writes it (to_json, the
+# pinned form), the text report and the report page draw its rows and notes (report.evidence).
+# What a key is (its unit, which list is shown row by row, which groups are notes) is said here
+# once, beside the rules that write the keys.
+
+ROW_LISTS = ("files", "processes", "loaders", "windows", "calls")  # the first non-empty one is shown row by row
+NOTES = (("file_per_sample", "file per sample"), ("use", "reading the data"), ("create", "creating the data"),
+         ("workers", "its workers"))  # groups shown as a line each, in this order
+NAME_KEYS = ("file", "pid", "host", "name")  # what a row is about, not a figure of it
+BYTE_KEYS = ("extent", "read_extent")  # bytes beside every key starting with "bytes"
+
+
+def unit(key: str) -> str:
+    """An evidence key's unit: "us" (a duration in microseconds: a key ending in _us), "bytes",
+    or "" (a count, a share, a name: shown as it is)."""
+    if key.endswith("_us"):
+        return "us"
+    return "bytes" if key.startswith("bytes") or key in BYTE_KEYS else ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    """One figure: its key in summary.json, the label the reports print, its value and unit."""
+    key: str
+    label: str
+    value: Any
+    unit: str
+
+    @classmethod
+    def of(cls, key: str, value) -> Figure:
+        return cls(key, key.replace("_us", ""), value, unit(key))
+
+    @property
+    def shown(self) -> bool:
+        """Printed in a row's line: a figure, not a name, a missing value or a nested list."""
+        return self.key not in NAME_KEYS and self.value is not None and not isinstance(self.value, (list, dict))
+
+
+@dataclass(frozen=True)
+class Item:
+    """A row of evidence (a file, a process, a call, a loader, a time window) or a group of
+    figures (the file-per-sample pattern, the workers): its figures in summary.json's order."""
+    figures: tuple[Figure, ...]
+
+    @classmethod
+    def of(cls, d: dict) -> Item:
+        return cls(tuple(Figure.of(k, v) for k, v in d.items()))
+
+    def get(self, key: str, default=None):
+        return next((f.value for f in self.figures if f.key == key), default)
+
+    @property
+    def file(self) -> str | None:
+        return self.get("file")
+
+    @property
+    def process(self) -> tuple[str | None, int] | None:
+        """(host, pid) when the row is about a process."""
+        keys = {f.key for f in self.figures}
+        return (self.get("host"), self.get("pid")) if "pid" in keys else None
+
+    @property
+    def name(self) -> str:
+        """What the row is about: its file, else its process (pid N), else its name."""
+        keys = {f.key for f in self.figures}
+        return self.file or (f"pid {self.get('pid')}" if "pid" in keys else self.get("name", ""))
+
+    def to_json(self) -> dict:
+        return {f.key: f.value for f in self.figures}
+
+
+@dataclass(frozen=True)
+class Group:
+    """A key of the evidence holding one group of figures (file_per_sample, use, workers...)."""
+    key: str
+    item: Item
+
+    def to_json(self) -> dict:
+        return self.item.to_json()
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A key of the evidence holding a list of rows (files, processes, calls...)."""
+    key: str
+    items: tuple[Item, ...]
+
+    def to_json(self) -> list:
+        return [i.to_json() for i in self.items]
+
+
+@dataclass(frozen=True)
+class Note:
+    """A line beside the rows: a group's figures under its label, or (item None) the cost as a
+    share of the processes' wall time."""
+    label: str
+    item: Item | None = None
+    share_of_wall: float | None = None
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """A finding's evidence: every key as summary.json writes it, in its order (scalars as
+    Figures, dicts as Groups, lists of dicts as Rows); `rows` and `notes` are what the text
+    report and the page show of it."""
+    entries: tuple[Figure | Group | Rows, ...]
+
+    @classmethod
+    def of(cls, ev: dict | Evidence) -> Evidence:
+        """The structure of a finding's evidence dict (a rule's, or summary.json's read back)."""
+        if isinstance(ev, Evidence):
+            return ev
+        out = []
+        for k, v in ev.items():
+            if isinstance(v, dict):
+                out.append(Group(k, Item.of(v)))
+            elif isinstance(v, list) and v and all(isinstance(r, dict) for r in v):
+                out.append(Rows(k, tuple(Item.of(r) for r in v)))
+            else:
+                out.append(Figure.of(k, v))
+        return cls(tuple(out))
+
+    @classmethod
+    def of_finding(cls, f: dict) -> Evidence:
+        return cls.of(f["evidence"])
+
+    def to_json(self) -> dict:
+        return {e.key: e.to_json() if isinstance(e, (Group, Rows)) else e.value for e in self.entries}
+
+    def entry(self, key: str):
+        return next((e for e in self.entries if e.key == key), None)
+
+    @property
+    def rows(self) -> Rows | None:
+        """The list shown row by row: the first of ROW_LISTS that has rows."""
+        for k in ROW_LISTS:
+            e = self.entry(k)
+            if isinstance(e, Rows) and e.items:
+                return e
+        return None
+
+    @property
+    def notes(self) -> list[Note]:
+        """The lines beside the rows: the groups of NOTES (the data's reading and creation when
+        they have files), then the cost."""
+        out = []
+        for k, label in NOTES:
+            e = self.entry(k)
+            if isinstance(e, Group) and (k not in ("use", "create") or e.item.get("files")):
+                out.append(Note(label, e.item))
+        e = self.entry("share_of_wall")
+        if isinstance(e, Figure) and isinstance(e.value, (int, float)):
+            out.append(Note("cost", None, e.value))
+        return out
+
+    @property
+    def figures(self) -> list[Figure]:
+        """The finding's own figures (neither rows nor groups)."""
+        return [e for e in self.entries if isinstance(e, Figure)]
 
 
 # --------------------------------------------------------------------------- the rules

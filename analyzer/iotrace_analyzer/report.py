@@ -8,7 +8,7 @@ import os
 
 import orjson
 
-from . import units
+from . import insights, units
 
 
 def _figure(v) -> str:
@@ -37,41 +37,36 @@ def findings_text(S: dict) -> str:
 
 
 def evidence(f: dict) -> tuple[str | None, list[str], list[str]]:
-    """A finding's evidence as every output shows it: the name of its list of rows (files,
-    processes...), each row in a line, then the lines of what else it holds (the
-    file-per-sample pattern, the data's reading and creation apart, the workers a loop waits
-    for, the cost)."""
-    ev = f["evidence"]
-    key, rows = None, []
-    for k in ("files", "processes", "loaders", "windows", "calls"):
-        if isinstance(ev.get(k), list) and ev[k]:
-            key, rows = k, [_brief(r) for r in ev[k]]
-            break
-    notes = []
-    if isinstance(ev.get("file_per_sample"), dict):
-        notes.append("file per sample: " + _brief(ev["file_per_sample"]))
-    for k, label in (("use", "reading the data"), ("create", "creating the data")):
-        if isinstance(ev.get(k), dict) and ev[k].get("files"):
-            notes.append(f"{label}: " + _brief(ev[k]))
-    if isinstance(ev.get("workers"), dict):
-        notes.append("its workers: " + _brief(ev["workers"]))
-    if isinstance(ev.get("share_of_wall"), (int, float)):
-        notes.append(f"costs {100 * ev['share_of_wall']:.1f}% of the processes' wall time")
-    return key, rows, notes
+    """A finding's evidence as the text report and the page show it (insights.Evidence, the
+    structure summary.json writes): the name of its list of rows (files, processes...), each
+    row in a line, then the lines of its notes (the file-per-sample pattern, the data's reading
+    and creation apart, the workers a loop waits for, the cost)."""
+    ev = insights.Evidence.of_finding(f)
+    rows = ev.rows
+    return (rows.key if rows else None, [brief(r) for r in rows.items] if rows else [],
+            [note(n) for n in ev.notes])
 
 
-def _brief(r: dict) -> str:
+def note(n: insights.Note) -> str:
+    """A note's line: its label and figures, or the cost."""
+    if n.item is None:
+        return f"costs {100 * n.share_of_wall:.1f}% of the processes' wall time"
+    return f"{n.label}: " + brief(n.item)
+
+
+def value(fig: insights.Figure) -> str:
+    """A figure's value in its unit: a duration, a size, or as it is."""
+    if fig.unit == "us":
+        return units.duration(fig.value)
+    if fig.unit == "bytes":
+        return units.size(fig.value)
+    return f"{fig.value}"
+
+
+def brief(r: insights.Item) -> str:
     """One evidence row in a line: its name, then its counts, bytes and times."""
-    name = r.get("file") or (f"pid {r['pid']}" if "pid" in r else r.get("name", ""))
-    bits = []
-    for k, v in r.items():
-        if k in ("file", "pid", "host", "name") or v is None or isinstance(v, (list, dict)):
-            continue
-        if k.endswith("_us"):
-            v = units.duration(v)
-        elif k.startswith("bytes") or k in ("extent", "read_extent"):
-            v = units.size(v)
-        bits.append(f"{k.replace('_us', '')} {v}")
+    bits = [f"{fig.label} {value(fig)}" for fig in r.figures if fig.shown]
+    name = r.name
     return f"{name} ({', '.join(bits)})" if name else ", ".join(bits)
 
 

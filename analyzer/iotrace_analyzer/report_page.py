@@ -412,7 +412,8 @@ def _short(path: str, keep: int = 48) -> str:
 
 
 def _evidence(f: dict) -> list[str]:
-    """The same evidence as the text report's (report.evidence), five rows shown."""
+    """The same evidence as the text report's (report.evidence: insights.Evidence's rows and notes, the
+    structure summary.json writes), five rows shown."""
     _key, rows, notes = report.evidence(f)
     return rows[:5] + ([f"... {len(rows) - 5} more"] if len(rows) > 5 else []) + notes
 

@@ -221,7 +221,9 @@ def _skip(D, F: FileTable) -> np.ndarray:
 # What a key is (its unit, which list is shown row by row, which groups are notes) is said here
 # once, beside the rules that write the keys.
 
-ROW_LISTS = ("files", "processes", "loaders", "windows", "calls")  # the first non-empty one is shown row by row
+# the first of these that holds rows is shown row by row (software-loading's files are `top`: its
+# `files` is their count)
+ROW_LISTS = ("files", "processes", "loaders", "windows", "calls", "top")
 NOTES = (("file_per_sample", "file per sample"), ("use", "reading the data"), ("create", "creating the data"),
          ("workers", "its workers"))  # groups shown as a line each, in this order
 NAME_KEYS = ("file", "pid", "host", "name")  # what a row is about, not a figure of it

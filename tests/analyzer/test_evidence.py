@@ -58,3 +58,14 @@ def test_a_row_is_about_a_file_a_process_or_a_name(row, name):
     item = insights.Item.of(row)
     assert item.name == name
     assert item.process == ((row["host"], row["pid"]) if "pid" in row else None)
+
+
+def test_software_loading_shows_its_files():
+    """software-loading's files are its `top` list (its `files` is their count): the text
+    report and the page print them as rows, as every other rule's files."""
+    (f,) = [f for name, f in pinned_findings() if f["id"] == "software-loading"]
+    assert isinstance(f["evidence"]["files"], int) and f["evidence"]["top"]
+    key, rows, _notes = report.evidence(f)
+    assert key == "top" and len(rows) == len(f["evidence"]["top"])
+    assert rows[0].startswith(f["evidence"]["top"][0]["file"] + " (processes ")
+    assert f"    top: {rows[0]}; " in report.findings_text(dict(findings=[f]))

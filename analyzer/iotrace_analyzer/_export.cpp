@@ -202,14 +202,18 @@ PYBIND11_MODULE(_export, m) {
   py::class_<iotx::ProtoWriter, iotx::PartWriter>(m, "ProtoWriter",
                                                   "A packet sequence of TrackEvents")
       .def(py::init([](int fd, uint32_t seq, int64_t vpid, int64_t pid, uint64_t sort_index,
-                       uint64_t file_index, int level, size_t batch_bytes) {
+                       uint64_t file_index, int level, size_t batch_bytes, bool deflate_thread) {
              iotx::ProtoParams p;
              p.seq = seq, p.vpid = vpid, p.pid = pid, p.sort_index = sort_index;
              p.file_index = file_index, p.level = level, p.batch_bytes = batch_bytes;
+             p.deflate_thread = deflate_thread;
              return std::make_unique<iotx::ProtoWriter>(fd, p);
            }),
            py::arg("fd"), py::arg("seq"), py::arg("vpid"), py::arg("pid"), py::arg("sort_index"),
-           py::arg("file_index"), py::arg("level") = 0, py::arg("batch_bytes") = 256 << 10);
+           py::arg("file_index"), py::arg("level") = 0, py::arg("batch_bytes") = 256 << 10,
+           py::arg("deflate_thread") = false,
+           "deflate_thread: the packets are compressed and written by a thread of their own "
+           "(once the file fills a batch), beside the writing");
 
   py::class_<iotx::JsonWriter, iotx::PartWriter>(m, "JsonWriter", "Chrome JSON event lines")
       .def(py::init<int, int64_t, int64_t, int>(), py::arg("fd"), py::arg("vpid"), py::arg("pid"),

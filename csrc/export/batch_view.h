@@ -187,15 +187,16 @@ void ArgLister::resolve(const BatchView& b, int dict, F&& on_path) {
   constexpr size_t kAhead = 8;
   uint64_t hs[kAhead];
   for (size_t i = 0; i < n + kAhead; i++) {
-    if (i < n) names_.prefetch(hs[i % kAhead] = str_hash(col.dict.at(int64_t(i))));
-    if (i < kAhead) continue;
-    size_t c = i - kAhead;
-    // found: as dict_value would have it; else left to dict_value (which remembers the hash
-    // as unresolved when a row uses it)
-    if (!known[c] && names_.find(col.dict.at(int64_t(c)), hs[c % kAhead], &cache[c])) {
-      known[c] = 1;
-      on_path(cache[c]);
+    if (i >= kAhead) {  // the code whose slot was fetched kAhead codes ago
+      size_t c = i - kAhead;
+      // found: as dict_value would have it; else left to dict_value (which remembers the hash
+      // as unresolved when a row uses it)
+      if (!known[c] && names_.find(col.dict.at(int64_t(c)), hs[c % kAhead], &cache[c])) {
+        known[c] = 1;
+        on_path(cache[c]);
+      }
     }
+    if (i < n) names_.prefetch(hs[i % kAhead] = str_hash(col.dict.at(int64_t(i))));
   }
 }
 

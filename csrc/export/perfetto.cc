@@ -124,9 +124,10 @@ int64_t RecentStarts::begin(int64_t ts, int64_t dur) {
 
 // --- the writer --------------------------------------------------------------------------------
 
-// Compresses and writes the packets: on a thread of its own once a file fills a batch (the
-// writing of the next batch overlaps the deflate of this one, on the other core; a small file's
-// one batch is compressed on the calling thread, no thread started).
+// Compresses and writes the packets: with ProtoParams::deflate_thread, on a thread of its own
+// once a file fills a batch (the writing of the next batch overlaps the deflate of this one, on
+// the other core; a small file's one batch is compressed on the calling thread, no thread
+// started).
 struct ProtoWriter::Z {
   z_stream s{};
   std::string buf;
@@ -730,7 +731,7 @@ void ProtoWriter::thread(int64_t tid, std::string_view name) {
 }
 
 void ProtoWriter::flush() {
-  if (raw_.size()) z_->hand_over(raw_, true);
+  if (raw_.size()) z_->hand_over(raw_, p_.deflate_thread);
 }
 
 void ProtoWriter::finish() {

@@ -71,6 +71,7 @@ struct ProtoParams {
   uint64_t file_index = 0;  // the file's number (counter uuids)
   int level = 0;  // zlib level of compressed_packets; 0: FastDeflate (deflate.h); -1: none
   size_t batch_bytes = 256 << 10;  // packet bytes per compressed_packets
+  bool deflate_thread = false;     // compressed (and written) by a thread beside the writing
 };
 
 // The slices last written on one thread (start, duration), for the 1 ns rule: a ring of the

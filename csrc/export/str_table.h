@@ -226,9 +226,12 @@ class FileNames {
     uint64_t hs[kAhead];
     if ((n_ + n) * 4 > slots_.size() * 3) reserve(n_ + n);
     for (size_t i = 0; i < n + kAhead; i++) {
+      if (i >= kAhead) {  // the pair whose slot was fetched kAhead pairs ago (before its hash's
+                          // place in the ring is taken)
+        size_t j = i - kAhead;
+        set(pairs[j].first, hs[j % kAhead], pairs[j].second);
+      }
       if (i < n) prefetch(hs[i % kAhead] = str_hash(pairs[i].first));
-      if (i >= kAhead)
-        set(pairs[i - kAhead].first, hs[(i - kAhead) % kAhead], pairs[i - kAhead].second);
     }
   }
   // The path of a hash; false when no FH line named it.

@@ -78,6 +78,10 @@ class Task:
     jobs: list[FileJob]
     part_path: str
     fnames: dict[str, str] = field(default_factory=dict)  # names from other files
+    # the job's only task, run in the export's own process with the other core free: its file
+    # read ahead and its packets deflated by threads beside the writing (in forked workers,
+    # which keep the cores busy, they only add memory)
+    threads: bool = False
 
 
 @dataclass
@@ -169,6 +173,8 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
         with tempfile.TemporaryDirectory(prefix="iotrace-export-",
                                          dir=os.path.dirname(os.path.abspath(output))) as tmp:
             tasks = _tasks(_plan(procs, fmt, filt, cutoff), tmp)
+            if len(tasks) == 1 and jobs > 1:
+                tasks[0].threads = True
             results = list(pool.map(export_task, tasks))
             again = _with_job_names(tasks, results, pool)
             for i, res in zip(again, pool.map(export_task, [tasks[i] for i in again])):
@@ -400,15 +406,17 @@ def export_task(task: Task) -> TaskResult:
     out = TaskResult([])
     with open(task.part_path, "wb") as f:
         for job in task.jobs:
-            res, crc, size = export_file(job, f.fileno(), task.fnames)
+            res, crc, size = export_file(job, f.fileno(), task.fnames, task.threads)
             out.files.append(res)
             out.crc = _export.crc32_combine(out.crc, crc, size)
             out.size += size
     return out
 
 
-def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResult, int, int]:
-    """One file's events, written to fd: (what was written, CRC-32 and length of its JSON text)."""
+def export_file(job: FileJob, fd: int, fnames: dict[str, str],
+                threads: bool = False) -> tuple[FileResult, int, int]:
+    """One file's events, written to fd: (what was written, CRC-32 and length of its JSON text).
+    threads: read ahead, and deflate the .pftrace packets, on threads of their own."""
     res = FileResult()
     r = reader()
     proc = job.proc
@@ -416,7 +424,8 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
         # a sequence per thread: the file's first 8 numbered from its own base
         writer = _export.ProtoWriter(fd, seq=job.file.index * 8 + 1, vpid=proc.vpid, pid=proc.pid,
                                      sort_index=proc.sort_index, file_index=job.file.index,
-                                     level=PFTRACE_LEVEL, batch_bytes=BATCH_BYTES)
+                                     level=PFTRACE_LEVEL, batch_bytes=BATCH_BYTES,
+                                     deflate_thread=threads)
     else:
         writer = _export.JsonWriter(fd, proc.vpid, proc.pid,
                                     JSON_LEVEL if job.fmt == "json.gz" else -1)
@@ -426,7 +435,8 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
     meta = _Meta(res, writer)
     damage: list = []
     try:
-        for batch in _read_ahead(r.iter_batches(job.file.path, damage)):
+        batches = r.iter_batches(job.file.path, damage)
+        for batch in _read_ahead(batches) if threads else batches:
             meta.read(batch.meta)
             res.bad_lines += batch.bad_lines
             if not batch.rows:
@@ -452,7 +462,7 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str]) -> tuple[FileResu
     return res, crc, size
 
 
-READ_AHEAD = 2  # batches decoded ahead of the writer
+READ_AHEAD = 1  # batches decoded ahead of the writer (besides the one being decoded)
 
 
 def _read_ahead(batches):

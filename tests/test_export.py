@@ -15,6 +15,7 @@ import struct
 import zlib
 from decimal import ROUND_HALF_UP, Decimal
 
+import numpy as np
 import pytest
 
 import perfetto_job
@@ -898,3 +899,49 @@ def test_json_holds_what_the_pftrace_holds(real_jobs, tmp_path):
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
              if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == got["threads"]
+
+
+@pytest.mark.parametrize("threads", [False, True])
+def test_a_batch_of_many_new_file_names(tmp_path, threads):
+    """A batch naming thousands of files in its FH lines (a job that reads a million), used in
+    another order: every name is found (the writers look them up a few ahead), none left for
+    the names of other files, and each path is interned once."""
+    from iotrace_format import _native
+
+    from iotrace_analyzer import _export
+
+    n = 3000
+    lines = []
+    for i in range(n):
+        lines.append(b'{"ph":"M","name":"FH","pid":7,"tid":7,"args":{"name":"/data/d%d/f%07d.bin",'
+                     b'"value":"%016x"}}' % (i % 10, i, i * 0x9E3779B97F4A7C15 % 2**64))
+    for k in range(n):  # used in another order than named
+        i = k * 7 % n
+        for call in (b"open", b"read"):
+            lines.append(b'{"ph":"X","name":"%s","cat":"posix","pid":7,"tid":7,"ts":%d.0,"dur":1.0,'
+                         b'"args":{"fhash":"%016x","ret":0}}'
+                         % (call, 10 * k + (5 if call == b"read" else 0),
+                            i * 0x9E3779B97F4A7C15 % 2**64))
+    batch = _native.scan_json(b"\n".join(lines) + b"\n")
+    out = tmp_path / "part.pftrace"
+    with open(out, "wb") as f:
+        w = _export.ProtoWriter(f.fileno(), seq=1, vpid=7, pid=7, sort_index=0, file_index=0,
+                                batch_bytes=4096, deflate_thread=threads)
+        rest, taken = w.add_fh(batch.meta)
+        assert (rest, taken) == ([], n)
+        cols = _export.Columns(batch)
+        w.encode(cols, np.arange(cols.rows, dtype=np.int64), np.zeros(0, np.int64),
+                 np.zeros(0, np.uint64))
+        w.close()
+        assert w.unresolved() == []
+    got = decoded_pftrace(str(out))
+    assert len(got["slices"]) == 2 * n
+    assert {s["args"]["fname"] for s in got["slices"]} == {
+        f"/data/d{i % 10}/f{i:07d}.bin" for i in range(n)}
+    interned = collections.Counter()
+    for packet in _packets(out.read_bytes()):
+        for f, v in _fields(packet):
+            if f == 12:
+                interned.update(val for kind, entry in _fields(v) if kind == 29
+                                for k, val in _fields(entry) if k == 2)
+    assert len(interned) == n and set(interned.values()) == {1}

@@ -488,7 +488,7 @@ def _read_ahead(batches):
                     break
             else:
                 put((False, None))
-        except BaseException as exc:  # handed over: raised in the reading thread
+        except BaseException as exc:  # handed over: raised where the items are taken
             put((False, exc))
         finally:
             close = getattr(batches, "close", None)

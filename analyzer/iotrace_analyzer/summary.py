@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from iotrace_format import calls, calls_of
+from iotrace_format import calls, calls_of, rank_of
 
 from . import _kernels, activity, counters, file_class, files, keys, training, units
 from .activity import ActivityPart, Samples, binned
@@ -120,7 +120,7 @@ class ProcState:
         start = min(info.get("mono_ns", self.first), self.first)
         end = max(info.get("end_mono_ns", self.last), self.last)
         wall = int(end - start) if self.events else 0
-        return dict(host=self.host, pid=self.pid, role=info.get("role"),
+        return dict(host=self.host, pid=self.pid, rank=rank_of(info.get("ranks")), role=info.get("role"),
                     parent_pid=info.get("parent_pid"), worker_id=info.get("worker_id"),
                     cmdline=info.get("cmdline"), end_reason=info.get("end_reason"),
                     wall_from="records" if "end_mono_ns" in info else "events",

@@ -18,6 +18,22 @@ COLUMNS = _native.COLUMNS
 # what an `iotrace_process_info` event may change of its process after the file opened
 # (docs/trace-format.md)
 PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id")
+# The variables of a process's `ranks` record (docs/trace-format.md) that give its rank, in
+# order of preference: torchrun's, then Open MPI's, MPICH/PMI's and Slurm's.
+RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+
+
+def rank_of(ranks) -> int | None:
+    """A process's rank from its `ranks` record (None when no variable gives one)."""
+    if not isinstance(ranks, dict):
+        return None
+    for var in RANK_VARIABLES:
+        if var in ranks:
+            try:
+                return int(ranks[var])
+            except (TypeError, ValueError):
+                continue
+    return None
 
 
 @cache

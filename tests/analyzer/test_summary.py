@@ -301,3 +301,16 @@ def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monke
     assert [(r["ts_ns"], r["name"], r["cat"], r["offset"], r["fname"]) for r in rows[1]] == \
         [(1500 * US, "mystery", None, None, None), (1600 * US, "read", "posix", 10, "/data/c"),
          (1000 * US, "read", "posix", 0, "/data/c")]
+
+
+def test_a_process_rank_is_a_field_of_its_own():
+    """A process's rank, from the `ranks` record the tracer writes (docs/trace-format.md), is a
+    field of summary.json's processes (None when no variable gives one): the launcher's
+    variables in order of preference, a value that is no number passed over."""
+    from iotrace_format import rank_of
+
+    assert rank_of({"RANK": "1", "SLURM_PROCID": "7"}) == 1
+    assert rank_of({"OMPI_COMM_WORLD_RANK": "3", "LOCAL_RANK": "0"}) == 3
+    assert rank_of({"PMI_RANK": "x", "SLURM_PROCID": "12"}) == 12
+    assert rank_of({"LOCAL_RANK": "0", "WORLD_SIZE": "4"}) is None
+    assert rank_of(None) is None and rank_of({}) is None

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-# Rank variables in order of preference (trace-format.md, `ranks`).
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+from iotrace_format import rank_of
+
 # Linux pids stay below 2**22 (pid_max); with several hosts, the host's index
 # goes above that so that equal pids on two hosts stay two processes.
 PID_BITS = 22
@@ -59,14 +59,7 @@ class Proc:
 
     @property
     def rank(self) -> int | None:
-        ranks = self.info.get("ranks") or {}
-        for var in RANK_VARIABLES:
-            if var in ranks:
-                try:
-                    return int(ranks[var])
-                except (TypeError, ValueError):
-                    continue
-        return None
+        return rank_of(self.info.get("ranks"))
 
     @property
     def start_ns(self) -> int | None:

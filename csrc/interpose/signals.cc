@@ -33,6 +33,27 @@ struct Handler {
 };
 Handler g_handlers[_NSIG];
 
+// What the table says of a signal, copied (to put back, or to answer with).
+struct Known {
+  void* fn;
+  bool siginfo, added_siginfo;
+};
+Known known(int sig) {
+  const Handler& h = g_handlers[sig];
+  return Known{h.fn.load(std::memory_order_acquire), h.siginfo.load(std::memory_order_relaxed),
+               h.added_siginfo.load(std::memory_order_relaxed)};
+}
+// The program's handler and how to call it: the flags first, so that the trampoline never
+// calls a new handler the way of the one before it.
+void remember(int sig, Known k) {
+  g_handlers[sig].siginfo.store(k.siginfo, std::memory_order_relaxed);
+  g_handlers[sig].added_siginfo.store(k.added_siginfo, std::memory_order_relaxed);
+  g_handlers[sig].fn.store(k.fn, std::memory_order_release);
+}
+void remember(int sig, void* fn, int flags) {
+  remember(sig, Known{fn, (flags & SA_SIGINFO) != 0, !(flags & SA_SIGINFO)});
+}
+
 void call(void* fn, bool three, int sig, siginfo_t* info, void* uc) {
   if (three)
     reinterpret_cast<void (*)(int, siginfo_t*, void*)>(fn)(sig, info, uc);
@@ -99,18 +120,10 @@ void adopt(int sig) {
   void* fn = reinterpret_cast<void*>(cur.sa_sigaction);
   if (!is_function(fn)) g_handlers[sig].added_siginfo.store(false, std::memory_order_relaxed);
   if (!is_function(fn) || fn == trampoline_ptr()) return;
-  g_handlers[sig].siginfo.store((cur.sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
-  g_handlers[sig].added_siginfo.store(!(cur.sa_flags & SA_SIGINFO), std::memory_order_relaxed);
-  g_handlers[sig].fn.store(fn, std::memory_order_release);
+  remember(sig, fn, cur.sa_flags);
   cur.sa_sigaction = &trampoline;
   cur.sa_flags |= SA_SIGINFO;
   real_sigaction()(sig, &cur, nullptr);
-}
-
-// The previous handler that signal() and friends return, as the program knows it.
-sighandler_t as_program_knows(int sig, sighandler_t h, void* before) {
-  return reinterpret_cast<void*>(h) == trampoline_ptr() ? reinterpret_cast<sighandler_t>(before)
-                                                        : h;
 }
 
 template <class Real>
@@ -124,15 +137,15 @@ sighandler_t signal_like(Real real, int sig, sighandler_t h) {
     return r;
   }
   adopt(sig);
-  return as_program_knows(sig, r, before);
+  // The previous handler, as the program knows it.
+  return reinterpret_cast<void*>(r) == trampoline_ptr() ? reinterpret_cast<sighandler_t>(before)
+                                                        : r;
 }
 }  // namespace
 
 IOT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction* old) {
   if (!wrapped_here(sig)) return real_sigaction()(sig, act, old);
-  void* before = g_handlers[sig].fn.load(std::memory_order_acquire);
-  bool before_three = g_handlers[sig].siginfo.load(std::memory_order_relaxed);
-  bool before_added = g_handlers[sig].added_siginfo.load(std::memory_order_relaxed);
+  const Known before = known(sig);
   struct sigaction mine;
   const struct sigaction* use = act;
   void* fn = act ? reinterpret_cast<void*>(act->sa_sigaction) : nullptr;
@@ -141,25 +154,19 @@ IOT_EXPORT int sigaction(int sig, const struct sigaction* act, struct sigaction*
     mine.sa_sigaction = &trampoline;
     mine.sa_flags |= SA_SIGINFO;
     use = &mine;
-    // Known before the kernel can call the trampoline with it.
-    g_handlers[sig].siginfo.store((act->sa_flags & SA_SIGINFO) != 0, std::memory_order_relaxed);
-    g_handlers[sig].added_siginfo.store(!(act->sa_flags & SA_SIGINFO), std::memory_order_relaxed);
-    g_handlers[sig].fn.store(fn, std::memory_order_release);
+    remember(sig, fn, act->sa_flags);  // known before the kernel can call the trampoline
   }
   int r = real_sigaction()(sig, use, old);
   int err = errno;
-  if (r != 0 && use == &mine) {  // refused: the table as it was
-    g_handlers[sig].siginfo.store(before_three, std::memory_order_relaxed);
-    g_handlers[sig].added_siginfo.store(before_added, std::memory_order_relaxed);
-    g_handlers[sig].fn.store(before, std::memory_order_release);
-  } else if (r == 0 && act && use == act) {
+  if (r != 0 && use == &mine)
+    remember(sig, before);  // refused: the table as it was
+  else if (r == 0 && act && use == act)
     g_handlers[sig].added_siginfo.store(false, std::memory_order_relaxed);  // SIG_DFL, SIG_IGN
-  }
   if (r == 0 && old) {
     if (reinterpret_cast<void*>(old->sa_sigaction) == trampoline_ptr()) {
-      old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(before);
-      if (!before_three) old->sa_flags &= ~SA_SIGINFO;
-    } else if (before_added) {
+      old->sa_sigaction = reinterpret_cast<void (*)(int, siginfo_t*, void*)>(before.fn);
+      if (!before.siginfo) old->sa_flags &= ~SA_SIGINFO;
+    } else if (before.added_siginfo) {
       old->sa_flags &= ~SA_SIGINFO;  // reset by SA_RESETHAND: the flags are still ours
     }
   }

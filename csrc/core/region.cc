@@ -139,10 +139,8 @@ bool fallocate_segment(uint64_t off, uint64_t size) {
   return ok;
 }
 
-// The blocks of a chunk about to be handed out (or carved as a spare), at `at` in the last
-// segment: false, none to be had. Had 64 KiB ahead at a time: a thousand threads starting at
-// once then make a few dozen calls for them, not a thousand (each takes the address space's
-// lock that their stacks' mappings need too).
+// The blocks of a spare chunk carved from the end of a segment, at `at` in it, under the lock
+// (once per segment): false, none to be had. Had 64 KiB ahead.
 bool chunk_ready(uint64_t at, uint64_t bytes) {
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   if (g.anon || g.seg_ready[n - 1] || at + bytes <= g.seg_populated) return true;
@@ -223,9 +221,18 @@ void note_free_space(const struct statfs& fs) {
   g.half_free.store(uint64_t(fs.f_bavail) * uint64_t(fs.f_bsize) / 2, std::memory_order_relaxed);
 }
 
+void chunk_init(live::Chunk* c, int cls) {
+  c->magic = live::kChunkMagic;
+  c->size_class = uint32_t(cls);
+  c->cap = uint32_t((uint64_t(1) << cls) - sizeof(live::Chunk));
+}
+
 // Carve a chunk of class `cls` from the last segment; what is left of it when the chunk does
-// not fit becomes free chunks, so nothing of the file is lost.
-__attribute__((noinline)) live::Chunk* carve(int cls) {
+// not fit becomes free chunks, so nothing of the file is lost. A chunk past the blocks had so
+// far comes back with `*fresh` set: its blocks are the taker's to have, after the lock is let
+// go (region_take), since a populate holds it for microseconds per page, and on a loaded
+// machine the holder is then often preempted with a thousand threads queued behind it.
+__attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
   uint64_t bytes = uint64_t(1) << cls;
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
@@ -235,9 +242,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls) {
       while (g.seg_used + b <= seg) {
         auto* f = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
         if (!chunk_ready(g.seg_used, b)) break;
-        f->magic = live::kChunkMagic;
-        f->size_class = uint32_t(c);
-        f->cap = uint32_t(b - sizeof(live::Chunk));
+        chunk_init(f, c);
         f->state.store(live::kFree, std::memory_order_relaxed);
         f->next = g.free_list[c];
         g.free_list[c] = f;
@@ -252,12 +257,11 @@ __attribute__((noinline)) live::Chunk* carve(int cls) {
     want = within_free_space(want);
     if (want < bytes || !grow(want)) return nullptr;
   }
-  auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[g.h->n_segments.load() - 1] + g.seg_used);
-  if (!chunk_ready(g.seg_used, bytes)) return nullptr;
+  n = g.h->n_segments.load(std::memory_order_relaxed);
+  auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
+  *fresh = !g.anon && !g.seg_ready[n - 1] && g.seg_used + bytes > g.seg_populated;
   g.seg_used += bytes;
-  c->magic = live::kChunkMagic;
-  c->size_class = uint32_t(cls);
-  c->cap = uint32_t(bytes - sizeof(live::Chunk));
+  if (!*fresh) chunk_init(c, cls);
   return c;
 }
 
@@ -369,11 +373,11 @@ uint64_t region_max() { return g.max; }
 
 // The blocks past the frontier, had by the thread that took a chunk near it, after it let the
 // lock go: a thousand threads starting at once then seldom wait on the lock while one of them
-// is in the kernel for 64 KiB of the file (the chunk carved past the frontier still gets its
-// blocks under the lock, chunk_ready).
+// is in the kernel for 64 KiB of the file (a chunk carved past the frontier meanwhile gets its
+// own blocks, also after the lock, carve).
 struct Ahead {
   char* addr = nullptr;
-  uint64_t to = 0;
+  uint64_t from = 0, to = 0;
   uint32_t seg = 0, gen = 0;
 };
 
@@ -383,22 +387,25 @@ __attribute__((noinline)) Ahead ahead_wanted(uint64_t keep = 32 << 10, uint64_t 
   if (!g.h) return a;
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
-  if (g.anon || g.per_chunk <= 0 || g.seg_ready[n - 1] || g.populating || g.seg_populated >= seg ||
-      g.seg_populated - g.seg_used >= keep)
+  // From the frontier, or from the carving where takers have gone past it (each had its own).
+  uint64_t from = g.seg_populated > g.seg_used ? g.seg_populated : g.seg_used;
+  if (g.anon || g.per_chunk <= 0 || g.seg_ready[n - 1] || g.populating || from >= seg ||
+      from - g.seg_used >= keep)
     return a;
   g.populating = true;
-  a.addr = g.seg_addr[n - 1] + g.seg_populated;
-  a.to = g.seg_populated + step < seg ? g.seg_populated + step : seg;
+  a.addr = g.seg_addr[n - 1] + from;
+  a.from = from;
+  a.to = from + step < seg ? from + step : seg;
   a.seg = n - 1;
   a.gen = g.gen;
   return a;
 }
 
-__attribute__((noinline)) void populate_ahead(const Ahead& a, uint64_t from) {
+__attribute__((noinline)) void populate_ahead(const Ahead& a) {
   int saved = errno;
   // Not populate(): a failure gives nothing back (chunks may have been carved in the range
   // meanwhile, each with its blocks); the frontier just stays where it is.
-  bool ok = populate_write(a.addr, a.to - from);
+  bool ok = populate_write(a.addr, a.to - a.from);
   errno = saved;
   pthread_mutex_lock(&g.mu);
   if (g.gen == a.gen) {
@@ -415,9 +422,8 @@ void region_prepare(uint64_t bytes) {
   if (g.h && !g.anon && syscall(SYS_statfs, g.path, &fs) == 0) note_free_space(fs);
   pthread_mutex_lock(&g.mu);
   Ahead ahead = ahead_wanted(bytes, bytes);
-  uint64_t from = ahead.addr ? g.seg_populated : 0;
   pthread_mutex_unlock(&g.mu);
-  if (ahead.addr) populate_ahead(ahead, from);
+  if (ahead.addr) populate_ahead(ahead);
 }
 
 live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
@@ -425,18 +431,28 @@ live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
   int need_cls = class_of(sizeof(live::Chunk) + need), cls = class_of(want);
   if (cls < need_cls) cls = need_cls;
   live::Chunk* c = nullptr;
+  bool fresh = false;
   pthread_mutex_lock(&g.mu);
   // The size wanted, fresh if it must be; else any bigger free one; else a smaller one that
   // still holds the record (the cap is near: threads get less than they wanted).
   c = pop(cls);
   for (int k = cls + 1; !c && k <= kMaxClass; k++) c = pop(k);
-  if (!c && g.in_use + (uint64_t(1) << cls) <= g.max) c = carve(cls);
+  if (!c && g.in_use + (uint64_t(1) << cls) <= g.max && (c = carve(cls, &fresh)) && fresh)
+    g.in_use += uint64_t(1) << cls;
   for (int k = cls - 1; !c && k >= need_cls; k--) c = pop(k);
-  if (c) g.in_use += uint64_t(1) << c->size_class;
+  if (c && !fresh) g.in_use += uint64_t(1) << c->size_class;
   Ahead ahead = c ? ahead_wanted() : Ahead{};
-  uint64_t from = ahead.addr ? g.seg_populated : 0;
   pthread_mutex_unlock(&g.mu);
-  if (ahead.addr) populate_ahead(ahead, from);
+  if (ahead.addr) populate_ahead(ahead);
+  if (fresh && !populate(reinterpret_cast<char*>(c), uint64_t(1) << cls)) {
+    // No blocks for it (a full disk): the chunk is never handed out (its range is left alone,
+    // as carving only goes forward), and the event is dropped, counted.
+    pthread_mutex_lock(&g.mu);
+    g.in_use -= uint64_t(1) << cls;
+    pthread_mutex_unlock(&g.mu);
+    return nullptr;
+  }
+  if (fresh) chunk_init(c, cls);
   if (!c) return nullptr;
   c->committed.store(0, std::memory_order_relaxed);
   c->durable = c->pending = c->encoded = 0;

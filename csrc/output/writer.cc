@@ -48,7 +48,9 @@ __thread ThreadState* t_creating __attribute__((tls_model("initial-exec"))) = nu
 // fit, and each touches one page of the live file) to IOTRACE_BUFFER_SIZE as it records more.
 // (1 KiB first chunks, four threads to a page, work as well since populating the live file
 // keeps to whole pages; measured, they help threads that make a few calls and not those that
-// make dozens, so a page it stays.)
+// make dozens, so a page it stays.) The second chunk is a page too, and only then they double:
+// a pool thread that makes a few dozen calls touches two pages, not three (each new page of the
+// live file costs ~2 us on ext4, most of what a short thread's tracing costs it).
 constexpr uint32_t kFirstChunk = 4 << 10;
 
 // Only the writer drains (and fork holds the lock across fork). Threads register under
@@ -61,6 +63,15 @@ pthread_mutex_t g_drain_mu = PTHREAD_MUTEX_INITIALIZER;
 
 std::atomic<ThreadState*> g_threads{nullptr};
 ThreadState* g_free_states = nullptr;  // ended threads' states, for reuse (reg_mu)
+// Threads that sealed a chunk since the writer last looked: pushed by their thread (one
+// compare-and-swap per chunk), taken all at once by the writer. A drain for full chunks then
+// costs what those threads recorded, not a visit to each of a thousand threads of a pool.
+std::atomic<ThreadState*> g_ready{nullptr};
+// The chunks in use when the writer last drained: a full chunk wakes it again only once that
+// many more bytes are in use, not once per chunk (1,024 threads sealing a page each would
+// otherwise wake it a thousand times, and each wake costs a context switch of a busy core).
+std::atomic<uint64_t> g_use_at_drain{0};
+uint64_t g_frames_done = 0, g_frames_given = 0;  // frames written; as of the last give_back
 // The writer thread runs only while it is needed: from when a process's chunks in use pass
 // writer_threshold() (it gives them back as it writes them) until it has been idle for a while.
 // Most processes never start one: they record less, and finish their trace on their own thread when
@@ -146,7 +157,7 @@ live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
         prctl(PR_GET_NAME, c->name);
         memcpy(ts->name, c->name, sizeof ts->name);
       }
-      ts->want = want < max ? want * 2 : max;
+      ts->want = !ts->want ? want : want < max ? want * 2 : max;
       if (region_in_use() > writer_threshold()) writer_maybe_start();
       return c;
     }
@@ -178,7 +189,11 @@ void hold(live::Chunk* c, uint32_t flag) {
 
 // Held chunks that are done go back to the region, when its lock is free now (a program
 // thread that a signal interrupted inside region_take holds it, and may be waiting for us).
+// Only after a frame was written: before that none is done (a drain for full chunks leaves
+// its frame open, and its held chunks may be thousands).
 void give_back() {
+  if (g_frames_done == g_frames_given) return;
+  g_frames_given = g_frames_done;
   size_t k = 0;
   for (size_t i = 0; i < g_n_held; i++) {
     live::Chunk* c = g_held[i];
@@ -220,6 +235,7 @@ void after_frame(void*, bool ok) {
     }
     return;
   }
+  g_frames_done++;
   for (size_t i = 0; i < g_n_held; i++) {
     live::Chunk* c = g_held[i];
     if (!(c->held & kInFrame)) continue;
@@ -345,7 +361,8 @@ void unlink_ended_threads() {
   ThreadState* prev = nullptr;
   for (ThreadState* t = g_threads.load(std::memory_order_relaxed); t;) {
     ThreadState* next = t->next;
-    if (t->dead.load(std::memory_order_acquire) && !t->read) {
+    if (t->dead.load(std::memory_order_acquire) && !t->read &&
+        !t->queued.load(std::memory_order_acquire)) {
       if (prev)
         prev->next = next;
       else
@@ -365,9 +382,22 @@ void drain_all(bool sealed_only = false) {
   if (!g_conv.writable()) return;
   ClockMap clk = clock_calibrate();
   g_conv.set_dropped(g_dropped.load(std::memory_order_relaxed));
-  for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
-    drain_thread(t, clk, sealed_only);
-  unlink_ended_threads();
+  // The threads that sealed a chunk; each is let go of before it is read, so a chunk it seals
+  // meanwhile puts it in the list again.
+  for (ThreadState* t = g_ready.exchange(nullptr, std::memory_order_acquire); t;) {
+    ThreadState* next = t->ready_next;
+    t->queued.store(false, std::memory_order_release);
+    if (sealed_only) drain_thread(t, clk, true);
+    t = next;
+  }
+  if (!sealed_only) {
+    // Every thread: open chunks too, and ended threads found and let go (none is in the list
+    // now, and an ended thread seals nothing more).
+    for (ThreadState* t = g_threads.load(std::memory_order_acquire); t; t = t->next)
+      drain_thread(t, clk);
+    unlink_ended_threads();
+  }
+  g_use_at_drain.store(region_in_use(), std::memory_order_relaxed);
   // A drain for a full chunk leaves a partial frame open (bigger frames compress better:
   // compact ~1.0 B/event at 65,536 rows against ~1.4 at one chunk's ~9,000); every other
   // drain (the time bound, exit, exec, explicit flushes) writes it.
@@ -691,10 +721,18 @@ bool buffer_swap(ThreadState* ts, uint32_t need) {
   ts->data = c->data();
   ts->cap = c->cap;
   ts->pos = 0;
+  if (!ts->queued.exchange(true, std::memory_order_acq_rel)) {
+    ThreadState* head = g_ready.load(std::memory_order_relaxed);
+    do ts->ready_next = head;
+    while (!g_ready.compare_exchange_weak(head, ts, std::memory_order_release,
+                                          std::memory_order_relaxed));
+  }
   // The sealed chunk is converted at the next drain; woken for it only when memory in flight
   // counts (a wake per chunk costs a system call, and a context switch of the writer, per KiB
-  // that a thread records).
-  if (region_in_use() > writer_threshold()) wake_writer();
+  // that a thread records), and has grown by a quarter of the threshold since the last drain.
+  uint64_t use = region_in_use(), threshold = writer_threshold();
+  if (use > threshold && use >= g_use_at_drain.load(std::memory_order_relaxed) + threshold / 4)
+    wake_writer();
   return true;
 }
 
@@ -961,6 +999,8 @@ bool writer_child_after_fork() {
   pthread_mutex_init(&g_drain_mu, nullptr);
   g_threads.store(nullptr, std::memory_order_relaxed);
   g_free_states = nullptr;
+  g_ready.store(nullptr, std::memory_order_relaxed);
+  g_use_at_drain.store(0, std::memory_order_relaxed);
   g_n_held = 0;
   g_strings = nullptr;
   g_conv.forget();
@@ -988,6 +1028,7 @@ bool writer_child_after_fork() {
     ts->recorded = 0;
     ts->named_gen = 0;
     ts->next = nullptr;
+    ts->queued.store(false, std::memory_order_relaxed);
     if (ts->cur) {
       ts->data = ts->cur->data();
       ts->cap = ts->cur->cap;

@@ -4,7 +4,7 @@ of each @trace phase (epochs, batches, checkpoints, the user's regions), and a u
 of each file's offsets against time.
 
 ActivityPart is one task's share (summary.Partial holds one); summarize() turns all of them
-into the summary's "phases" and the page's detail ("proc_timeline", "offsets").
+into the summary's "phases" and what the page draws (model.Drawn).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 from . import _kernels, units
 from .files import top_rows
 from .keys import HEX, HashIds
+from .model import Drawn
 
 PHASE_KEEP = 64  # the longest events kept per (process, category, name)
 SAMPLE_POINTS = _kernels.SAMPLE_POINTS  # offset samples per (file, process)
@@ -268,8 +269,8 @@ class ActivityPart:
             self._add_phase(k, v)
 
 
-def summarize(parts: list[ActivityPart], grid: dict, files) -> tuple[dict, dict]:
-    """(the summary's "phases", the page's detail: "proc_timeline", "offsets", "phase_events"). `grid`:
+def summarize(parts: list[ActivityPart], grid: dict, files) -> tuple[dict, Drawn]:
+    """(the summary's "phases", what the page draws of them: model.Drawn). `grid`:
     the job timeline (bin_ns, start_ns, bins), whose bins the processes' rows share;
     `files`: every file's summary row (files.FileTable)."""
     rows: dict = {}
@@ -291,8 +292,8 @@ def summarize(parts: list[ActivityPart], grid: dict, files) -> tuple[dict, dict]
     bins = [np.concatenate([c[k] for c in cols]) for k in range(7)] if cols else [np.zeros(0, np.int64)] * 7
     keys = [(hosts[r], k[1]) for k, r in rows.items()]  # per row: (host, pid)
     S, events = _phases(acc.phases, bins, {k: r for r, k in enumerate(keys)})
-    return S, dict(proc_timeline=_proc_rows(bins, keys, grid), offsets=_offsets([p.samples for p in parts], files),
-                   phase_events=events)
+    return S, Drawn(proc_timeline=_proc_rows(bins, keys, grid),
+                    offsets=_offsets([p.samples for p in parts], files), phase_events=events)
 
 
 def _proc_rows(bins: list, keys: list, grid: dict) -> dict:

@@ -179,11 +179,11 @@ def main(argv: list[str] | None = None) -> int:
 def _analyze(args, rules: dict, stage: str | None, t0: float) -> int:
     opts = _options(args, rules, out_dir=stage)
     try:
-        page: dict = {}
-        S, _ = analyze(args.traces, opts, page)
+        job = analyze(args.traces, opts)
     except TraceInputError as e:
         print(f"iotrace-analyze: error: {e}", file=sys.stderr)
         return 2
+    S = job.summary
     d = S["damage"]
     if S["job"]["events"] + S["job"]["metadata_events"] == 0:
         # Nothing to report: the error alone, and no output written.
@@ -199,7 +199,7 @@ def _analyze(args, rules: dict, stage: str | None, t0: float) -> int:
         from . import report_page  # plotly and jinja2: only when a page is written
 
         try:  # written under a temporary name and renamed, as _write_atomic does
-            S["input"]["report_seconds"] = round(report_page.write(S, page, page_path), 3)
+            S["input"]["report_seconds"] = round(report_page.write(S, job.drawn, page_path), 3)
         except OSError as e:
             raise _CannotWrite(f"cannot write {page_path}: {e.strerror or e}") from None
     if json_path:
@@ -234,7 +234,7 @@ def _compare(args, rules) -> int:
     from . import compare
 
     def analyze_traces(path):
-        return analyze([path], _options(args, rules, out_dir=None))[0]
+        return analyze([path], _options(args, rules, out_dir=None)).summary
 
     try:
         A, B = (compare.load_side(p, analyze_traces, label) for p, label in zip(args.compare, ("before", "after")))

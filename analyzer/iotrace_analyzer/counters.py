@@ -226,9 +226,9 @@ def _key_order(key: str) -> tuple:
     return (PROCESS_KEYS.index(key), "") if key in PROCESS_KEYS else (len(PROCESS_KEYS), key)
 
 
-def summarize(parts: list[CounterPart], processes: list[dict], detail: dict | None = None) -> list[dict]:
-    """The summary's `counters`: one row per series, by process, the sampler's `process` first;
-    `detail["counters"]` gets each series' points (job clock ns, values) for the page."""
+def summarize(parts: list[CounterPart], processes: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(the summary's `counters`: one row per series, by process, the sampler's `process` first;
+    each series' points, job clock ns and values, for the page)."""
     c = CounterPart()
     for p in parts:
         c.merge(p)
@@ -239,9 +239,6 @@ def summarize(parts: list[CounterPart], processes: list[dict], detail: dict | No
         s = c.series[k]
         rows.append(dict(host=host, pid=pid, role=roles.get((host, pid)), name=name, key=key,
                          unit=unit_of(key), **s.figures()))
-        if detail is not None:
-            ts, v = s.points()
-            points.append(dict(host=host, pid=pid, name=name, key=key, unit=unit_of(key), ts_ns=ts, value=v))
-    if detail is not None:
-        detail["counters"] = points
-    return rows
+        ts, v = s.points()
+        points.append(dict(host=host, pid=pid, name=name, key=key, unit=unit_of(key), ts_ns=ts, value=v))
+    return rows, points

@@ -1,5 +1,6 @@
 """Findings: what is wrong with a job's I/O, why, and what to try. One small function per rule
-over the tables the summary already has (no second pass over the events); each gives at most
+over the job (model.Job: rule(S, D, T) gets its summary S, the Job D and the rule's
+thresholds T; no second pass over the events); each gives at most
 one finding with a stable id, a severity, the figure that triggered it against its threshold,
 the evidence (files, processes, calls, time windows, with counts, bytes and time) and advice.
 
@@ -24,6 +25,7 @@ import numpy as np
 import pyarrow.compute as pc
 
 from .files import FileSizes, FileTable, py_sum, seq_sum, top_rows
+from .model import Job
 from .summary import SIZE_EDGES, SIZE_LABELS, STORAGE_SYNC_CALLS
 
 SEVERITIES = ("high", "warn", "info")
@@ -204,14 +206,14 @@ def _file_ev(r: dict, **extra) -> dict:
                 bytes_read=r["bytes_read"], bytes_written=r["bytes_written"], **extra)
 
 
-def _files(D) -> FileTable:
+def _files(D: Job) -> FileTable:
     """Every file's row (files.FileTable; the rules weigh them as columns)."""
-    return D.get("files") if D.get("files") is not None else FileTable.empty()
+    return D.files
 
 
-def _skip(D, F: FileTable) -> np.ndarray:
+def _skip(D: Job, F: FileTable) -> np.ndarray:
     """The files of metadata-heavy's file-per-sample pattern, as a mask of F's rows."""
-    m = D.get("per_sample")
+    m = D.per_sample
     return m if m is not None and len(m) == len(F) else np.zeros(len(F), bool)
 
 
@@ -385,7 +387,7 @@ class Evidence:
 def _workers(S, D, pid) -> dict | None:
     """What the worker processes of `pid` (its children: loader or pool workers) do with their
     time: storage I/O on data files against their wall time. None without workers."""
-    by_pid = D.get("data_by_pid", {})
+    by_pid = D.data_by_pid
     ws = [q for q in S["processes"] if q.get("parent_pid") == pid]
     if not ws:
         return None
@@ -435,7 +437,7 @@ def io_bound(S, D, T):
                "Make each sample cheaper to read: bigger sequential reads, fewer files (shards), "
                "data on node-local storage or in memory; see the other findings"])
     # annotated loops: `fetch` events (iotrace.iter waits) beside compute in one process
-    cats = D.get("cats_by_pid", {})
+    cats = D.cats_by_pid
     loops = []
     for p in S["processes"]:
         wait = sum(cats.get(p["pid"], {}).get(c, 0.0) for c in WAIT_CATS)
@@ -457,7 +459,7 @@ def io_bound(S, D, T):
                             for s, q, wt in sorted(loops, key=lambda x: -x[0])[:10]],
                  wait_categories=list(WAIT_CATS), workers=w),
             _wait_advice(w))
-    by_pid = D.get("data_by_pid", {})
+    by_pid = D.data_by_pid
     hits = []
     for p in S["processes"]:
         wall = p.get("wall_us", 0)
@@ -488,7 +490,7 @@ def _small(S, D, T, rid, direction):
     F = _files(D)
     skip = _skip(D, F) if direction == "read" else np.zeros(len(F), bool)  # metadata-heavy's
     data = F.is_class("data") & ~skip
-    sizes = D.get("file_sizes") or FileSizes(None, F, len(SIZE_LABELS))
+    sizes = D.file_sizes or FileSizes(None, F, len(SIZE_LABELS))
     n_all, n_small = sizes.calls(col), sizes.calls(col, edge)
     total = int(n_all[data].sum())
     small = int(n_small[data].sum())
@@ -796,7 +798,7 @@ def sync_heavy(S, D, T):
 
 def imbalance(S, D, T):
     """Processes of one role (ranks, workers, forks) with very unequal I/O time on data."""
-    by_pid = D.get("data_by_pid", {})
+    by_pid = D.data_by_pid
     groups: dict = {}
     for p in S["processes"]:
         d = by_pid.get(p["pid"])
@@ -881,7 +883,7 @@ RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small
          "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic}
 
 
-def per_sample_files(D: dict, T: dict) -> np.ndarray:
+def per_sample_files(D: Job, T: dict) -> np.ndarray:
     """The files of the file-per-sample pattern (metadata-heavy's thresholds), as a mask of the
     file rows, when the job has it: small reads and jumps within such files are its symptoms,
     not findings apart."""
@@ -893,15 +895,16 @@ def per_sample_files(D: dict, T: dict) -> np.ndarray:
     return m if int(m.sum()) >= T["per_sample_files"] else np.zeros(len(F), bool)
 
 
-def findings(S: dict, detail: dict, th: dict | None = None) -> list[dict]:
+def findings(job: Job, th: dict | None = None) -> list[dict]:
     """Every rule's finding, most severe first (then by how far past its threshold)."""
     th = th or thresholds()
-    detail = dict(detail, per_sample=per_sample_files(detail, th["metadata-heavy"])
-                  if th["metadata-heavy"]["enabled"] else np.zeros(len(_files(detail)), bool))
+    S = job.summary
+    job.per_sample = per_sample_files(job, th["metadata-heavy"]) \
+        if th["metadata-heavy"]["enabled"] else np.zeros(len(job.files), bool)
     out = []
     for rid, rule in RULES.items():
         if th[rid]["enabled"]:
-            f = rule(S, detail, th[rid])
+            f = rule(S, job, th[rid])
             if f is not None:
                 out.append(f)
 

@@ -33,6 +33,7 @@ from iotrace_format import PROCESS_INFO_KEYS
 from iotrace_format.reader import Damage, find_traces, form_by_name, iter_batches, settle_live
 
 from . import _kernels, file_class, insights, keys, parquet, summary, units
+from .model import Job
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
@@ -616,9 +617,9 @@ def _progress(done: int, total: int, t0: float) -> None:
     sys.stderr.flush()
 
 
-def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[dict, list[FileResult]]:
-    """Read, write Parquet (if opts.out_dir) and summarize; returns (summary, file results).
-    `page`, when given, gets what the report page draws beyond the summary (activity.summarize)."""
+def analyze(paths: list[str], opts: Options) -> Job:
+    """Read, write Parquet (if opts.out_dir), summarize and find: the job (model.Job), its
+    summary with the findings, the damage and what the input was."""
     tune_process()
     recovered, live_notes = settle_live(paths)  # the traces of processes that died, finished
     files = find_traces(paths)
@@ -696,25 +697,24 @@ def analyze(paths: list[str], opts: Options, page: dict | None = None) -> tuple[
                            *summary._names([r.partial for r in results]))  # (table, numbers, hex)
     try:
         prefixes = file_class.software_prefixes(p.get("exe") for f in file_results for p in f.processes)
-        detail: dict = {}
         dirs = file_class.import_dirs(p for f in file_results for p in f.processes)
-        S = summary.merge([r.partial for r in results], prefixes=prefixes, detail=detail, dirs=dirs)
+        job = summary.build([r.partial for r in results], prefixes=prefixes, dirs=dirs)
+        S = job.summary
         t_rules = time.perf_counter()
-        S["findings"] = insights.findings(S, detail, opts.rules) if opts.findings else []
+        S["findings"] = insights.findings(job, opts.rules) if opts.findings else []
         t_rules = time.perf_counter() - t_rules
     finally:
         if meta is not None:
             meta.join()
         pa.set_memory_pool(pool)
-    if page is not None:
-        page.update({k: detail[k] for k in ("proc_timeline", "offsets", "phase_events", "counters")})
-    del detail, results
+    del results
     _trim()
     S["input"] = dict(files=len(files), recovered=len(recovered), stored_bytes=sum(sizes.values()), tasks=len(tasks),
                       engine=engine, workers=runner.workers, estimated_events=est,
                       findings_seconds=round(t_rules, 4))
     S["damage"] = damage_report(file_results, S["job"]["start_ns"])
-    return S, file_results
+    job.traces = file_results
+    return job
 
 
 def missing_children(results: list[FileResult], job_start: int | None = None) -> list[dict]:

@@ -21,6 +21,7 @@ import orjson
 from plotly.offline import get_plotlyjs
 
 from . import report, units
+from .model import Drawn
 
 # the plot that shows each rule's evidence
 EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "sizes", "small-writes": "sizes",
@@ -51,10 +52,10 @@ SPLIT = [("io_not_overlapped_us", "I/O not hidden by compute", "#d62728"),
          ("untraced_us", "untraced (outside any event)", "#dddddd")]
 
 
-def write(S: dict, page: dict, path: str) -> float:
+def write(S: dict, drawn: Drawn, path: str) -> float:
     """Write the page; returns the seconds it took."""
     t0 = time.perf_counter()
-    html = render(S, page)
+    html = render(S, drawn)
     os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
     tmp = path + ".tmp"
     with open(tmp, "w", encoding="utf-8") as f:
@@ -63,7 +64,7 @@ def write(S: dict, page: dict, path: str) -> float:
     return time.perf_counter() - t0
 
 
-def render(S: dict, page: dict) -> str:
+def render(S: dict, drawn: Drawn) -> str:
     job_start = S["job"]["start_ns"]
     labels = _labels(S)
     plots = []  # (section id, title, note, figure)
@@ -74,25 +75,25 @@ def render(S: dict, page: dict) -> str:
                       "it, of its own process and of all processes", _phase_split(S, labels)))
     plots.append(("io-time", "I/O over time, with the phases", "bandwidth and calls per second of the whole "
                   "job, in bins; below, the longest events of each @trace phase (one lane per kind)",
-                  _io_time(S, page, job_start)))
-    pt = page.get("proc_timeline")
+                  _io_time(S, drawn, job_start)))
+    pt = drawn.proc_timeline
     if pt is not None and len(pt["processes"]):
         heat = len(pt["processes"]) > LINE_PROCESSES
         plots.append(("proc-io", "I/O over time per process",
                       "bytes moved per second by each process (heat map: one row per process, the most I/O first)"
                       if heat else "bytes moved per second by each process", _proc_io(pt, labels, job_start, heat)))
-    if page.get("counters"):
-        plots.append(("counters", "Counters per process", _counters_note(page["counters"]),
-                      _counters(page["counters"], labels, job_start)))
+    if drawn.counters:
+        plots.append(("counters", "Counters per process", _counters_note(drawn.counters),
+                      _counters(drawn.counters, labels, job_start)))
     plots.append(("cost", "I/O cost per call family and per file class",
                   "call time: data calls against metadata (open, stat, seek, close...) and syncs; file classes "
                   "tell the job's data from the software it loads", _cost(S)))
     plots.append(("sizes", "Access sizes per call family", "calls per request size, as Darshan bins them",
                   _sizes(S)))
-    if page.get("offsets"):
+    if drawn.offsets:
         plots.append(("offsets", "Offsets against time, top data files",
                       "a uniform sample of each file's data calls: a rising line is sequential access, a "
-                      "scatter is random", _offsets(page["offsets"], labels, job_start)))
+                      "scatter is random", _offsets(drawn.offsets, labels, job_start)))
     findings = [dict(f, link=EVIDENCE.get(f["id"], "io-time"), figure=report._figure(f["value"]),
                      threshold=report._figure(f["threshold"]), brief=_evidence(f)) for f in S.get("findings") or []]
     figs = [dict(id=i, title=t, note=n, html=_plot_html("plot-" + i, fig)) for i, t, n, fig in plots]
@@ -203,11 +204,11 @@ def _phase_split(S: dict, labels: dict) -> dict:
                 legend=dict(orientation="h", y=1.02, yanchor="bottom"))
 
 
-def _io_time(S: dict, page: dict, job_start: int) -> dict:
+def _io_time(S: dict, drawn: Drawn, job_start: int) -> dict:
     tl = S["timeline"]
     w = tl["bin_ns"] / 1e9
     x = _typed(_seconds(tl["start_ns"] + tl["bin_ns"] * (np.arange(len(tl["ops"])) + 0.5), job_start))
-    kinds = [k for k in page.get("phase_events") or [] if k["events"]][:PHASE_LANES]
+    kinds = [k for k in drawn.phase_events or [] if k["events"]][:PHASE_LANES]
     data = [dict(type="scatter", x=x, y=_typed(np.asarray(tl["bytes_read"]) / w / 1e6), name="read MB/s",
                  line=dict(color=COLORS["read"])),
             dict(type="scatter", x=x, y=_typed(np.asarray(tl["bytes_written"]) / w / 1e6), name="write MB/s",

@@ -18,6 +18,7 @@ from iotrace_format import calls, calls_of, rank_of
 from . import _kernels, activity, counters, file_class, files, keys, training, units
 from .activity import ActivityPart, Samples, binned
 from .counters import CounterPart
+from .model import Job
 from .intervals import Union
 from .training import TrainingPart
 
@@ -661,13 +662,12 @@ def _names(partials: list[Partial]) -> tuple:
             np.concatenate(nums) if nums and all(k is not None for k in nums) else None, all(hexes))
 
 
-def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
-          detail: dict | None = None, dirs: frozenset = frozenset()) -> dict:
-    """The summary (a JSON-ready dict) from all files' partials. `prefixes`: the traced
-    interpreters' installation prefixes (file_class.software_prefixes), `dirs` the folders their
-    imports stat (file_class.import_dirs). `detail`, when given,
-    gets what the summary only has the top of: "files", every file's row (files.FileTable);
-    "file_sizes", each file's calls per (direction, size bin) (files.FileSizes)."""
+def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
+          dirs: frozenset = frozenset()) -> Job:
+    """The job from all files' partials: its summary (a JSON-ready dict) and every row the
+    summary has the top of. `prefixes`: the traced interpreters' installation prefixes
+    (file_class.software_prefixes), `dirs` the folders their imports stat
+    (file_class.import_dirs)."""
     S: dict = {}
     stdio: set = set()
     for p in partials:
@@ -756,20 +756,14 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     # the top files: data first (what a person tuning I/O looks at), then the others
     data = table.is_class("data")
     S["files"] = table.rows(np.flatnonzero(data)[:top]) + table.rows(np.flatnonzero(~data)[:top])
-    if detail is not None:
-        detail["files"] = table
-        detail["file_sizes"] = file_sizes
-        detail["data_by_pid"] = by_pid  # per pid, its calls on data files (a rule weighs them apart)
+    job = Job(S, files=table, file_sizes=file_sizes, data_by_pid=by_pid)
 
     # --- @trace categories
     cat_rows = [dict(pid=k[1], cat=k[2], count=v[0], dur=v[1], union=_length(v[2]))
                 for p in partials for k, v in p.cats.items()]
-    if detail is not None:  # per pid: each category's union (a loop's waits against its compute)
-        by_pid: dict = {}
-        for r in cat_rows:
-            slot = by_pid.setdefault(r["pid"], {})
-            slot[r["cat"]] = slot.get(r["cat"], 0.0) + units.us(r["union"])
-        detail["cats_by_pid"] = by_pid
+    for r in cat_rows:  # per pid: each category's union (a loop's waits against its compute)
+        slot = job.cats_by_pid.setdefault(r["pid"], {})
+        slot[r["cat"]] = slot.get(r["cat"], 0.0) + units.us(r["union"])
     cats = pa.Table.from_pylist(cat_rows) if cat_rows else None
     crows = []
     if cats is not None:
@@ -798,12 +792,10 @@ def merge(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     acc["size_histogram_by_family"] = _family_histograms(sizes)
     S["access"] = acc
     S["timeline"] = _timeline(partials, job_start, job_end)
-    S["phases"], page = activity.summarize([p.activity for p in partials], S["timeline"], table)
-    if detail is not None:
-        detail.update(page)
+    S["phases"], job.drawn = activity.summarize([p.activity for p in partials], S["timeline"], table)
     S["training"] = training.summarize([p.training for p in partials])
-    S["counters"] = counters.summarize([p.counters for p in partials], S["processes"], detail)
-    return S
+    S["counters"], job.drawn.counters = counters.summarize([p.counters for p in partials], S["processes"])
+    return job
 
 
 def _family_histograms(sizes) -> dict:

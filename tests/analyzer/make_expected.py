@@ -461,15 +461,15 @@ def record(paths: list[str], rules: dict, tmp: str, workers: int = 2) -> dict:
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)
     os.makedirs(out)
-    page: dict = {}
-    S, _ = analyze(paths, Options(out_dir=out, workers=workers, progress=False, rules=rules), page)
+    job = analyze(paths, Options(out_dir=out, workers=workers, progress=False, rules=rules))
+    S = job.summary
     subs = [(os.path.realpath(GOLDEN), "<GOLDEN>"), (GOLDEN, "<GOLDEN>"),
             (os.path.realpath(tmp), "<TMP>"), (tmp, "<TMP>")]
     for k in TIMINGS:
         S["input"].pop(k, None)
     text = report.text_report(S, 10)
     return dict(summary=_normal(S, subs), text=_normal(text, subs).splitlines(),
-                page={k: _sha(_canon(_normal(page.get(k), subs))) for k in PAGE_KEYS},
+                page={k: _sha(_canon(_normal(getattr(job.drawn, k), subs))) for k in PAGE_KEYS},
                 parquet=_parquet(out, subs))
 
 

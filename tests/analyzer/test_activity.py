@@ -11,9 +11,8 @@ US = 1000
 
 
 def _analyze(path):
-    page: dict = {}
-    S, _ = analyze([str(path)], Options(engine="local", findings=False), page)
-    return S, page
+    job = analyze([str(path)], Options(engine="local", findings=False))
+    return job.summary, job.drawn
 
 
 def test_size_histograms_per_call_family(tmp_path):
@@ -32,7 +31,7 @@ def test_process_rows_keep_every_byte_call_and_call_time(tmp_path):
     write_trace(tmp_path / "tr" / "p-node1-100.pfw", trace_a(), codec="plain")
     write_trace(tmp_path / "tr" / "p-node1-200.pfw", trace_b(), codec="plain")
     S, page = _analyze(tmp_path / "tr")
-    pt = page["proc_timeline"]
+    pt = page.proc_timeline
     assert [p["pid"] for p in pt["processes"]] == [100, 200]
     assert pt["ops"].shape == (2, len(S["timeline"]["ops"]))
     assert (pt["bin_ns"], pt["start_ns"]) == (S["timeline"]["bin_ns"], S["timeline"]["start_ns"])
@@ -49,7 +48,7 @@ def test_offsets_of_the_files_with_most_data_calls(tmp_path):
     write_trace(tmp_path / "tr" / "p-node1-100.pfw", trace_a(), codec="plain")
     write_trace(tmp_path / "tr" / "p-node1-200.pfw", trace_b(), codec="plain")
     _, page = _analyze(tmp_path / "tr")
-    off = page["offsets"]
+    off = page.offsets
     assert [o["file"] for o in off] == ["/data/a", "/data/b"]
     a, b = off
     # /data/a: read 0, 4096, 8192 by pid 100, then pread64 50 and 0 by pid 200 (fread has no offset)
@@ -68,7 +67,7 @@ def test_offsets_are_a_uniform_sample_of_many_calls(tmp_path):
               for i in range(n)]
     write_trace(tmp_path / "tr" / "p-node1-300.pfw", lines + [end(p, len(lines) - 2)], codec="plain")
     _, page = _analyze(tmp_path / "tr")
-    (o,) = page["offsets"]
+    (o,) = page.offsets
     assert o["calls"] == n
     # every 4th call: 2000 calls fill 512 points at stride 1 and 2, then stride 4 keeps 500
     assert len(o["offset"]) == 500 <= SAMPLE_POINTS
@@ -105,7 +104,7 @@ def test_phases_and_their_time_split(tmp_path):
              for r in S["phases"]["split"]]
     assert split == [("epoch", 0, p, 1000.0, 80.0, 80.0, 20), ("epoch", 1, p, 1000.0, 200.0, 240.0, 12),
                      ("step", 0, p, 100.0, 0.0, 0.0, 0)]
-    events = {(k["cat"], k["name"]): k["events"] for k in page["phase_events"]}
+    events = {(k["cat"], k["name"]): k["events"] for k in page.phase_events}
     start = S["job"]["start_ns"]
     assert [(h, pid, s - start, d) for h, pid, s, d in events[("train", "epoch")]] == [
         ("node1", p, 0, 1000 * US), ("node1", p, 2000 * US, 1000 * US)]

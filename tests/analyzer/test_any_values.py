@@ -40,7 +40,7 @@ def test_any_category_name_and_args_analyze(tmp_path_factory, events):
     for name, cat, t, dur, a in events:
         lines.append(span(name, cat, p, (1000 + t) * US, dur * US, args=a))
     write_trace(d / "a.pfw.zst", lines + [end(p, len(lines))])
-    S, _ = analyze([str(d)], Options(out_dir=str(d / "out"), engine="local"))
+    S = analyze([str(d)], Options(out_dir=str(d / "out"), engine="local")).summary
     json.dumps(S)
     # the program's events are its categories (unless they take a call's name in the tracer's
     # categories); the POSIX read is counted once whatever they say

@@ -58,9 +58,8 @@ def _worker():
 def _analyzed(tmp_path, *traces):
     for name, ev in traces:
         write_trace(tmp_path / "t" / f"{name}.pfw.zst", ev)
-    page: dict = {}
-    S, _ = analyze([str(tmp_path / "t")], Options(engine="local"), page)
-    return S, page
+    job = analyze([str(tmp_path / "t")], Options(engine="local"))
+    return job.summary, job.drawn
 
 
 def test_counters_section_exact(tmp_path):
@@ -77,7 +76,7 @@ def test_counters_section_exact(tmp_path):
     ]
     assert all(c["host"] == "node1" for c in S["counters"])
     # the page's points: each series whole (short), in time order, on the job clock
-    pts = {(s["pid"], s["name"], s["key"]): s for s in page["counters"]}
+    pts = {(s["pid"], s["name"], s["key"]): s for s in page.counters}
     assert len(pts) == len(rows)
     loss = pts[(100, "loss", "value")]
     assert loss["value"].tolist() == [2.0, 0.5, 4.0, 1.5]
@@ -102,7 +101,7 @@ def test_no_counters_no_section_no_plot(tmp_path):
     p = 100
     ev = [process(p), span("step", "compute", p, 1000 * US, 10 * US)]
     S, page = _analyzed(tmp_path, ("a", ev + [end(p, len(ev))]))
-    assert S["counters"] == [] and page["counters"] == []
+    assert S["counters"] == [] and page.counters == []
     assert "Counters" not in report.text_report(S)
     html = report_page.render(S, page)
     assert "plot-counters" not in html and 'id="counters"' not in html
@@ -120,7 +119,7 @@ def test_long_series_keeps_its_peaks(tmp_path):
     (c,) = S["counters"]
     assert (c["samples"], c["min"], c["max"], c["last"]) == (n, -7, 1000, int(v[-1]))
     assert c["mean"] == v.sum() / n
-    (s,) = page["counters"]
+    (s,) = page.counters
     assert 256 <= len(s["value"]) <= counters.MAX_POINTS
     assert np.all(np.diff(s["ts_ns"]) > 0)
     assert s["value"][0] == 0  # sample 0: its bin's lowest value, the earliest of equals

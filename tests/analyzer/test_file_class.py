@@ -71,7 +71,7 @@ def test_summary_separates_the_data_from_the_start_up(tmp_path):
         t += 200 * US
     lines.append(end(p, 300 + 2 + 4))
     write_trace(tmp_path / "tr" / "python3.11-node1-500.pfw.zst", lines)
-    S, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    S = analyze([str(tmp_path / "tr")], Options(engine="local")).summary
     fc = S["file_classes"]
     assert list(fc) == ["data", "software", "system", "pipe-socket"]
     assert fc["software"] == dict(files=300, count=300, time_us=600.0, bytes_read=0, bytes_written=0,

@@ -27,7 +27,7 @@ def test_dftracer_input(tmp_path, gz):
     p = tmp_path / ("app-300.pfw.gz" if gz else "app-300.pfw")
     data = DFTRACER.encode()
     p.write_bytes(gzip.compress(data) if gz else data)
-    S, _ = analyze([str(p)], Options(engine="local"))
+    S = analyze([str(p)], Options(engine="local")).summary
     j = S["job"]
     assert (j["processes"], j["threads"], j["hosts"], j["files"], j["events"]) == (1, 2, 1, 1, 5)
     assert j["host_names"] == ["lassen7"]
@@ -73,7 +73,7 @@ def test_corrupt_frame_and_bad_line(tmp_path):
     starts = [i for i in range(len(raw)) if raw[i:i + 4] == b"\x28\xb5\x2f\xfd"]
     raw[starts[2] + 10: starts[2] + 16] = b"\xff" * 6
     open(p, "wb").write(bytes(raw))
-    S, _ = analyze([p], Options(engine="local"))
+    S = analyze([p], Options(engine="local")).summary
     d = S["damage"]
     assert d["bad_lines"] == 1 and "garbage" in d["bad_line_examples"][0]
     assert d["damaged_files"] == 1
@@ -85,7 +85,7 @@ def test_corrupt_frame_and_bad_line(tmp_path):
 def test_missing_metadata_is_counted(tmp_path):
     ls = lines(5)[2:]  # no iotrace_process, no FH
     write_trace(tmp_path / "a-h-7.pfw.zst", ls)
-    S, _ = analyze([str(tmp_path)], Options(engine="local"))
+    S = analyze([str(tmp_path)], Options(engine="local")).summary
     assert S["damage"]["missing_metadata"] == [str(tmp_path / "a-h-7.pfw.zst")]
     assert S["damage"]["unresolved_file_hashes"] == 1
     assert S["calls"][0]["count"] == 5
@@ -94,7 +94,7 @@ def test_missing_metadata_is_counted(tmp_path):
 
 def test_crashed_file_without_end(tmp_path):
     write_trace(tmp_path / "a-h-7.pfw.zst", lines(5)[:-1], closed=False)
-    S, _ = analyze([str(tmp_path)], Options(engine="local"))
+    S = analyze([str(tmp_path)], Options(engine="local")).summary
     assert S["calls"][0]["count"] == 5 and S["damage"]["damaged_files"] == 0
 
 
@@ -109,7 +109,7 @@ def test_empty_and_missing_paths_fail(tmp_path, capsys):
 def test_empty_file_is_reported(tmp_path):
     (tmp_path / "e-h-1.pfw.zst").write_bytes(b"")
     write_trace(tmp_path / "a-h-7.pfw.zst", lines(3))
-    S, _ = analyze([str(tmp_path)], Options(engine="local"))
+    S = analyze([str(tmp_path)], Options(engine="local")).summary
     assert S["damage"]["by_kind"] == {"empty-file": 1}
     assert S["calls"][0]["count"] == 3
 
@@ -125,7 +125,7 @@ def test_dftracer_bulk_uses_json_reader(tmp_path):
                      f'"count":512,"offset":{512 * i},"ret":512}}}}')
     p = tmp_path / "big.pfw.gz"
     p.write_bytes(gzip.compress(("\n".join(lines) + "\n]\n").encode()))
-    S, _ = analyze([str(p)], Options(engine="local"))
+    S = analyze([str(p)], Options(engine="local")).summary
     c = S["calls"][0]
     assert (c["name"], c["count"], c["bytes"], c["time_us"], c["size_median"]) == ("pread", n, 512 * n, 4 * n, 512.0)
     assert S["time"]["io_us"] == 4 * n

@@ -65,8 +65,8 @@ def run(tmp_path, *procs, rules=None, costs=False):
                  for rid, keys in insights.THRESHOLDS.items()}
     for p in procs:
         write_trace(tmp_path / "tr" / f"python3-node1-{p.pid}.pfw.zst", p.done(), lines_per_frame=500)
-    S, _ = analyze([str(tmp_path / "tr")], Options(engine="local", workers=1,
-                                                    rules=insights.thresholds(rules)))
+    S = analyze([str(tmp_path / "tr")], Options(engine="local", workers=1,
+                                                rules=insights.thresholds(rules))).summary
     found = {f["id"]: f for f in S["findings"]}
     assert len(found) == len(S["findings"])  # one finding per rule
     return found, S

@@ -83,7 +83,7 @@ def child(tmp_path, pid, mono_ns, host="node1", role="spawn", name="convert", ex
 
 
 def missing(tmp_path, **kw):
-    S, _ = analyze([str(tmp_path)], Options(engine="local", findings=False, **kw))
+    S = analyze([str(tmp_path)], Options(engine="local", findings=False, **kw)).summary
     return S["damage"]
 
 

@@ -61,7 +61,7 @@ def trace_b():
 def job(tmp_path):
     write_trace(tmp_path / "tr" / "python3.11-node1-100.pfw.zst", trace_a())
     write_trace(tmp_path / "tr" / "python3.11-node1-200.pfw.gz", trace_b(), codec="gzip")
-    S, _ = analyze([str(tmp_path / "tr")], Options(out_dir=str(tmp_path / "out"), engine="local"))
+    S = analyze([str(tmp_path / "tr")], Options(out_dir=str(tmp_path / "out"), engine="local")).summary
     return S, tmp_path
 
 
@@ -104,7 +104,7 @@ def test_wall_time_from_start_and_end_records(tmp_path):
     write_trace(tmp_path / "tr" / "a-301.pfw.zst", [
         process(q, mono_ns=500 * US, role="fork", parent_pid=300), fh("/data/c", q),
         io("read", q, 2000 * US, 100 * US, path="/data/c", fd=3, size=4096, offset=0, ret=4096)], closed=False)
-    S, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    S = analyze([str(tmp_path / "tr")], Options(engine="local")).summary
     per = {d["pid"]: d for d in S["processes"]}
     assert (per[300]["wall_us"], per[300]["wall_from"], per[300]["role"]) == (10_000, "records", "main")
     assert per[300]["io_share_of_wall"] == 0.01
@@ -222,7 +222,7 @@ def test_cli_writes_reports(tmp_path, capsys):
 
 def test_compute_cat_option(tmp_path):
     write_trace(tmp_path / "tr" / "x-node1-100.pfw.zst", trace_a())
-    S, _ = analyze([str(tmp_path / "tr")], Options(compute_cats=("fetch",), engine="local"))
+    S = analyze([str(tmp_path / "tr")], Options(compute_cats=("fetch",), engine="local")).summary
     # compute is now the fetch span [1060,1080): no overlap with I/O
     assert S["time"]["compute_us"] == 20
     assert S["time"]["io_not_overlapped_us"] == 23
@@ -232,8 +232,8 @@ def test_compute_cat_option(tmp_path):
 def test_same_figures_on_dask(tmp_path):
     write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a())
     write_trace(tmp_path / "tr" / "b-node1-200.pfw.zst", trace_b(), lines_per_frame=2)
-    local, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
-    dask, _ = analyze([str(tmp_path / "tr")], Options(engine="dask", workers=2))
+    local = analyze([str(tmp_path / "tr")], Options(engine="local")).summary
+    dask = analyze([str(tmp_path / "tr")], Options(engine="dask", workers=2)).summary
     assert dask["input"]["engine"] == "dask"
     for k in ("job", "time", "calls", "files", "categories", "access", "timeline", "metadata_calls"):
         assert dask[k] == local[k], k
@@ -248,10 +248,10 @@ def test_streamed_in_segments_gives_the_same_figures(tmp_path, monkeypatch, rows
 
     write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a(), lines_per_frame=1)
     write_trace(tmp_path / "tr" / "b-node1-200.pfw.zst", trace_b(), lines_per_frame=1)
-    whole, _ = analyze([str(tmp_path / "tr")], Options(engine="local"))
+    whole = analyze([str(tmp_path / "tr")], Options(engine="local")).summary
     monkeypatch.setattr(load, "SEGMENT_ROWS", rows)
     monkeypatch.setattr(load, "SMALL_FILE_EVENTS", 0)  # every file streamed on its own
-    streamed, _ = analyze([str(tmp_path / "tr")], Options(engine="local", out_dir=str(tmp_path / "o")))
+    streamed = analyze([str(tmp_path / "tr")], Options(engine="local", out_dir=str(tmp_path / "o"))).summary
     for k in ("job", "time", "processes", "calls", "files", "categories", "access", "timeline",
               "metadata_calls"):
         assert streamed[k] == whole[k], k
@@ -263,8 +263,8 @@ def test_existing_dask_cluster(tmp_path):
     write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a())
     with LocalCluster(n_workers=1, threads_per_worker=2, processes=False,
                       dashboard_address=None) as cluster:
-        S, _ = analyze([str(tmp_path / "tr")], Options(scheduler=cluster.scheduler_address,
-                                                       out_dir=str(tmp_path / "out")))
+        S = analyze([str(tmp_path / "tr")], Options(scheduler=cluster.scheduler_address,
+                                                    out_dir=str(tmp_path / "out"))).summary
     assert S["input"]["engine"] == "dask"
     assert S["time"]["io_us"] == 23 and S["time"]["io_not_overlapped_us"] == 1
     assert (tmp_path / "out" / "events" / "part-00000.parquet").exists()

@@ -53,7 +53,7 @@ def test_training_section(tmp_path):
     write_trace(tmp_path / "t" / "main.pfw.zst", _main())
     write_trace(tmp_path / "t" / "w1.pfw.zst", _worker(201, 0, [10, 20, 30]))
     write_trace(tmp_path / "t" / "w2.pfw.zst", _worker(202, 1, [5, 5], failed_last=True))
-    S, _ = analyze([str(tmp_path / "t")], Options(out_dir=str(tmp_path / "out"), engine="local"))
+    S = analyze([str(tmp_path / "t")], Options(out_dir=str(tmp_path / "out"), engine="local")).summary
     T = S["training"]
     (ld,) = T["loaders"]
     assert (ld["pid"], ld["loader"], ld["epochs"], ld["batches"]) == (100, 0, 2, 5)
@@ -79,7 +79,7 @@ def test_no_training_section_without_those_events(tmp_path):
     p = 100
     write_trace(tmp_path / "t" / "a.pfw.zst",
                 [process(p), span("step", "compute", p, 1000 * US, 10 * US), end(p, 2)])
-    S, _ = analyze([str(tmp_path / "t")], Options(engine="local"))
+    S = analyze([str(tmp_path / "t")], Options(engine="local")).summary
     assert S["training"] == dict(loaders=[], batches=0, samples=dict(
         count=0, time_us=0.0, errors=0, processes=0, mean_us=None), checkpoints=[], data_calls=[])
 
@@ -96,7 +96,7 @@ def test_a_programs_own_events_in_the_hooks_categories_are_its_own(tmp_path):
           span("numpy.load", "data", p, 1400 * US, 10 * US, args={"file": "a.npy", "bytes": 100}),
           span("numpy.save", "data", p, 1500 * US, 10 * US, args={"file": "b.npy"})]
     write_trace(tmp_path / "t" / "a.pfw.zst", ev + [end(p, len(ev))])
-    S, _ = analyze([str(tmp_path / "t")], Options(engine="local"))
+    S = analyze([str(tmp_path / "t")], Options(engine="local")).summary
     T = S["training"]
     assert T["loaders"] == [] and T["checkpoints"] == []
     assert T["data_calls"] == [dict(name="numpy.load", count=1, time_us=10.0, bytes=100),

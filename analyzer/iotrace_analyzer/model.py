@@ -1,0 +1,42 @@
+"""The job as the analyses and the outputs see it: what every input told, merged.
+
+`analyze` (load.py) reads the inputs into per-task partials (summary.Partial), `summary.build`
+merges them into one Job, the rules (insights.findings) read it, and the outputs (summary.json,
+the text report, the report page, Parquet) write it. Nothing goes between those steps but a Job:
+the summary holds the top of each table, the Job every row of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from .files import FileSizes, FileTable
+
+
+@dataclass
+class Drawn:
+    """What the report page draws beyond the summary, aggregated (activity.summarize,
+    counters.summarize)."""
+
+    proc_timeline: dict | None = None  # per process row, its binned I/O (the job timeline's bins)
+    offsets: list = field(default_factory=list)  # the offsets of the files with most data calls
+    phase_events: list = field(default_factory=list)  # per phase kind, its longest events
+    counters: list = field(default_factory=list)  # per counter series, its points
+
+
+@dataclass
+class Job:
+    """One job: its summary (summary.json's sections), every file's row, and what the rules and
+    the page weigh beyond the summary."""
+
+    summary: dict
+    files: FileTable = field(default_factory=FileTable.empty)  # every file, as columns
+    file_sizes: FileSizes | None = None  # each file's calls per (direction, size bin)
+    data_by_pid: dict = field(default_factory=dict)  # pid -> its calls on data files
+    cats_by_pid: dict = field(default_factory=dict)  # pid -> {@trace category: its union, us}
+    drawn: Drawn = field(default_factory=Drawn)
+    traces: list = field(default_factory=list)  # load.FileResult per trace file read
+    # the files of the file-per-sample pattern (a mask of `files`' rows), as the rules found it
+    per_sample: np.ndarray | None = None

@@ -73,7 +73,7 @@ def test_run_help_and_docs_name_the_same_options():
 @pytest.mark.parametrize("option,truth", [("--engine", "forked worker processes"),
                                           ("--workers", "worker processes")])
 def test_engine_and_workers_say_processes(option, truth):
-    """The analyzer's local engine runs forked processes (load.LocalRunner): help and docs say so."""
+    """The analyzer's local engine runs forked processes (engine.Forked): help and docs say so."""
     _, text = help_options("-m", "iotrace_analyzer")
     block = text[text.index(f"  {option}"):]
     block = re.sub(r"\s+", " ", block[:block.index("\n  -", 3)])

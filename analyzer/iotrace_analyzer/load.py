@@ -22,7 +22,6 @@ import queue
 import sys
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -32,7 +31,7 @@ import pyarrow.compute as pc
 from iotrace_format import PROCESS_INFO_KEYS
 from iotrace_format.reader import Damage, find_traces, form_by_name, iter_batches, settle_live
 
-from . import _kernels, file_class, insights, keys, parquet, summary, units
+from . import _kernels, engine, file_class, insights, keys, parquet, summary, units
 from .model import Job
 
 SEGMENT_ROWS = 1 << 20  # small files: events summarized together, at most
@@ -55,10 +54,6 @@ CHILD_CLOCK_SLACK_NS = 100_000_000
 MISSING_CHILDREN_LISTED = 1000  # summary.json lists at most this many missing children
 # trace bytes per event, by the form a file's name says (reader.form_by_name)
 _BYTES_PER_EVENT = {"compact": 1.2, "zstd": 12.0, "gzip": 14.0, "plain": 170.0}
-
-# The same settings for processes started from here (Dask workers): glibc reads them at start.
-MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
-              "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
 
 _tuned_pid = 0
 
@@ -511,61 +506,10 @@ def process_files(paths: list[str], index: int, out_dir: str | None,
     return TaskResult(P.finalize(), files, parts)
 
 
-# --------------------------------------------------------------------------- runners
+def _process_task(args: tuple) -> TaskResult:
+    return process_files(*args)
 
 
-class LocalRunner:
-    """Tasks on forked processes (they start with this process's imports: no start-up
-    cost), or on a thread of this process for a single task."""
-
-    def __init__(self, workers: int, processes: bool = False):
-        if processes:
-            import multiprocessing as mp
-
-            self.pool = ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork"))
-        else:
-            self.pool = ThreadPoolExecutor(max_workers=workers)
-        self.workers = workers
-
-    def submit(self, fn, *args):
-        return self.pool.submit(fn, *args)
-
-    def wait_any(self, futures) -> set:
-        return wait(futures, return_when=FIRST_COMPLETED).done
-
-    def close(self):
-        self.pool.shutdown()
-
-
-class DaskRunner:
-    def __init__(self, scheduler: str | None, workers: int):
-        from dask.distributed import Client, LocalCluster
-
-        self.cluster = None
-        if scheduler:
-            self.client = Client(scheduler)
-        else:
-            os.environ.update(MALLOC_ENV)
-            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=None, silence_logs=40)
-            self.client = Client(self.cluster)
-        self.workers = len(self.client.scheduler_info().get("workers", {})) or workers
-        try:  # before the first task: the workers' own threads may run several at once
-            self.client.run(tune_process)
-        except Exception:  # noqa: BLE001 (a worker without the package: tasks tune themselves)
-            pass
-
-    def submit(self, fn, *args):
-        return self.client.submit(fn, *args, pure=False)
-
-    def wait_any(self, futures) -> set:
-        from dask.distributed import wait as dask_wait
-        return set(dask_wait(futures, return_when="FIRST_COMPLETED").done)
-
-    def close(self):
-        self.client.close()
-        if self.cluster is not None:
-            self.cluster.close()
 
 
 # --------------------------------------------------------------------------- driver
@@ -592,21 +536,9 @@ def _estimate(path: str, size: int) -> int:
 def plan_tasks(files: list[str], sizes: dict, workers: int) -> list[list[str]]:
     """Big files alone; small ones grouped, in file order, into tasks of about a fourth of a
     worker's share of the input (so that every worker has several), GROUP_EVENTS at most."""
-    est = {f: _estimate(f, sizes[f]) for f in files}
-    target = max(SMALL_FILE_EVENTS, min(GROUP_EVENTS, sum(est.values()) // (4 * max(workers, 1))))
-    tasks, group, group_events = [], [], 0
-    for f in files:
-        if est[f] >= SMALL_FILE_EVENTS:
-            tasks.append([f])
-            continue
-        group.append(f)
-        group_events += est[f]
-        if group_events >= target:
-            tasks.append(group)
-            group, group_events = [], 0
-    if group:
-        tasks.append(group)
-    return tasks
+    est = [_estimate(f, sizes[f]) for f in files]
+    target = max(SMALL_FILE_EVENTS, min(GROUP_EVENTS, sum(est) // (4 * max(workers, 1))))
+    return engine.group(files, est, target, alone=SMALL_FILE_EVENTS)
 
 
 def _progress(done: int, total: int, t0: float) -> None:
@@ -625,51 +557,35 @@ def analyze(paths: list[str], opts: Options) -> Job:
     files = find_traces(paths)
     sizes = {f: os.path.getsize(f) for f in files}
     est = sum(_estimate(f, s) for f, s in sizes.items())
-    engine = opts.engine
-    if engine == "auto":
-        engine = "dask" if opts.scheduler or est >= LOCAL_EVENTS else "local"
+    kind = opts.engine
+    if kind == "auto":
+        kind = "dask" if opts.scheduler or est >= LOCAL_EVENTS else "local"
     workers = opts.workers or os.cpu_count() or 1
     # Several tasks: forked processes, one per worker (a task's per-block Python, and its
-    # Parquet thread, hold the GIL often enough to serialize threads); one task: a thread.
-    runner = DaskRunner(opts.scheduler, workers) if engine == "dask" else \
-        LocalRunner(workers, processes=workers > 1 and len(files) > 1)
+    # Parquet thread, hold the GIL often enough to serialize threads); one task: this process.
+    runner = engine.engine("dask" if kind == "dask" else "processes", workers, opts.scheduler,
+                           setup=tune_process)
     tasks = plan_tasks(files, sizes, runner.workers)
     if opts.out_dir:
         os.makedirs(opts.out_dir, exist_ok=True)
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
     t0 = time.time()
     results: list[TaskResult] = []
-    try:
-        # A sliding window of tasks, biggest first: memory stays bounded for any input size.
-        order = sorted(range(len(tasks)), key=lambda i: -sum(sizes[f] for f in tasks[i]))
-        pending = order[::-1]
-        in_flight: set = set()
-        window = 2 * runner.workers
-        # A Parquet thread for a task that will be the long pole (more events than all the
-        # others share per remaining worker): the cores the others leave would idle
-        size = [sum(_estimate(f, sizes[f]) for f in t) for t in tasks]
-        spare = runner.workers - 1
-        threaded = [spare > 0 and size[i] * spare > est - size[i] for i in range(len(tasks))]
-
-        def submit_next():
-            i = pending.pop()
-            in_flight.add(runner.submit(process_files, tasks[i], i, opts.out_dir, opts.compute_cats,
-                                        threaded[i]))
-
-        while pending and len(in_flight) < window:
-            submit_next()
-        while in_flight:
-            for done in runner.wait_any(list(in_flight)):
-                in_flight.discard(done)
-                results.append(done.result())
-                if pending:
-                    submit_next()
+    # A Parquet thread for a task that will be the long pole (more events than all the
+    # others share per remaining worker): the cores the others leave would idle
+    size = [sum(_estimate(f, sizes[f]) for f in t) for t in tasks]
+    spare = runner.workers - 1
+    todo = [(tasks[i], i, opts.out_dir, opts.compute_cats, spare > 0 and size[i] * spare > est - size[i])
+            for i in range(len(tasks))]
+    # biggest first, a sliding window of them: memory stays bounded for any input size
+    todo.sort(key=lambda t: -sum(sizes[f] for f in t[0]))
+    with runner:
+        for r in runner.unordered(_process_task, todo):
+            results.append(r)
             if show and time.time() - t0 > 1.0:
                 _progress(len(results), len(tasks), t0)
         if show and time.time() - t0 > 1.0:
             sys.stderr.write("\n")
-    finally:
-        runner.close()
     order = {f: i for i, f in enumerate(files)}
     file_results = sorted((f for r in results for f in r.files), key=lambda r: order[r.path])
     by_path = {os.path.realpath(f.path): f for f in file_results}
@@ -710,7 +626,7 @@ def analyze(paths: list[str], opts: Options) -> Job:
     del results
     _trim()
     S["input"] = dict(files=len(files), recovered=len(recovered), stored_bytes=sum(sizes.values()), tasks=len(tasks),
-                      engine=engine, workers=runner.workers, estimated_events=est,
+                      engine=kind, workers=runner.workers, estimated_events=est,
                       findings_seconds=round(t_rules, 4))
     S["damage"] = damage_report(file_results, S["job"]["start_ns"])
     job.traces = file_results

@@ -21,20 +21,18 @@ again: rare, and cheaper than sending every file's names back.
 
 from __future__ import annotations
 
-import multiprocessing as mp
 import os
 import queue
 import sys
 import tempfile
 import threading
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 import orjson
 from iotrace_format import PROCESS_INFO_KEYS
 
-from .. import _export
+from .. import _export, engine
 from . import json_out
 from .filters import TIMED, EventFilter, TimeHistogram, phases
 from .flows import Flows
@@ -150,8 +148,8 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
     for d in r.settle_live(inputs)[1]:  # dead processes' traces finished; the others said
         print(f"iotrace export: {d.path}: {d.detail}", file=log)
     paths = r.find_traces(inputs)
-    with _pool(jobs) as pool:
-        if len(paths) > FIRSTS_IN_POOL and not isinstance(pool, _SerialPool):
+    with engine.engine("processes", jobs) as pool:
+        if len(paths) > FIRSTS_IN_POOL and pool.workers > 1:
             firsts = pool.map(_first_event, paths, chunksize=max(1, len(paths) // (8 * jobs)))
         else:
             firsts = map(_first_event, paths)
@@ -194,54 +192,6 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
     for err in result.errors:
         print(f"iotrace export: {err}", file=log)
     return result
-
-
-def _pool(jobs: int):
-    if jobs <= 1:
-        return _SerialPool()
-    return _ForkPool(jobs)
-
-
-class _ForkPool:
-    """Forked worker processes (they start with this process's imports: no start-up cost),
-    started at the first map of two items or more, as many as it has items up to `jobs`. A map
-    of one item before (one task: a job of one big trace) runs in this process: no process
-    beside it, idle but for its copy of the interpreter's memory (forked workers all start at
-    once)."""
-
-    def __init__(self, jobs: int):
-        self.jobs = jobs
-        self.pool: ProcessPoolExecutor | None = None
-
-    def map(self, fn, items, chunksize=1):
-        items = list(items)
-        if self.pool is None:
-            if len(items) <= 1:
-                return map(fn, items)
-            self.pool = ProcessPoolExecutor(min(self.jobs, len(items)),
-                                            mp_context=mp.get_context("fork"))
-        return self.pool.map(fn, items, chunksize=chunksize)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        if self.pool is not None:
-            self.pool.shutdown()
-        return None
-
-
-class _SerialPool:
-    """ProcessPoolExecutor's map, in this process (for --jobs 1 and debugging)."""
-
-    def map(self, fn, items, chunksize=1):
-        return map(fn, items)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
 
 
 # An iotrace_process_info line (the role, parent and worker id a process learns after its
@@ -335,19 +285,8 @@ def _tasks(jobs: list[FileJob], tmp: str) -> list[Task]:
     """Consecutive files grouped into tasks of about the same stored size (a big file is a
     task of its own; many small ones share one, and its part file)."""
     sizes = [_size(j.file.path) for j in jobs]
-    target = max(1, sum(sizes) // 64)
-    tasks: list[Task] = []
-    group: list[FileJob] = []
-    size = 0
-    for job, n in zip(jobs, sizes):
-        if group and (size + n > target or len(group) >= TASK_FILES):
-            tasks.append(Task(group, os.path.join(tmp, f"{len(tasks)}.part")))
-            group, size = [], 0
-        group.append(job)
-        size += n
-    if group:
-        tasks.append(Task(group, os.path.join(tmp, f"{len(tasks)}.part")))
-    return tasks
+    groups = engine.group(jobs, sizes, max(1, sum(sizes) // 64), most=TASK_FILES)
+    return [Task(g, os.path.join(tmp, f"{i}.part")) for i, g in enumerate(groups)]
 
 
 def _size(path: str) -> int:

@@ -1,0 +1,186 @@
+"""Where tasks run: the one execution engine of the analysis (load.analyze) and the export
+(export/merge.py). A task is a top-level function and its argument (picklable), run
+
+- in this process (one worker, or a single task: no process beside it);
+- on threads of this process (one big task whose work releases the GIL);
+- on forked processes (they start with this process's imports: no start-up cost), started
+  at the first call with two tasks or more;
+- on a Dask cluster: a LocalCluster of worker processes, or an existing one (`--scheduler`),
+  with the same tasks unchanged.
+
+Two ways to get results: `map` in the order of the tasks (the export joins its parts in order),
+`unordered` as they finish with at most `window` in flight (the analysis folds each partial in
+as it comes, so its memory does not grow with the number of tasks).
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
+
+# a local Dask cluster's workers: one malloc arena, and no trimming of memory a task gave back
+# that the next one would fault in again
+MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
+              "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
+
+
+class Engine:
+    """Runs tasks in this process; the others change where."""
+
+    kind = "serial"
+
+    def __init__(self, workers: int = 1):
+        self.workers = max(1, workers)
+
+    def map(self, fn: Callable, items: Iterable, chunksize: int = 1) -> Iterator:
+        """fn(item) for each item, in their order."""
+        return map(fn, items)
+
+    def unordered(self, fn: Callable, items: list, window: int | None = None) -> Iterator:
+        """fn(item) for each item, as they finish, at most `window` (2 per worker) at once;
+        items are started in their order."""
+        return map(fn, items)
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+        return None
+
+
+class _Executor(Engine):
+    """An executor of concurrent.futures, made at the first call that has two tasks or more."""
+
+    def __init__(self, workers: int):
+        super().__init__(workers)
+        self.pool = None
+
+    def _make(self, n: int):
+        raise NotImplementedError
+
+    def _ready(self, items: list) -> bool:
+        if self.pool is None and len(items) > 1:
+            self.pool = self._make(min(self.workers, len(items)))
+        return self.pool is not None
+
+    def map(self, fn, items, chunksize=1):
+        items = list(items)
+        return self.pool.map(fn, items, chunksize=chunksize) if self._ready(items) else map(fn, items)
+
+    def unordered(self, fn, items, window=None):
+        items = list(items)
+        if not self._ready(items):
+            yield from map(fn, items)
+            return
+        window = window or 2 * self.workers
+        pending = list(reversed(items))
+        in_flight: set = set()
+        while pending or in_flight:
+            while pending and len(in_flight) < window:
+                in_flight.add(self.pool.submit(fn, pending.pop()))
+            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
+            for f in done:
+                yield f.result()
+
+    def close(self):
+        if self.pool is not None:
+            self.pool.shutdown()
+            self.pool = None
+
+
+class Threads(_Executor):
+    kind = "threads"
+
+    def _make(self, n):
+        return ThreadPoolExecutor(max_workers=n)
+
+
+class Forked(_Executor):
+    kind = "processes"
+
+    def _make(self, n):
+        return ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork"))
+
+
+class Dask(Engine):
+    """A Dask cluster: a LocalCluster of `workers` processes, or the one at `scheduler`."""
+
+    kind = "dask"
+
+    def __init__(self, workers: int, scheduler: str | None = None, setup: Callable | None = None):
+        from dask.distributed import Client, LocalCluster
+
+        self.cluster = None
+        if scheduler:
+            self.client = Client(scheduler)
+        else:
+            os.environ.update(MALLOC_ENV)
+            self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                        dashboard_address=None, silence_logs=40)
+            self.client = Client(self.cluster)
+        super().__init__(len(self.client.scheduler_info().get("workers", {})) or workers)
+        if setup is not None:
+            try:  # before the first task: the workers' own threads may run several at once
+                self.client.run(setup)
+            except Exception:  # noqa: BLE001 (a worker without the package: tasks set up themselves)
+                pass
+
+    def map(self, fn, items, chunksize=1):
+        futures = [self.client.submit(fn, x, pure=False) for x in items]
+        return (f.result() for f in futures)
+
+    def unordered(self, fn, items, window=None):
+        from dask.distributed import wait as dask_wait
+
+        window = window or 2 * self.workers
+        pending = list(reversed(list(items)))
+        in_flight: set = set()
+        while pending or in_flight:
+            while pending and len(in_flight) < window:
+                in_flight.add(self.client.submit(fn, pending.pop(), pure=False))
+            done = set(dask_wait(list(in_flight), return_when="FIRST_COMPLETED").done)
+            in_flight -= done
+            for f in done:
+                yield f.result()
+
+    def close(self):
+        self.client.close()
+        if self.cluster is not None:
+            self.cluster.close()
+
+
+def engine(kind: str, workers: int, scheduler: str | None = None, setup: Callable | None = None) -> Engine:
+    """The engine of a kind: "serial", "threads", "processes" or "dask" (`scheduler`: an
+    existing cluster's address; `setup` runs once on each of its workers)."""
+    if kind == "dask" or scheduler:
+        return Dask(workers, scheduler, setup)
+    if workers <= 1 or kind == "serial":
+        return Engine(1)
+    return Threads(workers) if kind == "threads" else Forked(workers)
+
+
+def group(items: list, weights: list, target: float, alone: float | None = None,
+          most: int | None = None) -> list[list]:
+    """Consecutive items grouped into tasks: a task is closed once it weighs `target` or holds
+    `most` items; an item of `alone` weight or more is a task of its own."""
+    tasks: list[list] = []
+    cur: list = []
+    w = 0
+    for item, n in zip(items, weights):
+        if alone is not None and n >= alone:
+            tasks.append([item])
+            continue
+        cur.append(item)
+        w += n
+        if w >= target or (most is not None and len(cur) >= most):
+            tasks.append(cur)
+            cur, w = [], 0
+    if cur:
+        tasks.append(cur)
+    return tasks

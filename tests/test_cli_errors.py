@@ -149,7 +149,7 @@ def test_unknown_option_gives_the_subcommands_usage(tmp_path, command):
 # -- 5. rules files --------------------------------------------------------------------------------
 
 def test_rules_file_sizes_and_errors(tmp_path, job):
-    from iotrace_analyzer import insights
+    from iotrace_analyzer.analyses import insights
 
     rules = tmp_path / "rules.json"
     rules.write_text('{"small-reads": {"size": "64K"}, "small-writes": {"size": "1MiB"}}')

@@ -73,5 +73,5 @@ def test_cat_loads_nothing_heavy(tmp_path):
 
 def test_analyzer_needs_no_compiler_run():
     """The analysis side compiles nothing at its first run (no numba)."""
-    loaded = _loaded_after("import iotrace_analyzer.load, iotrace_analyzer.summary, iotrace_analyzer.cli")
+    loaded = _loaded_after("import iotrace_analyzer.pipeline, iotrace_analyzer.analyses.summary, iotrace_analyzer.cli")
     assert "numba" not in loaded and "iotrace" not in loaded

@@ -84,7 +84,7 @@ def test_pipeline_report_in_chromium(pipeline):
     # the findings first, the same as summary.json's, in its order
     assert page["findings"] == [f["id"] for f in S["findings"]] and "metadata-heavy" in page["findings"]
     # each finding shows what the text report prints of it (report.evidence), in the browser
-    from iotrace_analyzer import report
+    from iotrace_analyzer.outputs import report
     for f, text in zip(S["findings"], page["finding_text"]):
         _key, rows, notes = report.evidence(f)
         for line in rows[:5] + notes:
@@ -189,7 +189,8 @@ def test_file_per_sample_evidence_on_the_page(tmp_path):
     """The metadata-heavy finding's file-per-sample evidence (its files, opens, reads, time and
     bytes per open: insights.Evidence's note) is on the page as the text report prints it, with
     the figures of summary.json."""
-    from iotrace_analyzer import insights, report
+    from iotrace_analyzer.analyses import insights
+    from iotrace_analyzer.outputs import report
 
     data = tmp_path / "samples"
     data.mkdir()

@@ -1539,7 +1539,8 @@ PYBIND11_MODULE(_kernels, m) {
   m.def("hex_values", &hex_values, py::arg("offsets"), py::arg("data"), py::arg("valid"));
   m.def("name_codes", &name_codes, py::arg("offsets"), py::arg("data"), py::arg("valid"),
         py::arg("names"));
-  py::class_<Names>(m, "Names", "one trace file's names, fhash -> path (load.FileReader)")
+  py::class_<Names>(m, "Names",
+                    "one trace file's names, fhash -> path (inputs/read.py: FileReader)")
       .def(py::init<>())
       .def("fh", &Names::fh, py::arg("lines"), py::arg("ipc_prefixes"))
       .def("set", &Names::set, py::arg("hash"), py::arg("path"))

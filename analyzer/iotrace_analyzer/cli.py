@@ -15,8 +15,9 @@ import time
 # threads only spin beside the decoding (1.5% of the CPU of a 10M-event run).
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from . import insights, report  # noqa: E402
-from .load import Options, analyze  # noqa: E402
+from .analyses import insights  # noqa: E402
+from .outputs import report  # noqa: E402
+from .pipeline import Options, analyze  # noqa: E402
 from iotrace_format.reader import TraceInputError  # noqa: E402
 
 
@@ -196,7 +197,7 @@ def _analyze(args, rules: dict, stage: str | None, t0: float) -> int:
     page_path = args.report or (os.path.join(out, "report.html") if out else None)
     S["input"]["seconds"] = round(time.time() - t0, 3)
     if page_path:
-        from . import report_page  # plotly and jinja2: only when a page is written
+        from .outputs import report_page  # plotly and jinja2: only when a page is written
 
         try:  # written under a temporary name and renamed, as _write_atomic does
             S["input"]["report_seconds"] = round(report_page.write(S, job.drawn, page_path), 3)
@@ -231,7 +232,7 @@ def _options(args, rules: dict, out_dir: str | None) -> Options:
 
 
 def _compare(args, rules) -> int:
-    from . import compare
+    from .analyses import compare
 
     def analyze_traces(path):
         return analyze([path], _options(args, rules, out_dir=None)).summary

@@ -1,4 +1,4 @@
-"""Where tasks run: the one execution engine of the analysis (load.analyze) and the export
+"""Where tasks run: the one execution engine of the analysis (pipeline.analyze) and the export
 (export/merge.py). A task is a top-level function and its argument (picklable), run
 
 - in this process (one worker, or a single task: no process beside it);
@@ -15,15 +15,42 @@ as it comes, so its memory does not grow with the number of tasks).
 
 from __future__ import annotations
 
+import ctypes
 import multiprocessing as mp
 import os
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 
+import pyarrow as pa
+
 # a local Dask cluster's workers: one malloc arena, and no trimming of memory a task gave back
 # that the next one would fault in again
 MALLOC_ENV = {"MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30),
               "MALLOC_MMAP_THRESHOLD_": str(1 << 30)}
+
+
+_tuned_pid = 0
+
+
+def tune_process() -> None:
+    """One Arrow thread: parallelism is ours (a task per worker), nested pools only contend.
+    Then keep freed memory in the process and in one heap: on VMs that lazily back memory,
+    returning pages to the kernel and faulting them in again costs more than parsing. One
+    arena, because the heaps of thread arenas cannot grow past 64 MiB and send big blocks
+    to mmap. Once per process, before its threads start: resizing Arrow's pool and
+    mallopt while other threads compute crashed the analyzer (1 run in 5 of the tests)."""
+    global _tuned_pid
+    if _tuned_pid == os.getpid():
+        return
+    _tuned_pid = os.getpid()
+    pa.set_cpu_count(1)
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-8, 1)  # M_ARENA_MAX
+        libc.mallopt(-1, 1 << 30)  # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 1 << 30)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):
+        pass
 
 
 class Engine:

@@ -5,7 +5,8 @@ module (no pyarrow, Dask or numba: it imports them never).
 * `reader`: finding trace files, their frames and the damage in them, read around.
 * `_native`: compact blocks rendered to their JSON lines or decoded straight into columns,
   JSON event lines (iotrace's JSON form, DFTracer 1.x and 2.x) scanned into the same columns.
-* `calls()`: the call table of csrc/format/calls.def (number, name, category, family).
+* `calls()`: the call table of csrc/format/calls.def (number, name, category, family);
+  `IO_LAYERS`, `COUNTED_LAYERS`: the I/O layers those categories are.
 """
 
 from __future__ import annotations
@@ -21,6 +22,15 @@ PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id")
 # The variables of a process's `ranks` record (docs/trace-format.md) that give its rank, in
 # order of preference: torchrun's, then Open MPI's, MPICH/PMI's and Slurm's.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
+# The I/O layers, from the library the program calls down to the kernel's interface: a call's
+# layer is its events' category. A call of an upper layer makes calls of the layers below it
+# (HDF5 calls MPI-IO or POSIX; an MPI-IO collective makes its aggregators' POSIX writes), so
+# the job's I/O figures (bytes, call time, the I/O share of time) count the calls of the
+# COUNTED layers only, and an upper layer's own time is its calls' time less the nested calls'.
+# stdio's calls nest no traced POSIX call (glibc reads and writes for them inside itself, not
+# through the interposed symbols): both are counted.
+IO_LAYERS = ("hdf5", "pnetcdf", "mpiio", "stdio", "posix")
+COUNTED_LAYERS = ("stdio", "posix")
 
 
 def rank_of(ranks) -> int | None:

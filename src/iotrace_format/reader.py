@@ -498,6 +498,11 @@ def _text_batches(blocks: Iterator[bytes]) -> Iterator:
         yield batch
 
 
+def batches_of_text(text: bytes) -> Iterator:
+    """JSON lines in memory as column batches (as iter_batches gives a file's)."""
+    return _text_batches(iter([text]))
+
+
 def _zstd_batches(path, buf, start, end, damage) -> Iterator:
     """A compact frame decoded straight to columns; runs of JSON-form frames scanned."""
     tail = b""

@@ -5,7 +5,7 @@ For each workload (every golden trace set under tests/golden/, and synthetic job
 deterministically, as the tracer writes traces: conftest.py) and each rule set (the default
 thresholds, and `sensitive`: every minimum at zero, shares at 1%, ratios at 1.01, so that
 every rule's evidence is computed), the analysis is run in this process as `iotrace-analyze
-TRACES -o OUT` runs it (load.analyze, 2 workers) and written as
+TRACES -o OUT` runs it (pipeline.analyze, 2 workers) and written as
 tests/analyzer/expected/<workload>.<rules>.json:
 
   summary      summary.json, findings included, but for the analyzer's own timings
@@ -366,7 +366,7 @@ def workloads() -> dict:
 
 
 def rule_sets() -> dict:
-    from iotrace_analyzer import insights
+    from iotrace_analyzer.analyses import insights
 
     floors = ("min_share", "min_calls", "min_bytes", "min_time_s", "min_wall_s", "min_file_bytes")
 
@@ -455,8 +455,8 @@ def _parquet(out: str, subs) -> dict:
 
 def record(paths: list[str], rules: dict, tmp: str, workers: int = 2) -> dict:
     """The outputs of one analysis, as written to expected/ (with 2 workers)."""
-    from iotrace_analyzer import report
-    from iotrace_analyzer.load import Options, analyze
+    from iotrace_analyzer.outputs import report
+    from iotrace_analyzer.pipeline import Options, analyze
 
     out = os.path.join(tmp, "out")
     shutil.rmtree(out, ignore_errors=True)

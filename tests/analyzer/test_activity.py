@@ -3,8 +3,8 @@ values worked out by hand on small traces."""
 
 import numpy as np
 from conftest import end, fh, io, process, span, write_trace
-from iotrace_analyzer.activity import SAMPLE_POINTS, _merge_sample
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.analyses.activity import SAMPLE_POINTS, _merge_sample
+from iotrace_analyzer.pipeline import Options, analyze
 from test_summary import trace_a, trace_b
 
 US = 1000
@@ -111,7 +111,7 @@ def test_phases_and_their_time_split(tmp_path):
 
 
 def test_bins_coarsen_and_keep_every_count():
-    from iotrace_analyzer.activity import ActivityPart
+    from iotrace_analyzer.analyses.activity import ActivityPart
 
     rng = np.random.default_rng(7)
     part, other = ActivityPart(), ActivityPart()

@@ -9,8 +9,8 @@ import json
 from conftest import end, fh, io, process, span, write_trace
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from iotrace_analyzer.load import Options, analyze
-from iotrace_analyzer.summary import KNOWN_CALLS
+from iotrace_analyzer.pipeline import Options, analyze
+from iotrace_analyzer.analyses.summary import KNOWN_CALLS
 
 US = 1000
 OURS = ["posix", "stdio", "process", "dataloader", "data", "checkpoint", "fetch", "compute",

@@ -7,7 +7,7 @@ import json
 import os
 
 from conftest import end, fh, io, process, write_trace
-from iotrace_analyzer import compare
+from iotrace_analyzer.analyses import compare
 from iotrace_analyzer.cli import main
 
 MS = 1_000_000

@@ -21,8 +21,9 @@ import sys
 import numpy as np
 import pyarrow as pa
 from conftest import end, meta, process, span, usec, write_trace
-from iotrace_analyzer import counters, report, report_page
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.analyses import counters
+from iotrace_analyzer.outputs import report, report_page
+from iotrace_analyzer.pipeline import Options, analyze
 
 US = 1000
 MIB = 1 << 20
@@ -137,7 +138,7 @@ def _batch(ts, vals, key="v"):
 
 
 def _add(part, b):
-    from iotrace_analyzer.summary import _codes32
+    from iotrace_analyzer.analyses.summary import _codes32
 
     ph, phv = _codes32(b.column("ph"))
     nm, nmv = _codes32(b.column("name"))

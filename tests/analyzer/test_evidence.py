@@ -6,7 +6,8 @@ import os
 
 import make_expected
 import pytest
-from iotrace_analyzer import insights, report
+from iotrace_analyzer.analyses import insights
+from iotrace_analyzer.outputs import report
 
 
 def pinned_findings() -> list:

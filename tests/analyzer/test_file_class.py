@@ -3,9 +3,9 @@ start-up (thousands of stats on its interpreter and packages) is not counted as 
 
 import pytest
 from conftest import end, fh, io, process, write_trace
-from iotrace_analyzer import file_class
-from iotrace_analyzer.file_class import classify, software_prefixes
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.model import file_class
+from iotrace_analyzer.model.file_class import classify, software_prefixes
+from iotrace_analyzer.pipeline import Options, analyze
 
 US = 1000
 

@@ -6,7 +6,7 @@ import os
 import pytest
 from conftest import end, fh, io, process, write_trace
 from iotrace_analyzer.cli import main
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.pipeline import Options, analyze
 
 US = 1000
 

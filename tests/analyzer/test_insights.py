@@ -9,9 +9,9 @@ import json
 
 import pytest
 from conftest import end, fh, io, process, span, write_trace
-from iotrace_analyzer import insights
+from iotrace_analyzer.analyses import insights
 from iotrace_analyzer.cli import main
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.pipeline import Options, analyze
 
 MS = 1_000_000  # ns
 KiB, MiB = 1024, 1 << 20
@@ -88,7 +88,7 @@ def test_clean_sequential_read_has_no_finding(tmp_path):
     found, S = run(tmp_path, p)
     assert found == {}
     assert S["time"]["io_share_of_wall"] == round((64 * 200 + 2 * 10) / 2_000_000, 6)  # reads, open, close
-    from iotrace_analyzer import report
+    from iotrace_analyzer.outputs import report
     assert report.text_report(S).startswith("Findings: none.")
 
 

@@ -186,7 +186,7 @@ def test_figures_match_reference(seed):
 def test_the_kinds_bits_and_bins_come_from_the_kernel():
     """summary.py builds cat_kind, name_kind and fh_kind from the kernel's own bits, and its size
     labels from the kernel's edges; this file's hand-written kinds agree with them."""
-    from iotrace_analyzer import summary
+    from iotrace_analyzer.analyses import summary
 
     k = _kernels
     assert list(CAT_KIND) == [k.CAT_IO, k.CAT_COMPUTE, 0, k.CAT_PROCESS]

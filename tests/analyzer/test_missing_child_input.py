@@ -6,9 +6,9 @@ parent's host."""
 import json
 
 import pytest
-from iotrace_analyzer import load
+from iotrace_analyzer.inputs import read
 from iotrace_analyzer.cli import main
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.pipeline import Options, analyze
 
 from conftest import fhex, js, usec
 
@@ -165,7 +165,7 @@ def test_failed_calls_and_threads_are_not_children(tmp_path):
 def test_children_found_across_tasks(tmp_path, monkeypatch):
     """Every file its own task (and streamed block by block) on forked workers: the check runs
     where the tasks' results are combined."""
-    monkeypatch.setattr(load, "SMALL_FILE_EVENTS", 0)
+    monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0)
     parent_with(tmp_path, *(proc_call("fork", 100, MONO0 + k * 1_000_000, 4000 + k) for k in range(1, 6)))
     for k in (1, 2, 4, 5):
         child(tmp_path, 4000 + k, MONO0 + k * 1_000_000 + 300_000, role="fork", name="app")

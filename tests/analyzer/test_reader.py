@@ -122,7 +122,8 @@ def test_scanner_unescapes_strings():
 def test_codec_by_name_is_the_one_guess_of_the_reader_and_the_planner(tmp_path):
     """detect_codec falls back on the name where the first bytes say nothing, and the
     analyzer's planner sizes files by the same name rules (form_by_name)."""
-    from iotrace_analyzer.load import _BYTES_PER_EVENT, _estimate
+    from iotrace_analyzer.inputs.traces import BYTES_PER_EVENT as _BYTES_PER_EVENT
+    from iotrace_analyzer.inputs.traces import estimate as _estimate
 
     forms = {".pfw": "plain", ".pfw.zst": "zstd", ".pfw.gz": "gzip", ".iotc.zst": "compact"}
     assert set(forms) == set(TRACE_SUFFIXES)

@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import end, fh, fhex, io, meta, process, span, write_trace
 from iotrace_analyzer.cli import main
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.pipeline import Options, analyze
 
 US = 1000  # ns per µs
 
@@ -244,13 +244,13 @@ def test_streamed_in_segments_gives_the_same_figures(tmp_path, monkeypatch, rows
     """A file read as a stream of segments (a few rows each here; about a million in real
     use) gives exactly the figures of the file read whole: unions, access patterns across
     segment boundaries, per-call and per-file tables, timeline."""
-    from iotrace_analyzer import load
+    from iotrace_analyzer.inputs import read
 
     write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a(), lines_per_frame=1)
     write_trace(tmp_path / "tr" / "b-node1-200.pfw.zst", trace_b(), lines_per_frame=1)
     whole = analyze([str(tmp_path / "tr")], Options(engine="local")).summary
-    monkeypatch.setattr(load, "SEGMENT_ROWS", rows)
-    monkeypatch.setattr(load, "SMALL_FILE_EVENTS", 0)  # every file streamed on its own
+    monkeypatch.setattr(read, "SEGMENT_ROWS", rows)
+    monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0)  # every file streamed on its own
     streamed = analyze([str(tmp_path / "tr")], Options(engine="local", out_dir=str(tmp_path / "o"))).summary
     for k in ("job", "time", "processes", "calls", "files", "categories", "access", "timeline",
               "metadata_calls"):
@@ -275,7 +275,7 @@ def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monke
     """A line without `cat` (hand-made or damaged JSON) cannot go into a part whose `cat` is
     required: that part is closed and the events from there on go into part-N-1, with nulls
     where values are missing. Nothing is lost or invented."""
-    from iotrace_analyzer import load
+    from iotrace_analyzer.outputs import parquet
     from iotrace_format.reader import iter_batches
 
     p = 300
@@ -286,8 +286,8 @@ def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monke
     write_trace(tmp_path / "b.pfw.zst", [process(p), no_cat,
                                          io("read", p, 1600 * US, 5 * US, path="/data/c", fd=3,
                                             size=10, offset=10, ret=10)])
-    monkeypatch.setattr(load, "PARQUET_ROWS", 1)  # a row group per put
-    out = load.ParquetOut(str(tmp_path / "out"), 0, threaded=threaded)
+    monkeypatch.setattr(parquet, "PARQUET_ROWS", 1)  # a row group per put
+    out = parquet.ParquetOut(str(tmp_path / "out"), 0, threaded=threaded)
     for f in ("a.pfw.zst", "b.pfw.zst", "a.pfw.zst"):
         for b in iter_batches(str(tmp_path / f)):
             out.put(pa.record_batch(b), "node1", {fhex("/data/c"): "/data/c"})

@@ -12,7 +12,7 @@ import json
 
 import pyarrow.parquet as pq
 from conftest import end, meta, process, span, write_trace
-from iotrace_analyzer.load import Options, analyze
+from iotrace_analyzer.pipeline import Options, analyze
 
 US = 1000
 

@@ -20,8 +20,9 @@ import numpy as np
 import orjson
 from plotly.offline import get_plotlyjs
 
-from . import report, units
-from .model import Drawn
+from .. import units
+from ..model import Drawn
+from . import report
 
 # the plot that shows each rule's evidence
 EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "sizes", "small-writes": "sizes",
@@ -116,7 +117,7 @@ def _plot_html(div_id: str, fig: dict) -> str:
 
 @cache
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("iotrace_analyzer", "templates"),
+    env = jinja2.Environment(loader=jinja2.PackageLoader("iotrace_analyzer.outputs", "templates"),
                              autoescape=jinja2.select_autoescape(["html", "j2"]))
     return env.get_template("report.html.j2")
 

@@ -17,7 +17,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import units
+from .. import units
 
 CATS = ("dataloader", "checkpoint", "data")
 # The hooks' own events, by category and name (docs/auto.md): "data", "checkpoint" and "load"

@@ -1,6 +1,6 @@
 """The job as the analyses and the outputs see it: what every input told, merged.
 
-`analyze` (load.py) reads the inputs into per-task partials (summary.Partial), `summary.build`
+`analyze` (pipeline.py) reads the inputs into per-task partials (summary.Partial), `summary.build`
 merges them into one Job, the rules (insights.findings) read it, and the outputs (summary.json,
 the text report, the report page, Parquet) write it. Nothing goes between those steps but a Job:
 the summary holds the top of each table, the Job every row of them.

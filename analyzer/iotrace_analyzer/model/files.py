@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import file_class, units
+from .. import units
+from . import file_class
 
 # the summary's file row: its keys in order, and where each comes from
 ROW_KEYS = ("file", "fhash", "class", "count", "time_us", "bytes_read", "bytes_written", "processes",
@@ -154,7 +155,7 @@ def hash_keys(fhash: pa.Array, kind: np.ndarray | None = None, value: np.ndarray
     uint64; any other string its FNV-1a 64): distinct numbers are distinct strings, so that a
     million hashes are told distinct, or found in another list, by sorting numbers. `kind` and
     `value`: keys.HashIds.of(fhash), when known."""
-    from .keys import HEX, HashIds
+    from ..keys import HEX, HashIds
 
     if kind is None:
         kind, value = HashIds().of(fhash)
@@ -241,7 +242,7 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
                      + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes], dtype=np.int64)
                         for c in ("bin", "count")]) if any(p.file_sizes for p in parts) else None
     else:
-        from .summary import wide
+        from ..analyses.summary import wide
 
         keys = own_names = None
         t = pa.concat_tables([wide(t) for p in parts for t in p.files])

@@ -24,8 +24,8 @@ from typing import Any
 import numpy as np
 import pyarrow.compute as pc
 
-from .files import FileSizes, FileTable, py_sum, seq_sum, top_rows
-from .model import Job
+from ..model import Job
+from ..model.files import FileSizes, FileTable, py_sum, seq_sum, top_rows
 from .summary import SIZE_EDGES, SIZE_LABELS, STORAGE_SYNC_CALLS
 
 SEVERITIES = ("high", "warn", "info")

@@ -8,7 +8,8 @@ import os
 
 import orjson
 
-from . import insights, units
+from .. import units
+from ..analyses import insights
 
 
 def _figure(v) -> str:

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import json
 import os
+import queue
+import threading
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from . import _kernels
+from .. import _kernels
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
 _INT_ARGS = ("fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
@@ -54,7 +56,7 @@ def _as_dict(col) -> pa.DictionaryArray:
 def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     """File names for a dictionary column of hashes: looked up once per distinct hash, and
     the rows given their name's code through the hash's (no hashing of rows)."""
-    from . import keys
+    from .. import keys
 
     d = _as_dict(hashes)
     if d.null_count == len(d):
@@ -89,10 +91,10 @@ class Snapshot:
 
 
 def names_dict(names) -> dict:
-    """fhash -> path as a dict, of a dict or a _kernels.Names (load.FileReader's)."""
+    """fhash -> path as a dict, of a dict or a _kernels.Names (inputs.read.FileReader's)."""
     if isinstance(names, dict):
         return names
-    from .keys import strings
+    from ..keys import strings
 
     values, off, data, other = names.table()
     out = dict(zip(_hex_strings(values).to_pylist(), strings(off, data).to_pylist()))
@@ -105,7 +107,7 @@ def names_table(names, skip: np.ndarray | None = None) -> tuple:
     them one after the other (many small files: one table, not one each); and the hashes'
     kinds and values (keys.HashIds: the tracer's as numbers, not read again). `skip`: numbers
     of hex hashes left out (of a _kernels.Names)."""
-    from .keys import HEX, HashIds, strings
+    from ..keys import HEX, HashIds, strings
 
     if isinstance(names, list):
         if not all(isinstance(n, _kernels.Names) for n in names):
@@ -145,7 +147,7 @@ def names_table(names, skip: np.ndarray | None = None) -> tuple:
 
 
 def _hex_strings(values: np.ndarray) -> pa.Array:
-    from .keys import HashIds
+    from ..keys import HashIds
 
     return HashIds().strings(np.zeros(len(values), np.int8), values)
 
@@ -201,7 +203,7 @@ def _distinct(keys: np.ndarray) -> bool:
 def _by_hash(hashes) -> np.ndarray:
     """The order of distinct hashes sorted as strings: the tracer's (16 lowercase hex digits)
     as the numbers they write, the same order, without comparing strings."""
-    from .keys import HEX, HashIds
+    from ..keys import HEX, HashIds
 
     hashes = hashes.combine_chunks() if isinstance(hashes, pa.ChunkedArray) else hashes
     kind, value = HashIds().of(hashes)
@@ -239,3 +241,117 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
                 hashes = files.column("fhash").combine_chunks()
         table = files.take(_by_hash(hashes))
     pq.write_table(table.cast(FILES_SCHEMA), os.path.join(out_dir, "files.parquet"))
+
+
+# --------------------------------------------------------------------------- the events' parts
+
+PARQUET_ROWS = 1 << 19  # events per Parquet row group
+
+
+class ParquetOut:
+    """The task's Parquet part, in row groups of about 500,000 events. Written by a thread of
+    its own (Parquet encoding releases the GIL: it runs while the next blocks decode) when
+    cores would otherwise be idle; else in the task's thread, when each row group is full:
+    with every core busy, a second thread per task only adds switches and cache misses (15%
+    more CPU per event)."""
+
+    def __init__(self, out_dir: str | None, index: int, threaded: bool = True):
+        self.out_dir, self.index = out_dir, index
+        self.threaded = threaded
+        self.writer = None
+        self.schema = None
+        self.paths: list = []
+        self.q: queue.Queue = queue.Queue(maxsize=1)
+        self.error: BaseException | None = None
+        self.thread = None
+        self.pending: list = []  # batches of the row group being gathered
+        self.rows = 0
+        self.host, self.names, self.own_names = "", None, False
+        if out_dir is not None and threaded:
+            self.thread = threading.Thread(target=self._run, daemon=True)
+            self.thread.start()
+
+    def _run(self) -> None:
+        try:
+            while (item := self.q.get()) is not None:
+                self._write(*item)
+        except BaseException as e:  # noqa: BLE001 (reported by close)
+            self.error = e
+            while self.q.get() is not None:  # let the producer finish
+                pass
+
+    def _write(self, batches: list, host: str, names) -> None:
+        """`names`: fhash -> path (a dict, _kernels.Names), or per batch its fname and fname2."""
+        # Each block in the published schema as it is; the chunks go to Parquet as one row
+        # group, nothing concatenated, with one dictionary per column (a dictionary that
+        # changes from chunk to chunk sends the writer to materialize and hash the strings).
+        per_batch = names if isinstance(names, list) else [names] * len(batches)
+        tabs = [to_events(pa.Table.from_batches([b]), host, nb) for b, nb in zip(batches, per_batch)]
+        loose = any(t.schema != EVENTS_SCHEMA_PRESENT for t in tabs)
+        if loose:
+            tabs = [t.cast(EVENTS_SCHEMA) for t in tabs]
+        if self.writer is None or (loose and self.schema != EVENTS_SCHEMA):
+            self._open(EVENTS_SCHEMA if loose else EVENTS_SCHEMA_PRESENT)
+        tab = pa.concat_tables(tabs).unify_dictionaries()
+        if self.schema != tab.schema:
+            tab = tab.cast(self.schema)
+        self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
+
+    def _open(self, schema: pa.Schema) -> None:
+        """The task's part; the events after one that lacks a required value (then rare
+        damaged lines) go on in a second part whose columns may all be null."""
+        if self.writer is not None:
+            self.writer.close()
+        name = f"part-{self.index:05d}" + (f"-{len(self.paths)}" if self.paths else "")
+        self.writer, path = open_part(self.out_dir, name, schema)
+        self.schema = schema
+        self.paths.append(path)
+
+    def put(self, batch, host: str, names: dict) -> None:
+        """Events of one file (a batch or a table); row groups hold one host's events. `names`:
+        fhash -> path, the file's names as known so far; the batches are given the names of all
+        files put, a later file's first, as they are when they are written."""
+        if self.out_dir is None or not batch.num_rows:
+            return
+        if self.pending and host != self.host:
+            self.flush()
+        self.host = host
+        # the names of one file are its reader's own dict, as it grows (a million names are
+        # not copied at each block); a second file's make a dict of this writer's own
+        if self.names is None:
+            self.names = names
+        elif names is not self.names:
+            if not self.own_names:
+                self.names, self.own_names = names_dict(self.names), True
+            self.names.update(names_dict(names))
+        self.pending += batch.to_batches() if isinstance(batch, pa.Table) else [batch]
+        self.rows += batch.num_rows
+        if self.rows >= PARQUET_ROWS:
+            self.flush()
+
+    def flush(self) -> None:
+        if self.pending:
+            if self.thread is not None:  # the names as they are now (they may grow meanwhile)
+                if isinstance(self.names, _kernels.Names) and self.names.other_empty:
+                    names = [Snapshot(self.names)] * len(self.pending)  # looked up by the thread
+                else:
+                    names = [file_names(b, self.names) for b in self.pending]
+                self.q.put((self.pending, self.host, names))
+            else:
+                self._write(self.pending, self.host, self.names)
+            self.pending, self.rows = [], 0
+
+    def close(self) -> list:
+        if self.out_dir is None:
+            return []
+        try:
+            self.flush()
+        finally:
+            if self.thread is not None:
+                self.q.put(None)
+                self.thread.join()
+        if self.writer is not None:
+            self.writer.close()
+        if self.error is not None:
+            raise self.error
+        return self.paths

@@ -126,7 +126,7 @@ def classify_many(paths, prefixes: tuple[str, ...] = (), dirs: frozenset = froze
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    from . import _kernels
+    from .. import _kernels
 
     paths = paths.combine_chunks() if isinstance(paths, pa.ChunkedArray) else paths
     n = len(paths)

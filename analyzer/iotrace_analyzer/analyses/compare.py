@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 
-from . import units
+from .. import units
 
 # A change is "better" or "worse" only past the noise of two runs of one job: a relative
 # threshold (timings move 10-30% between runs on a shared machine; counts and bytes of the same

@@ -15,10 +15,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _kernels, units
-from .files import top_rows
-from .keys import HEX, HashIds
-from .model import Drawn
+from .. import _kernels, units
+from ..keys import HEX, HashIds
+from ..model import Drawn
+from ..model.files import top_rows
 
 PHASE_KEEP = 64  # the longest events kept per (process, category, name)
 SAMPLE_POINTS = _kernels.SAMPLE_POINTS  # offset samples per (file, process)

@@ -13,16 +13,18 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from iotrace_format import calls, calls_of, rank_of
 
-from . import _kernels, activity, counters, file_class, files, keys, training, units
+from iotrace_format import COUNTED_LAYERS, calls, calls_of, rank_of
+
+from .. import _kernels, keys, units
+from ..model import Job, file_class, files
+from . import activity, counters, training
 from .activity import ActivityPart, Samples, binned
 from .counters import CounterPart
-from .model import Job
 from .intervals import Union
 from .training import TrainingPart
 
-IO_CATS = ("posix", "stdio")
+IO_CATS = COUNTED_LAYERS  # the categories whose calls are the job's I/O (iotrace_format: layers)
 READ_CALLS = calls_of("read")
 WRITE_CALLS = calls_of("write", "copy")
 DATA_CALLS = READ_CALLS | WRITE_CALLS
@@ -193,7 +195,7 @@ class Partial:
         self.compact(final=True)
         self.activity.compact()
         if skip is not None and self.files_grouped:  # the paths once, in file_names (all_names)
-            from .parquet import names_table
+            from ..outputs.parquet import names_table
 
             t, kind, value = names_table(self.fh[0], skip)  # (a named row's hash is hex: so are all)
             self.names, self.name_keys = t, files.hash_keys(t.column("fhash").combine_chunks(), kind, value)
@@ -624,7 +626,7 @@ def _concat(tables):
 def _names_of(names: list) -> tuple:
     """(fhash -> path of the files read, the last file's first, as a table; its hashes'
     numbers; whether all are 16 hex digits) of a task's names (dicts or _kernels.Names)."""
-    from .parquet import names_table
+    from ..outputs.parquet import names_table
 
     parts = [names_table(n) for n in reversed(names)] if len(names) < 64 else [names_table(list(reversed(names)))]
     if not parts:
@@ -639,7 +641,7 @@ def _paths(names: list, kind: np.ndarray, value: np.ndarray, fhash: pa.Array) ->
     """The paths of a task's hashes in its names (the last file read first), null where none."""
     if len(names) == 1 and isinstance(names[0], _kernels.Names) and (kind == keys.HEX).all():
         return keys.strings(*names[0].paths(value))
-    from .parquet import names_dict
+    from ..outputs.parquet import names_dict
 
     merged: dict = {}
     for m in names:

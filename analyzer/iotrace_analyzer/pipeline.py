@@ -117,7 +117,7 @@ def analyze(items: list, opts: Options) -> Job:
     # Several tasks: forked processes, one per worker (a task's per-block Python, and its
     # Parquet thread, hold the GIL often enough to serialize threads); one task: this process.
     runner = engine.engine("dask" if kind == "dask" else "processes", workers, opts.scheduler,
-                           setup=tune_process)
+                           setup=tune_process, on_thread=True)
     tasks = plan_tasks(files, each, runner.workers)
     if opts.out_dir:
         os.makedirs(opts.out_dir, exist_ok=True)

@@ -317,7 +317,7 @@ def test_enable_0_creates_no_file(proc, trace, data_dir, tmp_path):
 
 
 def test_process_metadata(proc, trace, data_dir):
-    ranks = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "3"}
+    ranks = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "8", "SLURM_PROCID": "3", "SLURM_JOB_ID": "90210"}
     wall0, mono0 = time.time_ns(), time.monotonic_ns()
     ts = trace([proc, "after", data_dir], include=[data_dir], env=ranks, compression="gzip", cwd=data_dir)
     wall1, mono1 = time.time_ns(), time.monotonic_ns()

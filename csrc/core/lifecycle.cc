@@ -154,8 +154,11 @@ void trace_file_parts(const char** dir, const char** name, const char** host) {
 
 void write_process_header(Out& o, const EncodeCtx& ctx) {
   static char cmdline[1 << 16];  // read when the file opens, not kept: it can be long
+  // The launcher's variables that say which rank and which job a process is (docs/trace-format.md)
   static const char* const kRankVars[] = {
-      "RANK", "LOCAL_RANK", "WORLD_SIZE", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+      "RANK",      "LOCAL_RANK",   "WORLD_SIZE",   "OMPI_COMM_WORLD_RANK",
+      "PMI_RANK",  "SLURM_PROCID", "SLURM_JOB_ID", "PBS_JOBID",
+      "LSB_JOBID", "FLUX_JOB_ID"};
   const char* ranks[2 * (sizeof kRankVars / sizeof *kRankVars)];
   int n_ranks = 0;
   for (const char* var : kRankVars)

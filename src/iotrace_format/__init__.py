@@ -33,6 +33,19 @@ IO_LAYERS = ("hdf5", "pnetcdf", "mpiio", "stdio", "posix")
 COUNTED_LAYERS = ("stdio", "posix")
 
 
+# ... and the job's id: Slurm's, PBS's, LSF's, Flux's.
+JOB_VARIABLES = ("SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID")
+
+
+def job_of(ranks) -> str | None:
+    """A process's job id from its `ranks` record (None when no variable gives one)."""
+    if isinstance(ranks, dict):
+        for var in JOB_VARIABLES:
+            if ranks.get(var):
+                return str(ranks[var])
+    return None
+
+
 def rank_of(ranks) -> int | None:
     """A process's rank from its `ranks` record (None when no variable gives one)."""
     if not isinstance(ranks, dict):

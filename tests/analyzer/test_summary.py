@@ -314,3 +314,21 @@ def test_a_process_rank_is_a_field_of_its_own():
     assert rank_of({"PMI_RANK": "x", "SLURM_PROCID": "12"}) == 12
     assert rank_of({"LOCAL_RANK": "0", "WORLD_SIZE": "4"}) is None
     assert rank_of(None) is None and rank_of({}) is None
+
+
+def test_job_id_from_the_launchers_variables(tmp_path):
+    """A process's job id is the first job variable its `ranks` record has; a process without
+    one has none. Both are fields of summary.json's processes, beside the rank."""
+    from iotrace_format import job_of
+
+    assert job_of({"SLURM_JOB_ID": "77", "PBS_JOBID": "9.pbs"}) == "77"
+    assert job_of({"PBS_JOBID": "9.pbs"}) == "9.pbs" and job_of({"RANK": "0"}) is None
+    assert job_of(None) is None and job_of({"SLURM_JOB_ID": ""}) is None
+    for pid, ranks in ((300, {"SLURM_PROCID": "5", "SLURM_JOB_ID": "4242"}), (301, {})):
+        write_trace(tmp_path / "tr" / f"a-node1-{pid}.pfw.zst", [
+            process(pid, ranks=ranks), fh("/data/c", pid),
+            io("read", pid, 2000 * US, 100 * US, path="/data/c", fd=3, size=4096, offset=0, ret=4096),
+            end(pid, 3)])
+    S = analyze([str(tmp_path / "tr")], Options(engine="local", workers=1)).summary
+    got = {p["pid"]: (p["rank"], p["job_id"]) for p in S["processes"]}
+    assert got == {300: (5, "4242"), 301: (None, None)}

@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iotrace_format import COUNTED_LAYERS, calls, calls_of, rank_of
+from iotrace_format import COUNTED_LAYERS, calls, calls_of, job_of, rank_of
 
 from .. import _kernels, keys, units
 from ..model import Job, file_class, files
@@ -123,7 +123,8 @@ class ProcState:
         start = min(info.get("mono_ns", self.first), self.first)
         end = max(info.get("end_mono_ns", self.last), self.last)
         wall = int(end - start) if self.events else 0
-        return dict(host=self.host, pid=self.pid, rank=rank_of(info.get("ranks")), role=info.get("role"),
+        return dict(host=self.host, pid=self.pid, rank=rank_of(info.get("ranks")),
+                    job_id=job_of(info.get("ranks")), role=info.get("role"),
                     parent_pid=info.get("parent_pid"), worker_id=info.get("worker_id"),
                     cmdline=info.get("cmdline"), end_reason=info.get("end_reason"),
                     wall_from="records" if "end_mono_ns" in info else "events",

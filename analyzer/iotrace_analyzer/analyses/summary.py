@@ -66,7 +66,7 @@ FILE_AGG = [(k, "max" if k == "read_extent" else "sum") for k in FILE_SUMS]
 def narrow(a: np.ndarray) -> np.ndarray:
     """An integer column in the smallest signed type that holds its values: a partial crosses
     processes and waits in the command for the others (a million files' 16 sums are 128 MB as
-    int64, a fifth of it narrowed). Its readers widen it again (wide)."""
+    int64, a fifth of it narrowed). Its readers widen it again (files.wide_table)."""
     if not len(a) or a.dtype.kind != "i":
         return a
     lo, hi = int(a.min()), int(a.max())
@@ -79,12 +79,6 @@ def narrow(a: np.ndarray) -> np.ndarray:
 def _narrow_table(t: pa.Table) -> pa.Table:
     return pa.table({k: pa.array(narrow(t.column(k).to_numpy())) if pa.types.is_integer(t.column(k).type) and
                      t.column(k).null_count == 0 else t.column(k) for k in t.column_names})
-
-
-def wide(t: pa.Table) -> pa.Table:
-    """A partial's table with its narrowed integer columns int64 again (narrow)."""
-    fields = [f.with_type(pa.int64()) if pa.types.is_integer(f.type) else f for f in t.schema]
-    return t if all(f.type == g.type for f, g in zip(fields, t.schema)) else t.cast(pa.schema(fields))
 
 
 @dataclass
@@ -278,10 +272,10 @@ class Partial:
         """file_sizes as tables of (fhash, pid, bin, count) (a grouped partial keeps bin and
         count only, each row's file a row of files[0]: file_size_rows)."""
         if self.file_size_rows is None or not self.file_sizes or "fhash" in self.file_sizes[0].column_names:
-            return [wide(t) for t in self.file_sizes]
+            return [files.wide_table(t) for t in self.file_sizes]
         f, rows = self.files[0], pa.array(self.file_size_rows)
         t = self.file_sizes[0]
-        return [wide(pa.table({"fhash": f.column("fhash").take(rows), "pid": f.column("pid").take(rows),
+        return [files.wide_table(pa.table({"fhash": f.column("fhash").take(rows), "pid": f.column("pid").take(rows),
                                "bin": t.column("bin"), "count": t.column("count")}))]
 
     def merge(self, o: Partial) -> None:
@@ -315,7 +309,7 @@ class Partial:
             self.name_keys = np.concatenate([a[1], b[1]]) if a[1] is not None and b[1] is not None else None
             self.names_hex = a[2] and b[2]
         self.names_in_files = False
-        self.files = [wide(t) for t in self.files + o.files]
+        self.files = [files.wide_table(t) for t in self.files + o.files]
         self.files_grouped = False
         self.file_keys = self.file_samples = self.file_size_rows = self.file_names = None
         self.cat_names += o.cat_names
@@ -346,7 +340,8 @@ class Partial:
             t = pa.concat_tables(self.sizes).group_by(["name", "size"]).aggregate([("size_count", "sum")])
             self.sizes = [t.rename_columns(["name", "size", "size_count"])]
         if _due(self.files, every) or (final and len(self.files) == 1 and not self.files_grouped):
-            t = pa.concat_tables([wide(t) for t in self.files]).group_by(["fhash", "pid"]).aggregate(FILE_AGG)
+            t = pa.concat_tables([files.wide_table(t) for t in self.files]) \
+                .group_by(["fhash", "pid"]).aggregate(FILE_AGG)
             self.files = [t.rename_columns(["fhash", "pid", *FILE_SUMS])]
             self.files_grouped = True
         if _due(self.file_sizes, every):

@@ -91,6 +91,12 @@ def _int64(a: np.ndarray) -> np.ndarray:
     return a.astype(np.int64) if a.dtype.kind == "i" and a.dtype != np.int64 else a
 
 
+def wide_table(t: pa.Table) -> pa.Table:
+    """A partial's table with its narrowed integer columns int64 again (summary.narrow)."""
+    fields = [f.with_type(pa.int64()) if pa.types.is_integer(f.type) else f for f in t.schema]
+    return t if all(f.type == g.type for f, g in zip(fields, t.schema)) else t.cast(pa.schema(fields))
+
+
 class FileTable:
     """Every file's summary row, as columns, in the summary's order. Built unsorted with that
     order beside: a column is put in order when it is read."""
@@ -242,10 +248,9 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
                      + [np.concatenate([t.column(c).to_numpy() for p in parts for t in p.file_sizes], dtype=np.int64)
                         for c in ("bin", "count")]) if any(p.file_sizes for p in parts) else None
     else:
-        from ..analyses.summary import wide
 
         keys = own_names = None
-        t = pa.concat_tables([wide(t) for p in parts for t in p.files])
+        t = pa.concat_tables([wide_table(t) for p in parts for t in p.files])
         pp = t if len(parts) == 1 and parts[0].files_grouped else \
             t.group_by(["fhash", "pid"]).aggregate(file_agg).rename_columns(["fhash", "pid", *file_sums])
         f = _by_hash(pp, file_agg)

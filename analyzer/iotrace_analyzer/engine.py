@@ -3,7 +3,6 @@
 
 - in this process, on its thread or one of its own (one worker, or a single task: no
   process beside it);
-- on threads of this process (one big task whose work releases the GIL);
 - on forked processes (they start with this process's imports: no start-up cost), started
   at the first call with two tasks or more;
 - on a Dask cluster: a LocalCluster of worker processes, or an existing one (`--scheduler`),
@@ -57,8 +56,8 @@ def tune_process() -> None:
 def _here(fn: Callable, items: Iterable, on_thread: bool) -> Iterator:
     """fn(item) for each item, in this process: on the calling thread, or on a thread of its
     own. (Measured: the analysis of a million files' trace ran 0.6 s, 12%, slower on the main
-    thread than on another one, whose malloc arena tune_process made the same; the export,
-    which keeps glibc's arenas, took 25 MiB more on another thread.)"""
+    thread than on another one, whose malloc arena tune_process made the same. The export keeps
+    glibc's arenas, where another thread would get one of its own: it stays on its thread.)"""
     if not on_thread:
         yield from map(fn, items)
         return
@@ -67,10 +66,22 @@ def _here(fn: Callable, items: Iterable, on_thread: bool) -> Iterator:
             yield one.submit(fn, item).result()
 
 
+def _windowed(submit: Callable, first_done: Callable, items: Iterable, window: int) -> Iterator:
+    """The results of submit(item) for each item as they finish, at most `window` in flight,
+    started in the items' order; `first_done(futures)` waits for one and gives those done."""
+    pending = list(reversed(list(items)))
+    in_flight: set = set()
+    while pending or in_flight:
+        while pending and len(in_flight) < window:
+            in_flight.add(submit(pending.pop()))
+        done = first_done(in_flight)
+        in_flight -= done
+        for f in done:
+            yield f.result()
+
+
 class Engine:
     """Runs tasks in this process; the others change where."""
-
-    kind = "serial"
 
     def __init__(self, workers: int = 1, on_thread: bool = False):
         self.workers = max(1, workers)
@@ -96,19 +107,17 @@ class Engine:
         return None
 
 
-class _Executor(Engine):
-    """An executor of concurrent.futures, made at the first call that has two tasks or more."""
+class Forked(Engine):
+    """Forked worker processes, started at the first call that has two tasks or more."""
 
     def __init__(self, workers: int, on_thread: bool = False):
         super().__init__(workers, on_thread)
-        self.pool = None
-
-    def _make(self, n: int):
-        raise NotImplementedError
+        self.pool: ProcessPoolExecutor | None = None
 
     def _ready(self, items: list) -> bool:
         if self.pool is None and len(items) > 1:
-            self.pool = self._make(min(self.workers, len(items)))
+            self.pool = ProcessPoolExecutor(max_workers=min(self.workers, len(items)),
+                                            mp_context=mp.get_context("fork"))
         return self.pool is not None
 
     def map(self, fn, items, chunksize=1):
@@ -118,17 +127,10 @@ class _Executor(Engine):
     def unordered(self, fn, items, window=None):
         items = list(items)
         if not self._ready(items):
-            yield from _here(fn, items, self.on_thread)
-            return
-        window = window or 2 * self.workers
-        pending = list(reversed(items))
-        in_flight: set = set()
-        while pending or in_flight:
-            while pending and len(in_flight) < window:
-                in_flight.add(self.pool.submit(fn, pending.pop()))
-            done, in_flight = wait(in_flight, return_when=FIRST_COMPLETED)
-            for f in done:
-                yield f.result()
+            return _here(fn, items, self.on_thread)
+        return _windowed(lambda x: self.pool.submit(fn, x),
+                         lambda fs: wait(fs, return_when=FIRST_COMPLETED).done, items,
+                         window or 2 * self.workers)
 
     def close(self):
         if self.pool is not None:
@@ -136,24 +138,8 @@ class _Executor(Engine):
             self.pool = None
 
 
-class Threads(_Executor):
-    kind = "threads"
-
-    def _make(self, n):
-        return ThreadPoolExecutor(max_workers=n)
-
-
-class Forked(_Executor):
-    kind = "processes"
-
-    def _make(self, n):
-        return ProcessPoolExecutor(max_workers=n, mp_context=mp.get_context("fork"))
-
-
 class Dask(Engine):
     """A Dask cluster: a LocalCluster of `workers` processes, or the one at `scheduler`."""
-
-    kind = "dask"
 
     def __init__(self, workers: int, scheduler: str | None = None, setup: Callable | None = None):
         from dask.distributed import Client, LocalCluster
@@ -180,16 +166,9 @@ class Dask(Engine):
     def unordered(self, fn, items, window=None):
         from dask.distributed import wait as dask_wait
 
-        window = window or 2 * self.workers
-        pending = list(reversed(list(items)))
-        in_flight: set = set()
-        while pending or in_flight:
-            while pending and len(in_flight) < window:
-                in_flight.add(self.client.submit(fn, pending.pop(), pure=False))
-            done = set(dask_wait(list(in_flight), return_when="FIRST_COMPLETED").done)
-            in_flight -= done
-            for f in done:
-                yield f.result()
+        return _windowed(lambda x: self.client.submit(fn, x, pure=False),
+                         lambda fs: set(dask_wait(list(fs), return_when="FIRST_COMPLETED").done),
+                         items, window or 2 * self.workers)
 
     def close(self):
         self.client.close()
@@ -199,14 +178,12 @@ class Dask(Engine):
 
 def engine(kind: str, workers: int, scheduler: str | None = None, setup: Callable | None = None,
            on_thread: bool = False) -> Engine:
-    """The engine of a kind: "serial", "threads", "processes" or "dask" (`scheduler`: an
-    existing cluster's address; `setup` runs once on each of its workers; `on_thread`: tasks
-    run in this process go on a thread of their own)."""
+    """The engine of a kind: "processes" (this process alone for one worker) or "dask"
+    (`scheduler`: an existing cluster's address; `setup` runs once on each of its workers;
+    `on_thread`: tasks run in this process go on a thread of their own)."""
     if kind == "dask" or scheduler:
         return Dask(workers, scheduler, setup)
-    if workers <= 1 or kind == "serial":
-        return Engine(1, on_thread)
-    return Threads(workers, on_thread) if kind == "threads" else Forked(workers, on_thread)
+    return Forked(workers, on_thread) if workers > 1 else Engine(1, on_thread)
 
 
 def group(items: list, weights: list, target: float, alone: float | None = None,

@@ -84,13 +84,13 @@ class Options:
     rules: dict | None = None  # their thresholds (insights.thresholds); None: the defaults
 
 
-def plan_tasks(sources: list, est: list[int], workers: int) -> list[list]:
-    """Big sources alone; small ones grouped, in order, into tasks of about a fourth of a
-    worker's share of the input (so that every worker has several), GROUP_EVENTS at most.
-    `est`: each source's estimated events."""
+def plan_tasks(est: list[int], workers: int) -> list[list[int]]:
+    """The sources (by index; `est`: each one's estimated events) in tasks: big ones alone,
+    small ones grouped, in order, into tasks of about a fourth of a worker's share of the input
+    (so that every worker has several), GROUP_EVENTS at most."""
     small = read.SMALL_FILE_EVENTS
     target = max(small, min(GROUP_EVENTS, sum(est) // (4 * max(workers, 1))))
-    return engine.group(sources, est, target, alone=small)
+    return engine.group(list(range(len(est))), est, target, alone=small)
 
 
 def _progress(done: int, total: int, t0: float) -> None:
@@ -118,7 +118,8 @@ def analyze(items: list, opts: Options) -> Job:
     # Parquet thread, hold the GIL often enough to serialize threads); one task: this process.
     runner = engine.engine("dask" if kind == "dask" else "processes", workers, opts.scheduler,
                            setup=tune_process, on_thread=True)
-    tasks = plan_tasks(files, each, runner.workers)
+    groups = plan_tasks(each, runner.workers)
+    tasks = [[files[i] for i in g] for g in groups]
     if opts.out_dir:
         os.makedirs(opts.out_dir, exist_ok=True)
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
@@ -126,7 +127,7 @@ def analyze(items: list, opts: Options) -> Job:
     results: list[TaskResult] = []
     # A Parquet thread for a task that will be the long pole (more events than all the
     # others share per remaining worker): the cores the others leave would idle
-    size = [sum(s.estimated_events() for s in t) for t in tasks]
+    size = [sum(each[i] for i in g) for g in groups]
     spare = runner.workers - 1
     todo = [(tasks[i], i, opts.out_dir, opts.compute_cats, spare > 0 and size[i] * spare > est - size[i])
             for i in range(len(tasks))]

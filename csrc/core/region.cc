@@ -437,23 +437,26 @@ live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
   // still holds the record (the cap is near: threads get less than they wanted).
   c = pop(cls);
   for (int k = cls + 1; !c && k <= kMaxClass; k++) c = pop(k);
-  if (!c && g.in_use + (uint64_t(1) << cls) <= g.max && (c = carve(cls, &fresh)) && fresh)
-    g.in_use += uint64_t(1) << cls;
+  if (!c && g.in_use + (uint64_t(1) << cls) <= g.max) c = carve(cls, &fresh);
   for (int k = cls - 1; !c && k >= need_cls; k--) c = pop(k);
-  if (c && !fresh) g.in_use += uint64_t(1) << c->size_class;
+  // (a fresh chunk's header is written once its blocks are had: its class is the one asked)
+  const uint64_t bytes = c ? uint64_t(1) << (fresh ? cls : int(c->size_class)) : 0;
+  g.in_use += bytes;
   Ahead ahead = c ? ahead_wanted() : Ahead{};
   pthread_mutex_unlock(&g.mu);
   if (ahead.addr) populate_ahead(ahead);
-  if (fresh && !populate(reinterpret_cast<char*>(c), uint64_t(1) << cls)) {
-    // No blocks for it (a full disk): the chunk is never handed out (its range is left alone,
-    // as carving only goes forward), and the event is dropped, counted.
-    pthread_mutex_lock(&g.mu);
-    g.in_use -= uint64_t(1) << cls;
-    pthread_mutex_unlock(&g.mu);
-    return nullptr;
-  }
-  if (fresh) chunk_init(c, cls);
   if (!c) return nullptr;
+  if (fresh) {
+    if (!populate(reinterpret_cast<char*>(c), bytes)) {
+      // No blocks for it (a full disk): the chunk is never handed out (its range is left
+      // alone, as carving only goes forward), and the event is dropped, counted.
+      pthread_mutex_lock(&g.mu);
+      g.in_use -= bytes;
+      pthread_mutex_unlock(&g.mu);
+      return nullptr;
+    }
+    chunk_init(c, cls);
+  }
   c->committed.store(0, std::memory_order_relaxed);
   c->durable = c->pending = c->encoded = 0;
   c->tid = tid;

@@ -107,6 +107,10 @@ def test_pipeline_report_in_chromium(pipeline):
     assert all(t["points"] == len(split) for t in plots["plot-phase-split"]["traces"])
     # size histograms: one bar trace per call family that moved data
     assert len(plots["plot-sizes"]["traces"]) == len(S["access"]["size_histogram_by_family"]) >= 2
+    # the layer split: the pipeline's spans, its stdio and POSIX calls, its workers' start, each with its own time
+    assert [r[0] for r in page["layers"]] == [r["layer"] for r in S["layers"]] == ["app", "stdio", "posix", "process"]
+    for shown, r in zip(page["layers"], S["layers"]):
+        assert shown[1] == str(r["calls"]) and shown[4] == f"{100 * r['own_share']:.1f}%"
     assert os.path.getsize(path) < 6 << 20
 
 

@@ -13,6 +13,7 @@
 #include <pybind11/stl.h>
 
 #include "fh_line.h"
+#include "nesting.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -1513,6 +1514,52 @@ class FileState {
   std::vector<int8_t> tmp_dir_;
 };
 
+// A task's layer split, block after block (nesting.h; summary.Partial): per complete event its
+// layer, from its category when the event is one of the tracer's calls (cat_layer per category
+// code, name_kind's kCall per name code), else layer 0 (the program's own spans).
+class Layers {
+ public:
+  void add(I32 ph, U8 ph_x, I32 cat, U8 cat_layer, I32 name, U8 name_kind, py::tuple ts,
+           py::tuple dur, py::tuple tid, I64 proc, I64 pk) {
+    const Col ts_c(ts), dur_c(dur), tid_c(tid);
+    const int64_t rows = ts_c.rows();
+    if (ph.shape(0) != rows || cat.shape(0) != rows || name.shape(0) != rows ||
+        dur_c.rows() != rows || tid_c.rows() != rows || (proc.shape(0) && proc.shape(0) != rows))
+      throw std::invalid_argument("Layers.add: columns of different lengths");
+    const int32_t *ph_ = ph.data(), *cat_ = cat.data(), *name_ = name.data();
+    const uint8_t *ph_x_ = ph_x.data(), *cl = cat_layer.data(), *nk = name_kind.data();
+    const int64_t n_ph = ph_x.shape(0), n_cat = cat_layer.shape(0), n_name = name_kind.shape(0);
+    const int64_t* proc_ = proc.shape(0) ? proc.data() : nullptr;
+    const int64_t* pk_ = pk.data();
+    py::gil_scoped_release nogil;
+    for (int64_t i = 0; i < rows; i++) {
+      const int32_t p = ph_[i];
+      if (p < 0 || p >= n_ph || !ph_x_[p]) continue;
+      const int32_t c = cat_[i], nm = name_[i];
+      int layer = 0;
+      if (c >= 0 && c < n_cat && cl[c] && nm >= 0 && nm < n_name && (nk[nm] & kCall)) layer = cl[c];
+      n_.add(pk_[proc_ ? proc_[i] : 0], tid_c.at(i), layer, ts_c.at(i), dur_c.at(i));
+    }
+  }
+  // (process number, layer) -> count, dur, own, as columns; the state starts again
+  py::dict take() {
+    std::vector<int64_t> proc, layer, count, dur, own;
+    for (size_t k = 0; k < n_.keys.size(); k++) {
+      proc.push_back(n_.keys[k].first), layer.push_back(n_.keys[k].second);
+      count.push_back(n_.sums[k].count), dur.push_back(n_.sums[k].dur),
+          own.push_back(n_.sums[k].own);
+    }
+    n_.clear();
+    py::dict d;
+    d["proc"] = to_array(proc), d["layer"] = to_array(layer), d["count"] = to_array(count);
+    d["dur"] = to_array(dur), d["own"] = to_array(own);
+    return d;
+  }
+
+ private:
+  nesting::Nesting n_;
+};
+
 }  // namespace
 
 PYBIND11_MODULE(_kernels, m) {
@@ -1560,5 +1607,11 @@ PYBIND11_MODULE(_kernels, m) {
       .def("fold", &FileState::fold, py::arg("figures"), py::arg("value"), py::arg("kind"),
            py::arg("pk"), py::arg("pid"))
       .def("take", &FileState::take);
+  py::class_<Layers>(m, "Layers", "a task's own time per (process, layer), block after block")
+      .def(py::init<>())
+      .def("add", &Layers::add, py::arg("ph"), py::arg("ph_x"), py::arg("cat"),
+           py::arg("cat_layer"), py::arg("name"), py::arg("name_kind"), py::arg("ts"),
+           py::arg("dur"), py::arg("tid"), py::arg("proc"), py::arg("pk"))
+      .def("take", &Layers::take);
   m.def("path_parts", &path_parts, py::arg("offsets"), py::arg("data"));
 }

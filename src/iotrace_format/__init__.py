@@ -6,7 +6,7 @@ module (no pyarrow, Dask or numba: it imports them never).
 * `_native`: compact blocks rendered to their JSON lines or decoded straight into columns,
   JSON event lines (iotrace's JSON form, DFTracer 1.x and 2.x) scanned into the same columns.
 * `calls()`: the call table of csrc/format/calls.def (number, name, category, family);
-  `IO_LAYERS`, `COUNTED_LAYERS`: the I/O layers those categories are.
+  `IO_LAYERS`, `COUNTED_LAYERS`: the I/O layers those categories are; `LAYERS`: the layer split's.
 """
 
 from __future__ import annotations
@@ -31,6 +31,10 @@ RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
 # through the interposed symbols): both are counted.
 IO_LAYERS = ("hdf5", "pnetcdf", "mpiio", "stdio", "posix")
 COUNTED_LAYERS = ("stdio", "posix")
+# The layers of the layer split (each event's own time: its duration less the events nested
+# in it on its thread): the program's own spans (@trace, regions, the C API: any category
+# but the tracer's), the I/O layers, and the tracer's process calls (fork, exec, spawn).
+LAYERS = ("app", *IO_LAYERS, "process")
 
 
 # ... and the job's id: Slurm's, PBS's, LSF's, Flux's.

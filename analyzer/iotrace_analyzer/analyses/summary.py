@@ -14,7 +14,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from iotrace_format import COUNTED_LAYERS, calls, calls_of, job_of, rank_of
+from iotrace_format import COUNTED_LAYERS, LAYERS, calls, calls_of, job_of, rank_of
 
 from .. import _kernels, keys, units
 from ..model import Job, file_class, files
@@ -25,6 +25,7 @@ from .intervals import Union
 from .training import TrainingPart
 
 IO_CATS = COUNTED_LAYERS  # the categories whose calls are the job's I/O (iotrace_format: layers)
+LAYER_CODES = {name: i for i, name in enumerate(LAYERS) if i}  # a tracer category's layer (0: app)
 READ_CALLS = calls_of("read")
 WRITE_CALLS = calls_of("write", "copy")
 DATA_CALLS = READ_CALLS | WRITE_CALLS
@@ -154,6 +155,8 @@ class Partial:
     access: dict = field(default_factory=dict)  # dir -> {first, consecutive, sequential, random}
     _files: _kernels.FileState | None = field(default_factory=_kernels.FileState)  # per file, while reading
     _ids: keys.HashIds = field(default_factory=keys.HashIds)  # the task's numbers of hashes
+    _layers: _kernels.Layers | None = field(default_factory=_kernels.Layers)  # per thread, while reading
+    layers: dict = field(default_factory=dict)  # (file key, pid, layer) -> [calls, time, own time] ns
     _proc_keys: dict = field(default_factory=dict)  # (file key, pid) -> number
     size_hist: dict = field(default_factory=dict)  # dir -> counts per SIZE_LABELS
     tl_exp: int = 10  # timeline: bins of 2**tl_exp ns on the job clock
@@ -186,6 +189,7 @@ class Partial:
         for slot in self.cats.values():
             slot[2] = _length(slot[2])
         skip = self._take_files()
+        self._take_layers()
         self._files, self._ids, self._proc_keys = None, keys.HashIds(), {}  # (a FileState does not pickle)
         self.compact(final=True)
         self.activity.compact()
@@ -226,6 +230,19 @@ class Partial:
             t = pa.concat_tables([t, self.names.cast(t.schema)])
             k = np.concatenate([k, self.name_keys])
         return t, k, self.names_hex
+
+    def _take_layers(self) -> None:
+        if self._layers is None:
+            return
+        t = self._layers.take()
+        self._layers = None  # (it does not pickle)
+        proc_of = {n: k for k, n in self._proc_keys.items()}
+        for pk, layer, count, dur, own in zip(*(t[k].tolist() for k in ("proc", "layer", "count", "dur", "own"))):
+            file_key, pid = proc_of[pk]
+            slot = self.layers.setdefault((file_key, pid, LAYERS[layer]), [0, 0, 0])
+            slot[0] += count
+            slot[1] += dur
+            slot[2] += own
 
     def _take_files(self) -> np.ndarray | None:
         """The files' figures folded while reading, as tables (and the offset samples); the
@@ -291,6 +308,10 @@ class Partial:
                 self.procs[k].merge(st)
             else:
                 self.procs[k] = st
+        for k, v in o.layers.items():
+            mine = self.layers.setdefault(k, [0, 0, 0])
+            for i in range(3):
+                mine[i] += v[i]
         for k, v in o.cats.items():
             if k in self.cats:
                 mine = self.cats[k]
@@ -416,16 +437,17 @@ class Partial:
         else:
             is_ipc = np.zeros(len(fh_dict), bool)
         fh_kind = np.where(is_ipc, K.FILE_IPC, 0).astype(np.uint8)
+        ph_x = np.array([v == "X" for v in ph_vals], np.uint8)
+        ts, dur, tid = _col(ev.column("ts_ns")), _col(ev.column("dur_ns")), _col(ev.column("tid"))
+        proc_arr = np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64)
         f = _kernels.figures(
-            ph=ph_codes, ph_x=np.array([v == "X" for v in ph_vals], np.uint8),
+            ph=ph_codes, ph_x=ph_x,
             cat=cat_codes, cat_kind=cat_kind, name=name_codes, name_kind=name_kind,
-            ts=_col(ev.column("ts_ns")), dur=_col(ev.column("dur_ns")), ret=_col(ev.column("ret")),
+            ts=ts, dur=dur, ret=_col(ev.column("ret")),
             bytes=_col(ev.column("bytes")), size=_col(ev.column("size")),
             offset=_col(ev.column("offset")), errno=_col(ev.column("errno")), fh=fh_codes, fh_kind=fh_kind,
             fd=_col(ev.column("fd")),
-            tid=_col(ev.column("tid")),
-            proc=np.asarray(proc_of_row, np.int64) if proc_of_row is not None else np.zeros(0, np.int64),
-            n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
+            tid=tid, proc=proc_arr, n_procs=n, shifts=np.array([p[3] for p in procs], np.int64), tl_exp=self.tl_exp)
         self.training.add(ev, procs, proc_of_row, cat_codes, cat_vals, name_codes, name_vals)
         # files written through fd 1 or 2: stdout and stderr redirected to a file are logs
         if len(f["stdio_fh"]):
@@ -477,6 +499,11 @@ class Partial:
         pids = np.array([p[2] for p in procs], np.int64)
         pk = np.array([self._proc_keys.setdefault((p[0], p[2]), len(self._proc_keys)) for p in procs], np.int64)
         carried = self._files.fold(f, value, kind, pk, pids)
+        # --- each complete event's own time, by layer (the tracer's categories; others: app)
+        self._layers.add(ph=ph_codes, ph_x=ph_x, cat=cat_codes,
+                         cat_layer=np.array([LAYER_CODES.get(c, 0) for c in low], np.uint8),
+                         name=name_codes, name_kind=name_kind, ts=ts, dur=dur, tid=tid,
+                         proc=proc_arr, pk=pk)
 
         # --- @trace categories (X events that are neither I/O nor process events)
         ca = f["cats"]
@@ -778,6 +805,7 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
                 top_names=[dict(name=x["name"], count=x["dur_count_sum"], time_us=units.us(x["dur_sum_sum"]))
                            for x in names[:5]]))
     S["categories"] = sorted(crows, key=lambda r: (-r["union_us"], r["cat"]))
+    S["layers"], job.layers = layer_split(partials)
 
     # --- access pattern and size histogram
     acc = {}
@@ -794,6 +822,28 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     S["training"] = training.summarize([p.training for p in partials])
     S["counters"], job.drawn.counters = counters.summarize([p.counters for p in partials], S["processes"])
     return job
+
+
+def layer_split(partials: list[Partial]) -> tuple[list, list]:
+    """Time per layer, each event's own (its duration less the events nested in it on its
+    thread), summed over the job: its summary rows, top layer first, and its rows per process
+    (model.Job.layers). Own times add up to the thread time spent in traced events."""
+    per_proc = []
+    for p in partials:
+        for (file_key, pid, layer), (count, dur, own) in p.layers.items():
+            st, info = p.procs.get((file_key, pid)), p.info.get((file_key, pid)) or {}
+            per_proc.append(dict(host=st.host if st else None, pid=pid, rank=rank_of(info.get("ranks")),
+                                 layer=layer, calls=count, time_ns=dur, own_ns=own))
+    total = sum(r["own_ns"] for r in per_proc)
+    rows = []
+    for layer in LAYERS:
+        mine = [r for r in per_proc if r["layer"] == layer]
+        if mine:
+            own = sum(r["own_ns"] for r in mine)
+            rows.append(dict(layer=layer, calls=sum(r["calls"] for r in mine),
+                             time_us=units.us(sum(r["time_ns"] for r in mine)), own_us=units.us(own),
+                             own_share=round(own / total, 6) if total else 0.0))
+    return rows, per_proc
 
 
 def _family_histograms(sizes) -> dict:

@@ -36,6 +36,8 @@ class Job:
     file_sizes: FileSizes | None = None  # each file's calls per (direction, size bin)
     data_by_pid: dict = field(default_factory=dict)  # pid -> its calls on data files
     cats_by_pid: dict = field(default_factory=dict)  # pid -> {@trace category: its union, us}
+    # per (process, layer): host, pid, rank, layer, calls, time_ns, own_ns (the layer split)
+    layers: list = field(default_factory=list)
     drawn: Drawn = field(default_factory=Drawn)
     traces: list = field(default_factory=list)  # load.FileResult per trace file read
     # the files of the file-per-sample pattern (a mask of `files`' rows), as the rules found it

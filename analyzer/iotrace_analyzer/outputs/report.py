@@ -119,6 +119,11 @@ def text_report(S: dict, top: int = 10) -> str:
                                                             "% of app"], [
             [c["cat"], c["count"], units.duration(c["time_us"]), units.duration(c["union_us"]),
              f"{100 * c['share_of_app']:.1f}"] for c in S["categories"]]))
+    if S.get("layers"):
+        parts.append(units.table("Time by layer (summed over threads; own: less the time of the "
+                                 "calls nested in its calls)", ["layer", "calls", "time", "own", "% of own"], [
+            [r["layer"], r["calls"], units.duration(r["time_us"]), units.duration(r["own_us"]),
+             f"{100 * r['own_share']:.1f}"] for r in S["layers"]]))
     parts += _training(S.get("training") or {}, top)
     parts += _counters(S.get("counters") or [], top)
     a = S["access"]

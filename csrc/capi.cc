@@ -139,6 +139,17 @@ IOT_API void iotrace_set_process_info(const char* role, int64_t parent_pid, int6
   o.release();
 }
 
+void iot::announce_mpi(int64_t rank, int64_t size) {
+  set_mpi_rank(rank, size);
+  if (!g_recording.load(std::memory_order_relaxed) || !*trace_path()) return;
+  char buf[128];
+  Out o(buf, sizeof buf);
+  meta_mpi_args(o, rank, size);
+  static Str* key = intern_name("iotrace_process_info", 20);
+  mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
+  o.release();
+}
+
 IOT_API void iotrace_flush(void) {
   if (g_recording.load()) flush_now(kExitWaitMs);
 }

@@ -14,7 +14,7 @@ Sets (each a folder of tests/golden/):
   ``<form>-<role>.<suffix>``. Next to each, ``<file>.expected.json``: its JSON text, for the
   compact form every zstd frame rendered by that library's own ``iotrace_compact_to_json``.
 * ``v<N>/``: the same with the current library (``iotrace.preload_path()``); N is the format
-  version its traces say (5 today). A set is only ever written into the folder of the version
+  version its traces say (6 today). A set is only ever written into the folder of the version
   its traces carry, so a later library cannot overwrite an older version's set.
 * ``dftracer2/``: the same workload under DFTracer 2.x (the pip package ``dftracer``), without
   and with ``DFTRACER_INC_METADATA=1``: ``no-metadata.pfw.gz``, ``with-metadata.pfw.gz``.

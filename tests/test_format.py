@@ -107,7 +107,7 @@ def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
     first, second = f.records[0], f.records[1]
     assert first["name"] == "iotrace_process" and first["ph"] == "M"
     assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
-    assert first["args"]["version"] == 5
+    assert first["args"]["version"] == 6
     assert first["args"]["form"] == form
     assert first["args"]["cwd"].startswith("/")
     assert first["args"]["resolution_ns"] == 1  # the default: ns

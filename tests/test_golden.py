@@ -1,6 +1,6 @@
 """Golden traces (tests/golden/, see its README.md) keep reading, with every reader, forever.
 
-iotrace traces of each format version (tests/golden/v3/, v4/, v5/; the compact form, the JSON form in
+iotrace traces of each format version (tests/golden/v3/, v4/, v5/, v6/; the compact form, the JSON form in
 zstd and in gzip; a main process and its fork child):
 * `iotrace cat FILE` prints exactly FILE.expected.json (the text the writing library itself
   rendered);
@@ -98,7 +98,7 @@ def run_export(trace: Path | str, tmp_path: Path, what: str = "") -> list[dict]:
 
 def test_golden_sets_present():
     names = {d.name for d in IOTRACE_SETS}
-    assert {"v3", "v4", "v5"} <= names, f"golden sets missing in {GOLDEN}: have {sorted(names)}"
+    assert {"v3", "v4", "v5", "v6"} <= names, f"golden sets missing in {GOLDEN}: have {sorted(names)}"
     for d in IOTRACE_SETS:
         traces = _traces(d)
         assert len(traces) == 6, f"{d}: {[p.name for p in traces]} (compact, json, gzip x main, fork)"

@@ -77,3 +77,101 @@ def test_readme_mpirun_line_traces_every_rank(mpi_io, tmp_path, how):
     calls = {c["name"]: (c["count"], c["bytes"]) for c in S["calls"]}
     assert calls["pwrite"] == calls["pread"] == (4 * RANKS, 4 * RANKS * BLOCK)
     assert S["damage"]["damaged_files"] == 0
+
+
+# --- MPI-IO: every family, on a shared file and on a file per rank (tests/c/mpi_io_families.c)
+
+K = 1024
+
+
+def families(r: int) -> list[tuple]:
+    """What rank `r` of mpi_io_families.c calls, in order: (call, file, size asked, bytes
+    moved, byte offset); None where the call has none (a shared pointer's offset, a split
+    call's end asks nothing)."""
+    sh, own = "shared.dat", f"r{r}.dat"
+    return [
+        ("MPI_Init", None, None, None, None),
+        ("MPI_File_open", sh, None, None, None),
+        ("MPI_File_write_at", sh, 4 * K, 4 * K, r * 4 * K),
+        ("MPI_File_write_at_all", sh, 16, 16, 64 * K + r * 8 * K),  # 2 doubles
+        ("MPI_File_write_at_all", sh, 8 * K, 8 * K, 64 * K + r * 8 * K),
+        ("MPI_File_seek", sh, None, None, None),
+        ("MPI_File_write", sh, 4 * K, 4 * K, 128 * K + r * 8 * K),
+        ("MPI_File_write_all", sh, 4 * K, 4 * K, 128 * K + r * 8 * K + 4 * K),  # 1024 ints
+        ("MPI_File_write_at_all_begin", sh, 4 * K, 4 * K, 192 * K + r * 4 * K),
+        ("MPI_File_write_at_all_end", sh, None, 4 * K, None),
+        ("MPI_File_iwrite_at", sh, 4 * K, 4 * K, 256 * K + r * 4 * K),
+        ("MPI_Wait", None, None, None, None),
+        ("MPI_File_write_shared", sh, K, K, None),
+        ("MPI_File_write_ordered", sh, K, K, None),
+        ("MPI_File_sync", sh, None, None, None),
+        ("MPI_Barrier", None, None, None, None),
+        ("MPI_File_read_at", sh, 4 * K, 4 * K, r * 4 * K),
+        ("MPI_File_read_at_all", sh, 8 * K, 8 * K, 64 * K + r * 8 * K),
+        ("MPI_File_iread_at", sh, 4 * K, 4 * K, 256 * K + r * 4 * K),
+        ("MPI_Wait", None, None, None, None),
+        ("MPI_File_get_size", sh, None, None, None),
+        ("MPI_File_close", sh, None, None, None),
+        ("MPI_File_open", own, None, None, None),
+        ("MPI_File_write_at", own, 64 * K, 64 * K, 0),
+        ("MPI_File_write_at", own, 64 * K, 64 * K, 64 * K),
+        ("MPI_File_seek", own, None, None, None),
+        ("MPI_File_read", own, 64 * K, 64 * K, 0),
+        ("MPI_File_close", own, None, None, None),
+        ("MPI_Barrier", None, None, None, None),
+        ("MPI_Finalize", None, None, None, None),
+    ]
+
+
+def nested(ev: list[dict], outer: dict, names: tuple[str, ...]) -> list[dict]:
+    """The events of `names` on `outer`'s thread inside its interval."""
+    end = outer["ts"] + outer["dur"]
+    return [e for e in ev if e["name"] in names and e["tid"] == outer["tid"] and e is not outer
+            and outer["ts"] <= e["ts"] and e["ts"] + e["dur"] <= end]
+
+
+def test_every_mpi_io_family_recorded_with_its_bytes_offsets_and_posix_calls(tmp_path):
+    exe = tmp_path / "mpi_io_families"
+    subprocess.run(["mpicc", "-O0", "-o", str(exe), str(tracing.C_DIR / "mpi_io_families.c")], check=True)
+    data = tmp_path / "data"
+    data.mkdir()
+    out = tmp_path / "traces"
+    env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
+    r = subprocess.run([*mpirun(RANKS), str(exe), str(data)], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert "size 278528" in r.stdout  # as untraced: 256 KiB + 4 ranks x 4 KiB
+
+    ts = tracing.TraceSet.load(out)
+    by_rank = {f.header["mpi_rank"]: f for f in ts.files if "mpi_rank" in f.header}
+    assert sorted(by_rank) == list(range(RANKS))
+    under_collective = 0
+    for rank, f in by_rank.items():
+        # the rank MPI gave matches the launcher's, and the world's size is said too
+        assert f.header["ranks"]["OMPI_COMM_WORLD_RANK"] == str(rank) and f.header["mpi_size"] == RANKS
+        ev = f.events()
+        mpi = [e for e in ev if e.get("cat") in ("mpi", "mpiio")]
+        got = [(e["name"], os.path.basename(e["fname"]) if e["fname"] else None, e["args"].get("size"),
+                e["args"].get("bytes"), e["args"].get("offset")) for e in mpi]
+        assert got == families(rank)
+        assert all(e["args"]["ret"] == 0 for e in mpi)
+        assert [e["fname"] for e in mpi if e["fname"]][0] == str(data / "shared.dat")
+        # an independent call's POSIX call is nested in it, the same bytes at the same offset
+        for e in mpi:
+            if e["name"] in ("MPI_File_write_at", "MPI_File_write", "MPI_File_read_at", "MPI_File_read"):
+                (p,) = nested(ev, e, ("pwrite", "pwrite64", "pread", "pread64"))
+                assert (p["fname"], p["args"]["size"], p["args"]["offset"]) == \
+                    (e["fname"], e["args"]["size"], e["args"]["offset"])
+        # the 8 KiB collective write: its aggregators' POSIX writes, whatever rank makes them
+        (coll,) = [e for e in mpi if e["name"] == "MPI_File_write_at_all" and e["args"]["size"] == 8 * K]
+        under_collective += sum(p["args"]["size"] for p in nested(ev, coll, ("pwrite", "pwritev", "pwrite64")))
+    assert under_collective == RANKS * 8 * K
+
+    # the analysis: the ranks, and the layer split, MPI-IO's own time apart from the POSIX under it
+    job = analyze([str(out)], Options(engine="local", workers=1))
+    ranked = sorted(p["rank"] for p in job.summary["processes"] if p["rank"] is not None)
+    assert ranked == list(range(RANKS))
+    layers = {r["layer"]: r for r in job.summary["layers"]}
+    assert layers["mpiio"]["calls"] == RANKS * sum(1 for c in families(0) if c[0].startswith("MPI_File"))
+    assert 0 < layers["mpiio"]["own_us"] < layers["mpiio"]["time_us"]
+    assert layers["mpi"]["calls"] == RANKS * 6

@@ -173,6 +173,7 @@ void config_from_env(Config& c) {
   if (int r = parse_resolution(getenv("IOTRACE_RESOLUTION")); r) c.res_ns = r;
   c.posix = env_bool("IOTRACE_POSIX", true);
   c.stdio = env_bool("IOTRACE_STDIO", true);
+  c.mpi = env_bool("IOTRACE_MPI", true);
   c.inherit = env_bool("IOTRACE_INHERIT", true);
   keep_for_children(c, given);
 }

@@ -39,6 +39,7 @@ struct ProcessInfo {
   int64_t parent_pid = 0;
   int64_t ppid = 0;        // at start: a parent that exits later leaves the child to init
   int64_t worker_id = -1;  // data-loader / pool worker number, when the Python layer knows it
+  int64_t mpi_rank = -1, mpi_size = -1;  // once MPI_Init returned (interpose/mpiio.cc)
   int64_t wall_ns = 0, mono_ns = 0;
 } g_proc;
 
@@ -173,6 +174,8 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   p.ppid = g_proc.ppid;
   p.parent_pid = g_proc.parent_pid;
   p.worker_id = g_proc.worker_id;
+  p.mpi_rank = g_proc.mpi_rank;
+  p.mpi_size = g_proc.mpi_size;
   p.host = g_proc.host;
   p.exe = g_proc.exe;
   p.name = g_proc.name;
@@ -242,6 +245,11 @@ void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
   if (role) snprintf(g_proc.role, sizeof g_proc.role, "%s", role);
   if (parent_pid > 0) g_proc.parent_pid = parent_pid;
   if (worker_id >= 0) g_proc.worker_id = worker_id;
+}
+
+void set_mpi_rank(int64_t rank, int64_t size) {
+  g_proc.mpi_rank = rank;
+  g_proc.mpi_size = size;
 }
 
 void before_exec() {

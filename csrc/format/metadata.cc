@@ -67,6 +67,10 @@ void meta_process(Out& o, const ProcessMeta& p) {
     o.put(",\"worker_id\":");
     o.i64(p.worker_id);
   }
+  if (p.mpi_rank >= 0) {
+    o.ch(',');
+    meta_mpi_args(o, p.mpi_rank, p.mpi_size);
+  }
   o.put(",\"ranks\":{");
   sep = "";
   for (int i = 0; i + 1 < 2 * p.n_rank_vars; i += 2) {
@@ -82,6 +86,13 @@ void meta_process(Out& o, const ProcessMeta& p) {
   open_meta(o, "process_name", p.pid, p.pid);
   kv_str(o, "name", p.name);
   o.put("}},\n");
+}
+
+void meta_mpi_args(Out& o, int64_t rank, int64_t size) {
+  o.put("\"mpi_rank\":");
+  o.i64(rank);
+  o.put(",\"mpi_size\":");
+  o.i64(size);
 }
 
 void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id) {

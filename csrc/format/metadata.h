@@ -12,6 +12,7 @@ namespace iot {
 // What the iotrace_process line says of a process.
 struct ProcessMeta {
   int64_t pid = 0, ppid = 0, parent_pid = 0, worker_id = -1;
+  int64_t mpi_rank = -1, mpi_size = -1;  // in MPI_COMM_WORLD, once MPI_Init returned
   const char* host = "";
   const char* exe = "";
   const char* name = "";     // process_name
@@ -31,6 +32,8 @@ void meta_process(Out& o, const ProcessMeta& p);
 // The args body (the object's inside, as records carry it) of iotrace_process_info: the fields that
 // changed (NULL / <= 0 / < 0: not).
 void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id);
+// ... and of the one that says the process's MPI rank and world size.
+void meta_mpi_args(Out& o, int64_t rank, int64_t size);
 // thread_name, whole line; and its args body (for records that carry only the args).
 void meta_thread_name(Out& o, int64_t pid, int64_t tid, const char* name, size_t len);
 void meta_thread_name_args(Out& o, const char* name, size_t len);

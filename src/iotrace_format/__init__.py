@@ -18,7 +18,7 @@ from . import _native
 COLUMNS = _native.COLUMNS
 # what an `iotrace_process_info` event may change of its process after the file opened
 # (docs/trace-format.md)
-PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id")
+PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id", "mpi_rank", "mpi_size")
 # The variables of a process's `ranks` record (docs/trace-format.md) that give its rank, in
 # order of preference: torchrun's, then Open MPI's, MPICH/PMI's and Slurm's.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -33,8 +33,9 @@ IO_LAYERS = ("hdf5", "pnetcdf", "mpiio", "stdio", "posix")
 COUNTED_LAYERS = ("stdio", "posix")
 # The layers of the layer split (each event's own time: its duration less the events nested
 # in it on its thread): the program's own spans (@trace, regions, the C API: any category
-# but the tracer's), the I/O layers, and the tracer's process calls (fork, exec, spawn).
-LAYERS = ("app", *IO_LAYERS, "process")
+# but the tracer's), MPI's start, end, waits and collectives, the I/O layers, and the
+# tracer's process calls (fork, exec, spawn).
+LAYERS = ("app", "mpi", *IO_LAYERS, "process")
 
 
 # ... and the job's id: Slurm's, PBS's, LSF's, Flux's.
@@ -50,8 +51,15 @@ def job_of(ranks) -> str | None:
     return None
 
 
-def rank_of(ranks) -> int | None:
-    """A process's rank from its `ranks` record (None when no variable gives one)."""
+def rank_of(info) -> int | None:
+    """A process's rank from its `iotrace_process` record: the rank in MPI_COMM_WORLD the
+    tracer asked MPI for once it started (`mpi_rank`), else from its `ranks` record of the
+    launcher's variables (None when nothing gives one)."""
+    if not isinstance(info, dict):
+        return None
+    if isinstance(info.get("mpi_rank"), int) and info["mpi_rank"] >= 0:
+        return info["mpi_rank"]
+    ranks = info.get("ranks")
     if not isinstance(ranks, dict):
         return None
     for var in RANK_VARIABLES:

@@ -309,11 +309,16 @@ def test_a_process_rank_is_a_field_of_its_own():
     variables in order of preference, a value that is no number passed over."""
     from iotrace_format import rank_of
 
-    assert rank_of({"RANK": "1", "SLURM_PROCID": "7"}) == 1
-    assert rank_of({"OMPI_COMM_WORLD_RANK": "3", "LOCAL_RANK": "0"}) == 3
-    assert rank_of({"PMI_RANK": "x", "SLURM_PROCID": "12"}) == 12
-    assert rank_of({"LOCAL_RANK": "0", "WORLD_SIZE": "4"}) is None
-    assert rank_of(None) is None and rank_of({}) is None
+    def ranks(**env):
+        return {"ranks": env}
+
+    assert rank_of(ranks(RANK="1", SLURM_PROCID="7")) == 1
+    assert rank_of(ranks(OMPI_COMM_WORLD_RANK="3", LOCAL_RANK="0")) == 3
+    assert rank_of(ranks(PMI_RANK="x", SLURM_PROCID="12")) == 12
+    assert rank_of(ranks(LOCAL_RANK="0", WORLD_SIZE="4")) is None
+    assert rank_of(None) is None and rank_of({}) is None and rank_of(ranks()) is None
+    # MPI's own word, once MPI_Init returned, before the launcher's variables
+    assert rank_of(dict(ranks(OMPI_COMM_WORLD_RANK="3"), mpi_rank=5, mpi_size=8)) == 5
 
 
 def test_job_id_from_the_launchers_variables(tmp_path):

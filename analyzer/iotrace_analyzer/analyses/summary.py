@@ -51,7 +51,7 @@ UNIONS = ("io", "comp", "both", "all", "ipc")  # I/O, compute, either, any compl
 KNOWN_CALLS = frozenset(name for _n, name, _c, _f in calls())
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
-             "exe", "cmdline", "cwd", "ranks")
+             "exe", "cmdline", "cwd", "ranks", "mpi_rank", "mpi_size")
 OPEN_CALLS = calls_of("open")
 SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
 # the syncs that force data to storage (fflush only hands a stream's buffer to the kernel)
@@ -118,7 +118,7 @@ class ProcState:
         start = min(info.get("mono_ns", self.first), self.first)
         end = max(info.get("end_mono_ns", self.last), self.last)
         wall = int(end - start) if self.events else 0
-        return dict(host=self.host, pid=self.pid, rank=rank_of(info.get("ranks")),
+        return dict(host=self.host, pid=self.pid, rank=rank_of(info),
                     job_id=job_of(info.get("ranks")), role=info.get("role"),
                     parent_pid=info.get("parent_pid"), worker_id=info.get("worker_id"),
                     cmdline=info.get("cmdline"), end_reason=info.get("end_reason"),
@@ -832,7 +832,7 @@ def layer_split(partials: list[Partial]) -> tuple[list, list]:
     for p in partials:
         for (file_key, pid, layer), (count, dur, own) in p.layers.items():
             st, info = p.procs.get((file_key, pid)), p.info.get((file_key, pid)) or {}
-            per_proc.append(dict(host=st.host if st else None, pid=pid, rank=rank_of(info.get("ranks")),
+            per_proc.append(dict(host=st.host if st else None, pid=pid, rank=rank_of(info),
                                  layer=layer, calls=count, time_ns=dur, own_ns=own))
     total = sum(r["own_ns"] for r in per_proc)
     rows = []

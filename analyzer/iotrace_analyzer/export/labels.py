@@ -59,7 +59,7 @@ class Proc:
 
     @property
     def rank(self) -> int | None:
-        return rank_of(self.info.get("ranks"))
+        return rank_of(self.info)
 
     @property
     def start_ns(self) -> int | None:

@@ -49,6 +49,9 @@ def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
             links=d.execute_script(
                 "return Array.from(document.querySelectorAll('.finding a')).map(a => a.getAttribute('href'))"),
             ids=d.execute_script("return Array.from(document.querySelectorAll('[id]')).map(e => e.id)"),
+            ranks=d.execute_script(  # the MPI ranks' rows, as shown: their cells' text
+                "return Array.from(document.querySelectorAll('tr.rank')).map("
+                "r => Array.from(r.cells).map(c => c.innerText))"),
             layers=d.execute_script(  # the layer split's rows, as shown: their cells' text
                 "return Array.from(document.querySelectorAll('tr.layer')).map("
                 "r => Array.from(r.cells).map(c => c.innerText))"),

@@ -344,7 +344,62 @@ def many_procs(folder):
     write(folder, procs)
 
 
+def mpi_job(folder):
+    """Four MPI ranks on a shared file, as the interposer records them (category mpiio, each
+    data call's POSIX call nested in it, written first: the tracer writes an event when it
+    ends): 4 KiB independent writes interleaved across the ranks, 512 B off the stripe for
+    rank 3's 1 MiB blocks, and rank 1 writing 4x as many blocks as the others before a
+    collective MPI_File_sync the others wait in; MPI_Init, MPI_Barrier, MPI_Finalize (mpi)."""
+    rng = random.Random(11)
+    shared = "/lustre/job/shared.dat"
+    procs = []
+    for r in range(4):
+        p = Proc(700 + r, host="node1" if r < 2 else "node2", exe="/opt/app/solver", mono_ns=T0,
+                 cmdline=["/opt/app/solver", "in.nml"], cwd="/lustre/job",
+                 ranks={"OMPI_COMM_WORLD_RANK": str(r), "SLURM_JOB_ID": "4242"}, mpi_rank=r, mpi_size=4)
+
+        def call(name, path=None, dur_ns=10 * US, inner=None, cat="mpiio", p=p, **args):
+            """An MPI call, `inner` (name, args) the POSIX call nested in it."""
+            if path is not None and path not in p.paths:
+                p.paths.add(path)
+                p.lines.append(fh(path, p.pid))
+            if inner:
+                p.lines.append(io(inner[0], p.pid, p.t + 2 * US, dur_ns - 4 * US, path=path, **inner[1]))
+            p.lines.append(io(name, p.pid, p.t, dur_ns, cat=cat, path=path, **args))
+            p.t += dur_ns + 2 * US
+
+        call("MPI_Init", cat="mpi", dur_ns=40 * MS, ret=0)
+        p.t = T0 + 50 * MS  # every rank leaves MPI_Init together
+        call("MPI_File_open", shared, dur_ns=(300 + 10 * r) * US, flags=5, ret=0)
+        blocks = 400 if r == 1 else 100
+        for i in range(blocks):
+            off = (i * 4 + r) * 4096
+            call("MPI_File_write_at", shared, dur_ns=rng.randint(20, 40) * US, size=4096, bytes=4096, offset=off,
+                 ret=0, inner=("pwrite64", dict(fd=5, size=4096, offset=off, ret=4096)))
+        if r == 3:
+            for i in range(16):
+                off = (64 + i) * (1 << 20) + 512
+                call("MPI_File_write_at", shared, dur_ns=rng.randint(600, 900) * US, size=1 << 20,
+                     bytes=1 << 20, offset=off, ret=0,
+                     inner=("pwrite64", dict(fd=5, size=1 << 20, offset=off, ret=1 << 20)))
+        procs.append(p)
+    # the collective sync: everyone leaves when the last (rank 1) has arrived
+    last = max(p.t for p in procs)
+    for p in procs:
+        p.lines.append(io("fsync", p.pid, last + 2 * US, 3 * MS, path=shared, fd=5, ret=0))
+        p.lines.append(io("MPI_File_sync", p.pid, p.t, last + 4 * MS - p.t, cat="mpiio", path=shared, ret=0))
+        p.t = last + 4 * MS + 2 * US
+    for p in procs:
+        p.lines.append(io("close", p.pid, p.t + 2 * US, 20 * US, path=shared, fd=5, ret=0))
+        p.lines.append(io("MPI_File_close", p.pid, p.t, 50 * US, cat="mpiio", path=shared, ret=0))
+        p.lines.append(io("MPI_Barrier", p.pid, p.t + 60 * US, 30 * US, cat="mpi", ret=0))
+        p.lines.append(io("MPI_Finalize", p.pid, p.t + 100 * US, 5 * MS, cat="mpi", ret=0))
+        p.t += 6 * MS
+    write(folder, procs, name="solver")
+
+
 SYNTHETIC = {
+    "mpi-job": mpi_job,
     "pipeline": pipeline,
     "hosts": hosts,
     "many-files": many_files,

@@ -55,9 +55,10 @@ def damage_note(S: dict) -> str | None:
             f"{d.get('missing_child_count', 0)} child process(es) without a trace")
 
 
-def _figures(S: dict) -> list[tuple[str, float | None, str, int]]:
+def _figures(S: dict, mpi: bool = False) -> list[tuple[str, float | None, str, int]]:
     """(label, value, unit, direction): direction -1 when lower is better, +1 when higher is,
-    0 when neither (bytes moved: the work itself)."""
+    0 when neither (bytes moved: the work itself). `mpi`: with the MPI job's rows (either side
+    an MPI job: the other shows them empty)."""
     t, j = S["time"], S["job"]
     data = S.get("file_classes", {}).get("data", {})
     calls = sum(c["count"] for c in S["calls"])
@@ -85,6 +86,20 @@ def _figures(S: dict) -> list[tuple[str, float | None, str, int]]:
         wait = sum(ld["fetch_wait_us"] for ld in loaders)
         total = sum(ld["epoch_time_us"] for ld in loaders)
         rows.append(("loop waiting for data", wait / total if total else None, "share", -1))
+    if mpi:
+        m = S.get("mpi") or {}
+        ops = m.get("collective_ops") or {}
+        run = sum(r["run_us"] for r in m.get("ranks", []))
+        calls = m.get("calls")
+        rows += [
+            ("MPI-IO time (sum of ranks)", m["time_us"] / 1e6 if m else None, "s", -1),
+            ("MPI-IO data calls", (m["collective"]["calls"] + m["independent"]["calls"]) if m else None, "", -1),
+            ("MPI-IO collective share of data calls",
+             m["collective"]["calls"] / max(m["collective"]["calls"] + m["independent"]["calls"], 1) if calls else None,
+             "share", 1),
+            ("ranks waiting for a slower rank", ops.get("slow_wait_us", 0) / run if run else None, "share", -1),
+            ("slowest rank's data time / median", m.get("slowest_to_median"), "", -1),
+        ]
     return rows
 
 
@@ -113,7 +128,8 @@ def _verdict(a, b, direction: int, unit: str = "") -> str:
 def compare(A: dict, B: dict) -> dict:
     """The comparison as data: figures and findings."""
     figs = []
-    for (label, a, unit, d), (_l, b, _u, _d) in zip(_figures(A), _figures(B)):
+    mpi = bool(A.get("mpi") or B.get("mpi"))
+    for (label, a, unit, d), (_l, b, _u, _d) in zip(_figures(A, mpi), _figures(B, mpi)):
         change = None if a in (None, 0) or b is None else round((b - a) / a, 6)
         figs.append(dict(figure=label, before=a, after=b, unit=unit, change=change,
                          verdict=_verdict(a, b, d, unit)))

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from ..model import Job
 from ..model.files import FileSizes, FileTable, py_sum, seq_sum, top_rows
+from . import mpi
 from .summary import SIZE_EDGES, SIZE_LABELS, STORAGE_SYNC_CALLS
 
 SEVERITIES = ("high", "warn", "info")
@@ -93,9 +94,28 @@ THRESHOLDS: dict = {
         "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
     },
     "imbalance": {
-        "ratio": (1.5, "the busiest process's data I/O time / the mean of its group (same role)"),
+        "ratio": (1.5, "the busiest process's data I/O time (an MPI rank's: its MPI-IO bytes) / the mean of "
+                  "its group (same role)"),
+        "min_bytes": (1 * MiB, "MPI ranks: and the busiest moves at least this many bytes over the mean"),
         "min_time_s": (0.01, "groups whose busiest process has less I/O time are not weighed"),
         "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
+    },
+    "mpi-independent-small": {
+        "size": (64 << 10, "independent MPI-IO calls smaller than this on average, on a file ranks share"),
+        "min_calls": (64, "and at least this many of them on the file"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
+    },
+    "mpi-misaligned": {
+        "stripe": (1 * MiB, "the file system's stripe (Lustre) or block (GPFS) size"),
+        "share": (0.5, "share of the MPI-IO data calls with an offset that cross a stripe boundary they need not"),
+        "min_calls": (64, "and at least this many data calls with an offset"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
+    },
+    "collective-wait": {
+        "share": (0.1, "share of the ranks' time from MPI_Init to MPI_Finalize spent waiting in collective "
+                  "calls for a slower rank's work"),
+        "min_time_s": (0.05, "and at least this much waiting, summed over ranks"),
+        "caused": (0.5, "and one rank causes at least this share of it (a straggler, not scattered noise)"),
     },
     "software-loading": {
         "time_share": (0.1, "share of the job's wall time in I/O on the software it loads (imports)"),
@@ -228,7 +248,7 @@ def _skip(D: Job, F: FileTable) -> np.ndarray:
 ROW_LISTS = ("files", "processes", "loaders", "windows", "calls", "top")
 NOTES = (("file_per_sample", "file per sample"), ("use", "reading the data"), ("create", "creating the data"),
          ("workers", "its workers"))  # groups shown as a line each, in this order
-NAME_KEYS = ("file", "pid", "host", "name")  # what a row is about, not a figure of it
+NAME_KEYS = ("file", "pid", "host", "name", "rank")  # what a row is about, not a figure of it
 BYTE_KEYS = ("extent", "read_extent")  # bytes beside every key starting with "bytes"
 
 
@@ -285,7 +305,12 @@ class Item:
     def name(self) -> str:
         """What the row is about: its file, else its process (pid N), else its name."""
         keys = {f.key for f in self.figures}
-        return self.file or (f"pid {self.get('pid')}" if "pid" in keys else self.get("name", ""))
+        if self.file:
+            return self.file
+        if "pid" in keys:
+            rank = self.get("rank")
+            return f"rank {rank} (pid {self.get('pid')})" if rank is not None else f"pid {self.get('pid')}"
+        return self.get("name", "")
 
     def to_json(self) -> dict:
         return {f.key: f.value for f in self.figures}
@@ -796,13 +821,43 @@ def sync_heavy(S, D, T):
          "Where durability per write is not needed, drop the syncs (or O_SYNC/O_DSYNC opens)"])
 
 
+def _rank_bytes(ranks: list, T: dict) -> dict | None:
+    """MPI ranks moving very unequal bytes through MPI-IO (the bytes each asked for: a
+    collective's aggregation does not move them between ranks here)."""
+    if len(ranks) < 2:
+        return None
+    b = np.array([r["bytes_read"] + r["bytes_written"] for r in ranks], float)
+    if b.max() <= 0 or b.max() / b.mean() < T["ratio"] or b.max() - b.mean() < T["min_bytes"]:
+        return None
+    ratio = float(b.max() / b.mean())
+    g = sorted(ranks, key=lambda r: -(r["bytes_read"] + r["bytes_written"]))
+    top = g[0]
+    return _finding(
+        "imbalance", "warn", f"Rank {top['rank']} moves {ratio:.1f}x the mean MPI-IO bytes of the {len(g)} ranks",
+        ratio, T["ratio"],
+        dict(role="MPI rank", processes=[dict(host=r["host"], pid=r["pid"], rank=r["rank"], data_io_us=r["data_us"],
+                                              bytes_read=r["bytes_read"], bytes_written=r["bytes_written"])
+                                         for r in g[:5] + (g[-3:] if len(g) > 5 else [])]),
+        [f"Give every rank an equal share of the data (rank {top['rank']} holds the others up at each "
+         "collective call)", "Check that one rank does not read or write for all (a rank-0 checkpoint, logging)"])
+
+
 def imbalance(S, D, T):
-    """Processes of one role (ranks, workers, forks) with very unequal I/O time on data."""
+    """Processes of one role (workers, forks) with very unequal I/O time on data. The ranks of
+    an MPI job are weighed by the bytes each asks MPI-IO for, exact whatever the machine's load
+    (their POSIX I/O is not theirs: a collective call's is done by a few aggregator ranks for
+    all); a rank slow with the same bytes shows where it costs, in the others' waits for it
+    (collective-wait)."""
     by_pid = D.data_by_pid
+    ranks = (S.get("mpi") or {}).get("ranks", [])
+    found = _rank_bytes(ranks, T)
+    if found:
+        return found
+    in_mpi = {(r["host"], r["pid"]) for r in ranks}  # not weighed by time, nor their images before exec
     groups: dict = {}
     for p in S["processes"]:
         d = by_pid.get(p["pid"])
-        if d:
+        if d and (p["host"], p["pid"]) not in in_mpi:
             groups.setdefault(p.get("role") or "process", []).append((d["time_us"], p, d))
     best = None
     for role, g in groups.items():
@@ -824,11 +879,107 @@ def imbalance(S, D, T):
     return _finding(
         "imbalance", "warn", f"The busiest {role} process does {ratio:.1f}x the mean data I/O time of its {len(g)}",
         ratio, T["ratio"],
-        dict(role=role, processes=[dict(host=p["host"], pid=p["pid"], data_io_us=d["time_us"],
+        dict(role=role, processes=[dict(host=p["host"], pid=p["pid"], rank=p.get("rank"), data_io_us=d["time_us"],
                                         bytes_read=d["bytes_read"], bytes_written=d["bytes_written"])
                                    for _t, p, d in g[:5] + (g[-3:] if len(g) > 5 else [])]),
         ["Spread the data evenly (a DistributedSampler, shards of equal size, more shards than workers)",
          "Check that one process does not read or write for all (logging, a rank-0 checkpoint)"])
+
+
+def mpi_independent_small(S, D, T):
+    """Small independent MPI-IO calls on a file the ranks share, where a collective call would
+    let the MPI library merge them into few large requests (two-phase I/O)."""
+    best = None
+    for f in (S.get("mpi") or {}).get("files", []):
+        n = f["independent_calls"]
+        if f["processes"] < 2 or n < T["min_calls"]:
+            continue
+        mean = f["independent_bytes"] / n
+        if mean < T["size"] and _costs(S, T, f["independent_time_us"]) and \
+                (best is None or f["independent_time_us"] > best["independent_time_us"]):
+            best = f
+    if best is None:
+        return None
+    mean = best["independent_bytes"] / best["independent_calls"]
+    return _finding(
+        "mpi-independent-small", "warn",
+        f"{best['independent_calls']} independent MPI-IO calls of {mean / 1024:.1f} KiB on average to a file "
+        f"{best['processes']} ranks share", mean, T["size"],
+        dict(files=[dict(file=best["file"], processes=best["processes"], calls=best["independent_calls"],
+                         time_us=best["independent_time_us"], bytes=best["independent_bytes"],
+                         collective_calls=best["collective_calls"])]),
+        ["Use the collective calls (MPI_File_write_at_all, MPI_File_read_all): the MPI library merges "
+         "the ranks' small pieces into large requests by a few aggregators",
+         "Or gather the data to fewer ranks and write larger blocks"])
+
+
+def mpi_misaligned(S, D, T):
+    """MPI-IO requests that touch a stripe more than their size needs (they start off a stripe
+    boundary and cross one): each takes two storage servers' locks on Lustre, shares GPFS blocks
+    with the neighbouring rank's request (Darshan's FILE_NOT_ALIGNED, Drishti's misaligned
+    check, at the MPI-IO layer)."""
+    t = D.mpi_calls
+    if t is None:
+        return None
+    stripe = int(T["stripe"])
+    name = t.column("name").to_pylist()
+    counted = mpi.data_calls(name)[0] & np.array([c == "mpiio" for c in t.column("cat").to_pylist()], bool)
+    off = pc.fill_null(t.column("offset"), -1).to_numpy(zero_copy_only=False)
+    size = pc.fill_null(t.column("size"), 0).to_numpy(zero_copy_only=False)
+    with_off = counted & (off >= 0)
+    bad = with_off & mpi.misaligned(off, size, stripe)
+    n, n_bad = int(with_off.sum()), int(bad.sum())
+    bad_us = int(t.column("dur").to_numpy()[bad].sum()) / 1000
+    if n < T["min_calls"] or not n_bad or not _costs(S, T, bad_us):
+        return None
+    share = n_bad / n
+    if share < T["share"]:
+        return None
+    return _finding(
+        "mpi-misaligned", "warn",
+        f"{100 * share:.0f}% of the MPI-IO requests ({n_bad} of {n}) cross a {stripe / MiB:g} MiB stripe "
+        "boundary they need not cross", share, T["share"],
+        dict(calls=[dict(name="misaligned requests", calls=n_bad, time_us=round(bad_us, 3))], stripe=stripe),
+        [f"Place each rank's blocks at multiples of the stripe size ({stripe / MiB:g} MiB here: `lfs getstripe` "
+         "gives it on Lustre), padding records or headers if needed",
+         "Set the MPI-IO hints striping_unit and cb_buffer_size to the stripe size (MPI_Info at MPI_File_open); "
+         "with HDF5, H5Pset_alignment"])
+
+
+def collective_wait(S, D, T):
+    """Ranks standing still in collective calls (MPI-IO's _all calls, open, close, sync, MPI's
+    barriers and reductions) while a slower rank finishes its work since the previous collective:
+    the time a straggler costs the others. The k-th call of a name (and file) on each rank is one
+    operation; MPI's start and end are left out (their length is the launch's), and so is the
+    waiting for a rank that left the previous collective late (an aggregator: the collective's
+    own cost, not a straggler's)."""
+    m = S.get("mpi") or {}
+    ranks = [r for r in m.get("ranks", []) if r["run_us"]]
+    if len(ranks) < 2:
+        return None
+    wait = sum(r["slow_wait_us"] for r in ranks)
+    run = sum(r["run_us"] for r in ranks)
+    share = wait / run if run else 0.0
+    if share < T["share"] or wait < T["min_time_s"] * 1e6:
+        return None
+    late = max(ranks, key=lambda r: r["caused_wait_us"])
+    caused = late["caused_wait_us"] / wait if wait else 0.0
+    if caused < T["caused"]:
+        return None
+    return _finding(
+        "collective-wait", "warn",
+        f"Ranks wait {100 * share:.0f}% of their time (MPI_Init to MPI_Finalize) in collective calls for a "
+        f"slower rank; rank {late['rank']} holds them up ({100 * caused:.0f}% of the waiting)", share, T["share"],
+        dict(processes=[dict(host=r["host"], pid=r["pid"], rank=r["rank"], caused_wait_us=r["caused_wait_us"],
+                             slow_wait_us=r["slow_wait_us"], data_us=r["data_us"],
+                             bytes=r["bytes_read"] + r["bytes_written"])
+                        for r in sorted(ranks, key=lambda r: -r["caused_wait_us"])[:8]],
+             calls=[dict(name=o["name"], file=o["file"], slowest_rank=o["slowest"], wait_us=o["wait_us"])
+                    for o in m["collective_ops"]["top"]]),
+        [f"Look at what rank {late['rank']} does between the collective calls (its I/O, its compute): "
+         "the others wait for it",
+         "Even out the work per rank, or overlap it: non-blocking (MPI_File_iwrite_at_all) or split "
+         "collectives let the early ranks go on"])
 
 
 def software_loading(S, D, T):
@@ -880,7 +1031,9 @@ def pipe_traffic(S, D, T):
 RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small_writes,
          "random-reads": random_reads, "random-writes": random_writes, "metadata-heavy": metadata_heavy,
          "redundant-reads": redundant_reads, "checkpoint-stall": checkpoint_stall, "sync-heavy": sync_heavy,
-         "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic}
+         "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic,
+         "mpi-independent-small": mpi_independent_small, "mpi-misaligned": mpi_misaligned,
+         "collective-wait": collective_wait}
 
 
 def per_sample_files(D: Job, T: dict) -> np.ndarray:

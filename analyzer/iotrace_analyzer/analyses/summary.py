@@ -18,7 +18,7 @@ from iotrace_format import COUNTED_LAYERS, LAYERS, calls, calls_of, job_of, rank
 
 from .. import _kernels, keys, units
 from ..model import Job, file_class, files
-from . import activity, counters, training
+from . import activity, counters, mpi, training
 from .activity import ActivityPart, Samples, binned
 from .counters import CounterPart
 from .intervals import Union
@@ -26,6 +26,8 @@ from .training import TrainingPart
 
 IO_CATS = COUNTED_LAYERS  # the categories whose calls are the job's I/O (iotrace_format: layers)
 LAYER_CODES = {name: i for i, name in enumerate(LAYERS) if i}  # a tracer category's layer (0: app)
+# (the tracer's categories that are not the job's counted I/O, process and the upper layers
+# (mpi, mpiio, hdf5), are its own calls, never an @trace category or phase: kind CAT_PROCESS)
 READ_CALLS = calls_of("read")
 WRITE_CALLS = calls_of("write", "copy")
 DATA_CALLS = READ_CALLS | WRITE_CALLS
@@ -178,6 +180,7 @@ class Partial:
     training: TrainingPart = field(default_factory=TrainingPart)  # epochs, fetches, checkpoints
     counters: CounterPart = field(default_factory=CounterPart)  # ph C series per process
     activity: ActivityPart = field(default_factory=ActivityPart)  # per process bins, phases, offsets
+    mpi: mpi.MpiPart = field(default_factory=mpi.MpiPart)  # MPI and MPI-IO calls
 
     # --- combining -------------------------------------------------------------------------
 
@@ -193,6 +196,7 @@ class Partial:
         self._files, self._ids, self._proc_keys = None, keys.HashIds(), {}  # (a FileState does not pickle)
         self.compact(final=True)
         self.activity.compact()
+        self.mpi.compact()
         if skip is not None and self.files_grouped:  # the paths once, in file_names (all_names)
             from ..outputs.parquet import names_table
 
@@ -346,6 +350,7 @@ class Partial:
         self.stdio |= o.stdio
         self.info.update(o.info)
         self.training.merge(o.training)
+        self.mpi.merge(o.mpi)
         self.counters.merge(o.counters)
         self.activity.merge(o.activity)
         self.compact()
@@ -423,7 +428,7 @@ class Partial:
         low = [str(c).lower() for c in cat_vals]
         K = _kernels  # the kinds' bits are the kernel's
         cat_kind = np.array([(c in IO_CATS) * K.CAT_IO | (c in compute_cats) * K.CAT_COMPUTE
-                             | (c == "process") * K.CAT_PROCESS for c in low], np.uint8)
+                             | (c in LAYER_CODES and c not in IO_CATS) * K.CAT_PROCESS for c in low], np.uint8)
         name_kind = np.array([(nm in READ_CALLS) * K.CALL_READ | (nm in WRITE_CALLS) * K.CALL_WRITE
                               | (nm in OPEN_CALLS) * K.CALL_OPEN | (nm in SYNC_CALLS) * K.CALL_SYNC
                               | (nm in KNOWN_CALLS or not own) * K.CALL_KNOWN
@@ -499,6 +504,13 @@ class Partial:
         pids = np.array([p[2] for p in procs], np.int64)
         pk = np.array([self._proc_keys.setdefault((p[0], p[2]), len(self._proc_keys)) for p in procs], np.int64)
         carried = self._files.fold(f, value, kind, pk, pids)
+        # --- MPI calls, kept as they are (an MPI-IO call is a rank's whole request: few)
+        mpi_cats = [i for i, c in enumerate(low) if c in ("mpi", "mpiio")]
+        if mpi_cats:
+            rows = np.flatnonzero(np.isin(cat_codes, mpi_cats) & (ph_x[ph_codes] == 1))
+            if len(rows):
+                self.mpi.add(ev, rows, procs, proc_arr[rows] if len(proc_arr) else np.zeros(len(rows), np.int64),
+                             np_ints(ev.column("ts_ns")), np_ints(ev.column("dur_ns")))
         # --- each complete event's own time, by layer (the tracer's categories; others: app)
         self._layers.add(ph=ph_codes, ph_x=ph_x, cat=cat_codes,
                          cat_layer=np.array([LAYER_CODES.get(c, 0) for c in low], np.uint8),
@@ -687,6 +699,18 @@ def _names(partials: list[Partial]) -> tuple:
             np.concatenate(nums) if nums and all(k is not None for k in nums) else None, all(hexes))
 
 
+def _names_of_hashes(partials: list[Partial], hashes: list) -> dict:
+    """fhash -> path of a few hashes (the name the last partial gave each)."""
+    t = _names(partials)[0]
+    if t is None or not hashes:
+        return {}
+    t = t.filter(pc.is_in(t.column("fhash"), value_set=pa.array(sorted(set(hashes)), pa.string())))
+    out: dict = {}
+    for h, n in zip(t.column("fhash").to_pylist(), t.column("name").to_pylist()):
+        out.setdefault(h, n)
+    return out
+
+
 def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = (),
           dirs: frozenset = frozenset()) -> Job:
     """The job from all files' partials: its summary (a JSON-ready dict) and every row the
@@ -697,7 +721,8 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     stdio: set = set()
     for p in partials:
         stdio |= p.stdio
-    procs = [st.figures(p.info.get(k)) for p in partials for k, st in p.procs.items() if st.events]
+    keyed = [(k, st.figures(p.info.get(k))) for p in partials for k, st in p.procs.items() if st.events]
+    procs = [d for _k, d in keyed]
     bounds = [(d.pop("start_j"), d.pop("end_j")) for d in procs]
     hosts = sorted({d["host"] for d in procs if d["host"]})
     starts = [p.start for p in partials if p.start is not None]
@@ -806,6 +831,14 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
                            for x in names[:5]]))
     S["categories"] = sorted(crows, key=lambda r: (-r["union_us"], r["cat"]))
     S["layers"], job.layers = layer_split(partials)
+    own: dict = {}
+    for r in job.layers:
+        own.setdefault(r.pop("key"), {})[r["layer"]] = r["own_ns"]
+    S["mpi"], job.mpi_calls = mpi.summarize(
+        [p.mpi for p in partials], lambda hashes: _names_of_hashes(partials, hashes),
+        {k: dict(d, wall_us=units.us(d["wall_ns"])) for k, d in keyed}, own, SIZE_EDGES, SIZE_LABELS)
+    if S["mpi"] is None:
+        del S["mpi"]
 
     # --- access pattern and size histogram
     acc = {}
@@ -832,7 +865,7 @@ def layer_split(partials: list[Partial]) -> tuple[list, list]:
     for p in partials:
         for (file_key, pid, layer), (count, dur, own) in p.layers.items():
             st, info = p.procs.get((file_key, pid)), p.info.get((file_key, pid)) or {}
-            per_proc.append(dict(host=st.host if st else None, pid=pid, rank=rank_of(info),
+            per_proc.append(dict(key=(file_key, pid), host=st.host if st else None, pid=pid, rank=rank_of(info),
                                  layer=layer, calls=count, time_ns=dur, own_ns=own))
     total = sum(r["own_ns"] for r in per_proc)
     rows = []

@@ -38,6 +38,7 @@ class Job:
     cats_by_pid: dict = field(default_factory=dict)  # pid -> {@trace category: its union, us}
     # per (process, layer): host, pid, rank, layer, calls, time_ns, own_ns (the layer split)
     layers: list = field(default_factory=list)
+    mpi_calls: object = None  # the MPI-IO calls, a pyarrow table (analyses/mpi.py COLUMNS), or None
     drawn: Drawn = field(default_factory=Drawn)
     traces: list = field(default_factory=list)  # load.FileResult per trace file read
     # the files of the file-per-sample pattern (a mask of `files`' rows), as the rules found it

@@ -14,6 +14,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from iotrace_format import job_of, rank_of
+
 from .. import _kernels
 
 _DICT = pa.dictionary(pa.int32(), pa.string())
@@ -36,7 +38,8 @@ EVENTS_SCHEMA_PRESENT = pa.schema([f.with_nullable(f.name not in _PRESENT) for f
 PROCESSES_SCHEMA = pa.schema(
     [("host", pa.string()), ("pid", pa.int64()), ("ppid", pa.int64()), ("parent_pid", pa.int64()),
      ("exe", pa.string()), ("name", pa.string()), ("role", pa.string()), ("worker_id", pa.int64()),
-     ("cmdline", pa.list_(pa.string())), ("ranks", pa.string()), ("wall_ns", pa.int64()),
+     ("cmdline", pa.list_(pa.string())), ("rank", pa.int64()), ("job_id", pa.string()),
+     ("ranks", pa.string()), ("wall_ns", pa.int64()),
      ("mono_ns", pa.int64()), ("version", pa.int64()), ("resolution_ns", pa.int64()),
      ("compression", pa.string()),
      ("end_reason", pa.string()), ("events_written", pa.int64()), ("trace_file", pa.string())]
@@ -220,6 +223,8 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
     hex digits (so that the numbers sort as the strings)."""
     os.makedirs(out_dir, exist_ok=True)
     cols = {f.name: [p.get(f.name) for p in processes] for f in PROCESSES_SCHEMA}  # by column: 5000 processes
+    cols["rank"] = [rank_of(p) for p in processes]  # the rank and job the launcher or MPI gave
+    cols["job_id"] = [job_of(p.get("ranks")) for p in processes]
     cols["ranks"] = [json.dumps(r, sort_keys=True) if isinstance(r, (dict, list)) else r for r in cols["ranks"]]
     cols["cmdline"] = [c if c is None or isinstance(c, list) else [str(c)] for c in cols["cmdline"]]
     pq.write_table(pa.Table.from_pydict(cols, schema=PROCESSES_SCHEMA),

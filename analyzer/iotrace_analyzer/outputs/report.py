@@ -108,10 +108,12 @@ def text_report(S: dict, top: int = 10) -> str:
                         ["file", "class", "calls", "time", "read", "written", "procs"], [
         [f["file"], f.get("class", ""), f["count"], units.duration(f["time_us"]), units.size(f["bytes_read"]),
          units.size(f["bytes_written"]), f["processes"]] for f in S["files"][:top]]))
-    parts.append(units.table("Processes (top by I/O time)", ["host", "pid", "role", "events", "wall", "io",
+    ranked = any(p.get("rank") is not None for p in S["processes"])  # a column of ranks where there are some
+    parts.append(units.table("Processes (top by I/O time)", ["host", "pid", *(["rank"] if ranked else []), "role",
+                                                          "events", "wall", "io",
                                                           "io not overlapped", "compute", "read", "written"], [
-        [p["host"], p["pid"], p.get("role"), p["events"], units.duration(p.get("wall_us", p["app_us"])),
-         units.duration(p["io_us"]),
+        [p["host"], p["pid"], *([p.get("rank")] if ranked else []), p.get("role"), p["events"],
+         units.duration(p.get("wall_us", p["app_us"])), units.duration(p["io_us"]),
          units.duration(p["io_not_overlapped_us"]), units.duration(p["compute_us"]), units.size(p["bytes_read"]),
          units.size(p["bytes_written"])] for p in S["processes"][:top]]))
     if S["categories"]:
@@ -124,6 +126,7 @@ def text_report(S: dict, top: int = 10) -> str:
                                  "calls nested in its calls)", ["layer", "calls", "time", "own", "% of own"], [
             [r["layer"], r["calls"], units.duration(r["time_us"]), units.duration(r["own_us"]),
              f"{100 * r['own_share']:.1f}"] for r in S["layers"]]))
+    parts += _mpi(S.get("mpi"), top)
     parts += _training(S.get("training") or {}, top)
     parts += _counters(S.get("counters") or [], top)
     a = S["access"]
@@ -156,6 +159,38 @@ def text_report(S: dict, top: int = 10) -> str:
               f"{m['at_s']:.3f} s" if m.get("at_s") is not None else None, m.get("program"),
               m["parent_trace"]] for m in d["missing_children"][:top]]))
     return "\n".join(parts)
+
+
+def _mpi(m: dict | None, top: int) -> list[str]:
+    """The MPI job: its MPI-IO calls' shape, the ranks (the slowest first when there are many)."""
+    if not m:
+        return []
+    c, i, ops = m["collective"], m["independent"], m["collective_ops"]
+    n_data = c["calls"] + i["calls"]
+    lines = [
+        f"MPI-IO: {m['calls']} calls, {units.duration(m['time_us'])}; {m['shape']} "
+        f"({m['shared_files']} shared, {m['per_process_files']} per process)",
+        f"  data calls: {n_data}, collective {c['calls']} ({units.size(c['bytes_read'] + c['bytes_written'])}), "
+        f"independent {i['calls']} ({units.size(i['bytes_read'] + i['bytes_written'])}); "
+        f"non-blocking {m['nonblocking']['calls']}",
+        f"  crossing a {units.size(m['stripe'])} stripe boundary they need not: {m['misaligned_calls']} of "
+        f"{m['data_calls_with_offset']} with an offset",
+        f"  collective calls matched across ranks: {ops['calls']}; waiting in them "
+        f"{units.duration(ops['wait_us'])}, of which for a slower rank's work {units.duration(ops['slow_wait_us'])}",
+    ]
+    if m.get("slowest_to_median") is not None:
+        lines.append(f"  slowest rank (data time): {m['slowest_rank']}, {m['slowest_to_median']:.2f}x the median")
+    ranks = m["ranks"]
+    shown = ranks if len(ranks) <= top else sorted(ranks, key=lambda r: -r["data_us"])[:top]
+    title = "MPI ranks" + ("" if len(ranks) <= top else f" (the {top} of {len(ranks)} with the most data time)") + \
+        " (data: MPI-IO data calls less their waits; waited: in collective calls for a slower rank; caused: " \
+        "the others' waits for this one; POSIX: its own POSIX time)"
+    table = units.table(title, ["rank", "host", "pid", "MPI-IO calls", "read", "written", "data", "waited",
+                                "caused", "POSIX"], [
+        [r["rank"], r["host"], r["pid"], r["mpiio_calls"], units.size(r["bytes_read"]), units.size(r["bytes_written"]),
+         units.duration(r["data_us"]), units.duration(r["slow_wait_us"]), units.duration(r["caused_wait_us"]),
+         units.duration(r["posix_us"])] for r in shown])
+    return ["\n".join(lines) + "\n", table]
 
 
 def _training(T: dict, top: int) -> list[str]:

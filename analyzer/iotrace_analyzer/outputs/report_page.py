@@ -28,7 +28,8 @@ from . import report
 EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "sizes", "small-writes": "sizes",
             "random-reads": "offsets", "random-writes": "offsets", "metadata-heavy": "cost",
             "sync-heavy": "cost", "software-loading": "cost", "pipe-traffic": "cost",
-            "redundant-reads": "files", "checkpoint-stall": "io-time"}
+            "redundant-reads": "files", "checkpoint-stall": "io-time", "collective-wait": "mpi-ranks",
+            "mpi-independent-small": "mpi", "mpi-misaligned": "mpi"}
 LINE_PROCESSES = 16  # up to this many processes: a line each; more: a heat map process x time
 HEAT_ROWS = 1000  # processes in the heat map, the most I/O first
 TABLE_ROWS = 50  # rows of the processes and files tables
@@ -86,6 +87,9 @@ def render(S: dict, drawn: Drawn) -> str:
     if drawn.counters:
         plots.append(("counters", "Counters per process", _counters_note(drawn.counters),
                       _counters(drawn.counters, labels, job_start)))
+    mpi = S.get("mpi")
+    if mpi and mpi["ranks"]:
+        plots.append(("mpi-ranks", "MPI ranks", _mpi_note(mpi), _mpi_ranks(mpi)))
     plots.append(("cost", "I/O cost per call family and per file class",
                   "call time: data calls against metadata (open, stat, seek, close...) and syncs; file classes "
                   "tell the job's data from the software it loads", _cost(S)))
@@ -101,7 +105,8 @@ def render(S: dict, drawn: Drawn) -> str:
     return _template().render(
         S=S, job=S["job"], findings=findings, rules_ran=S.get("findings") is not None, plots=figs,
         plotlyjs=get_plotlyjs(), identity=_identity(S, labels), files=_files(S), processes=_processes(S, labels),
-        damage=S.get("damage") or {}, size=units.size, dur=units.duration)
+        damage=S.get("damage") or {}, size=units.size, dur=units.duration, mpi=S.get("mpi"),
+        mpi_ranks=(S.get("mpi") or {}).get("ranks", [])[:TABLE_ROWS])
 
 
 def _plot_html(div_id: str, fig: dict) -> str:
@@ -127,8 +132,13 @@ def _labels(S: dict) -> dict:
     many_hosts = S["job"]["hosts"] > 1
     out = {}
     for p in S["processes"]:
+        key = (p["host"], p["pid"])
+        if key in out and p.get("rank") is None:  # an exec'd image of a ranked process: its rank's name
+            continue
         name = f"{p['pid']} {p.get('role') or ''}".strip()
-        out[(p["host"], p["pid"])] = f"{p['host']}:{name}" if many_hosts else name
+        if p.get("rank") is not None:
+            name = f"rank {p['rank']} ({p['pid']})"
+        out[key] = f"{p['host']}:{name}" if many_hosts else name
     return out
 
 
@@ -190,6 +200,34 @@ def _time_split(S: dict, labels: dict) -> dict:
                                                           for p in procs]
     return _fig(_hbars(rows, SPLIT), barmode="stack", height=140 + 28 * len(rows),
                 xaxis=dict(title=dict(text="seconds (process wall time)")),
+                yaxis=dict(autorange="reversed", type="category", automargin=True),
+                legend=dict(orientation="h", traceorder="normal", y=1.02, yanchor="bottom"))
+
+
+MPI_SERIES = [("data_us", "MPI-IO data calls (less their waits)", "#1f77b4"),
+              ("slow_wait_us", "waiting in collective calls for a slower rank", "#ff7f0e"),
+              ("other_wait_us", "other waiting in collective calls", "#ffbb78"),
+              ("posix_us", "POSIX calls (own time)", "#2ca02c")]
+
+
+def _mpi_note(m: dict) -> str:
+    ops = m["collective_ops"]
+    return (f"per rank: {m['shape']}; {m['collective']['calls']} collective and {m['independent']['calls']} "
+            f"independent MPI-IO data calls; the ranks waited {units.duration(ops['wait_us'])} in collective "
+            f"calls, {units.duration(ops['slow_wait_us'])} of it for a slower rank's work"
+            + (f"; slowest rank {m['slowest_rank']} at {m['slowest_to_median']:.2f}x the median data time"
+               if m.get("slowest_to_median") is not None else ""))
+
+
+def _mpi_ranks(m: dict) -> dict:
+    """One bar per rank (the SPLIT_PROCESSES with the most data time when there are more)."""
+    ranks = m["ranks"]
+    if len(ranks) > SPLIT_PROCESSES:
+        ranks = sorted(ranks, key=lambda r: -r["data_us"])[:SPLIT_PROCESSES]
+    rows = [(f"rank {r['rank']}" if r["rank"] is not None else f"{r['host']}:{r['pid']}",
+             dict(r, other_wait_us=max(r["collective_wait_us"] - r["slow_wait_us"], 0.0))) for r in ranks]
+    return _fig(_hbars(rows, MPI_SERIES), barmode="stack", height=140 + 28 * len(rows),
+                xaxis=dict(title=dict(text="seconds")),
                 yaxis=dict(autorange="reversed", type="category", automargin=True),
                 legend=dict(orientation="h", traceorder="normal", y=1.02, yanchor="bottom"))
 

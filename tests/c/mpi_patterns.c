@@ -1,0 +1,72 @@
+/* MPI-IO access patterns, one per mode, for the MPI findings (tests/test_mpi.py):
+ *   collective  each rank writes then reads 4 MiB of one shared file at r*4M, collectively
+ *               (MPI_File_write_at_all, MPI_File_read_at_all): the clean run
+ *   small       each rank writes 8192 blocks of 4 KiB to a shared file, independently
+ *               (MPI_File_write_at), the ranks' blocks interleaved: block i of rank r at
+ *               (i*ranks + r) * 4 KiB
+ *   perproc     each rank writes 4 MiB to a file of its own in 1 MiB calls
+ *   straggler   each rank writes 32 MiB to its own part of a shared file in 1 MiB calls, rank 1
+ *               5 times over (5x the calls and bytes) and 2 ms after each call (as behind a slow
+ *               storage target, whatever the load on the machine's cores), then all sync
+ *               (collective: the others wait for rank 1)
+ *   misaligned  each rank writes 16 blocks of 1 MiB collectively at r*16 MiB + i MiB + 512 B:
+ *               every request crosses a 1 MiB stripe boundary
+ * Usage: mpi_patterns MODE DIR */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#define MiB (1 << 20)
+
+static char buf[4 * MiB];
+
+int main(int argc, char** argv) {
+  MPI_Init(&argc, &argv);
+  int r, n;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  const char* mode = argv[1];
+  char path[4096];
+  MPI_File fh;
+  memset(buf, 'a' + r, sizeof buf);
+  int amode = MPI_MODE_CREATE | MPI_MODE_RDWR;
+  if (!strcmp(mode, "perproc")) {
+    snprintf(path, sizeof path, "%s/part%d.dat", argv[2], r);
+    MPI_File_open(MPI_COMM_SELF, path, amode, MPI_INFO_NULL, &fh);
+    for (int i = 0; i < 4; i++)
+      MPI_File_write_at(fh, (MPI_Offset)i * MiB, buf, MiB, MPI_BYTE, MPI_STATUS_IGNORE);
+  } else {
+    snprintf(path, sizeof path, "%s/shared.dat", argv[2]);
+    MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh);
+    if (!strcmp(mode, "collective")) {
+      MPI_Offset at = (MPI_Offset)r * 4 * MiB;
+      MPI_File_write_at_all(fh, at, buf, 4 * MiB, MPI_BYTE, MPI_STATUS_IGNORE);
+      MPI_File_read_at_all(fh, at, buf, 4 * MiB, MPI_BYTE, MPI_STATUS_IGNORE);
+    } else if (!strcmp(mode, "small")) {
+      for (int i = 0; i < 8192; i++)
+        MPI_File_write_at(fh, ((MPI_Offset)i * n + r) * 4096, buf, 4096, MPI_BYTE,
+                          MPI_STATUS_IGNORE);
+    } else if (!strcmp(mode, "straggler")) {
+      int rounds = r == 1 ? 5 : 1;
+      for (int k = 0; k < rounds; k++)
+        for (int i = 0; i < 32; i++) {
+          MPI_File_write_at(fh, (MPI_Offset)r * 32 * MiB + (MPI_Offset)i * MiB, buf, MiB, MPI_BYTE,
+                            MPI_STATUS_IGNORE);
+          if (r == 1) usleep(2000); /* behind a slow storage target: slow on any machine */
+        }
+      MPI_File_sync(fh); /* collective: every rank once, the others waiting for rank 1 */
+    } else if (!strcmp(mode, "misaligned")) {
+      /* 1 MiB blocks at r*16 MiB + i MiB + 512: each crosses a 1 MiB stripe boundary */
+      for (int i = 0; i < 16; i++)
+        MPI_File_write_at_all(fh, (MPI_Offset)r * 16 * MiB + (MPI_Offset)i * MiB + 512, buf, MiB,
+                              MPI_BYTE, MPI_STATUS_IGNORE);
+    }
+  }
+  MPI_File_close(&fh);
+  MPI_Barrier(MPI_COMM_WORLD);
+  if (r == 0) printf("%s done\n", mode);
+  MPI_Finalize();
+  return 0;
+}

@@ -1,0 +1,160 @@
+"""The MPI job's diagnosis on workloads built to have each problem, and its silence on a clean
+run (tests/c/mpi_patterns.c under mpirun -n 4, traced by the preload, with two busy loops
+beside it as on a shared node): shared file or file per process, collective or independent,
+the ranks' bytes, and the findings imbalance (one rank moving 5x the data), collective-wait
+(the others standing in MPI_File_sync for it), mpi-independent-small (4 KiB independent writes
+to a shared file) and mpi-misaligned (1 MiB requests 512 B off the stripe), each naming what
+the workload really did."""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+import tracing
+from iotrace_analyzer.outputs import report
+from iotrace_analyzer.pipeline import Options, analyze
+from loss_scenarios import busy_load
+
+RANKS = 4
+MiB = 1 << 20
+MPI_RULES = {"imbalance", "collective-wait", "mpi-independent-small", "mpi-misaligned"}
+
+pytestmark = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
+                                reason="no MPI (mpicc, mpirun): .ci/setup installs Open MPI")
+
+
+@pytest.fixture(scope="module")
+def patterns(tmp_path_factory):
+    exe = tmp_path_factory.mktemp("mpi") / "mpi_patterns"
+    subprocess.run(["mpicc", "-O1", "-o", str(exe), str(tracing.C_DIR / "mpi_patterns.c")], check=True)
+    return str(exe)
+
+
+def run(exe: str, mode: str, tmp_path) -> tuple[dict, str]:
+    """Trace one mode under load; its summary and text report."""
+    data, out = tmp_path / "data", tmp_path / "traces"
+    data.mkdir()
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
+    with busy_load(2):
+        r = subprocess.run(["mpirun", "-n", str(RANKS), "--oversubscribe", *root, exe, mode, str(data)],
+                           env=env, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert f"{mode} done" in r.stdout
+    S = analyze([str(out)], Options(engine="local", workers=1)).summary
+    return S, report.text_report(S)
+
+
+def findings(S: dict) -> dict:
+    return {f["id"]: f for f in S.get("findings", []) if f["id"] in MPI_RULES}
+
+
+def by_rank(S: dict) -> dict:
+    return {r["rank"]: r for r in S["mpi"]["ranks"]}
+
+
+def test_clean_collective_run_is_silent(patterns, tmp_path):
+    S, text = run(patterns, "collective", tmp_path)
+    m = S["mpi"]
+    assert m["shape"] == "shared file" and m["shared_files"] == 1 and m["per_process_files"] == 0
+    # each rank: one 4 MiB MPI_File_write_at_all and one MPI_File_read_at_all, nothing independent
+    assert (m["collective"]["calls"], m["independent"]["calls"]) == (2 * RANKS, 0)
+    assert m["collective"]["bytes_written"] == m["collective"]["bytes_read"] == RANKS * 4 * MiB
+    assert sorted(by_rank(S)) == list(range(RANKS))
+    assert all((r["bytes_written"], r["bytes_read"], r["mpiio_calls"]) == (4 * MiB, 4 * MiB, 4)
+               for r in m["ranks"])  # open, write, read, close
+    assert m["write_sizes"]["4M-10M"] == m["read_sizes"]["4M-10M"] == RANKS
+    assert m["misaligned_calls"] == 0 and m["data_calls_with_offset"] == 2 * RANKS
+    # the collective file calls and the barrier matched across the ranks
+    assert m["collective_ops"]["calls"] == RANKS * 5 and m["collective_ops"]["unmatched_calls"] == 0
+    assert findings(S) == {}, [f["title"] for f in findings(S).values()]
+    assert "MPI-IO: 16 calls" in text and "shared file (1 shared, 0 per process)" in text
+
+
+def test_small_independent_writes_to_a_shared_file(patterns, tmp_path):
+    S, text = run(patterns, "small", tmp_path)
+    m = S["mpi"]
+    assert m["shape"] == "shared file"
+    assert (m["independent"]["calls"], m["collective"]["calls"]) == (RANKS * 8192, 0)
+    assert m["independent"]["bytes_written"] == RANKS * 8192 * 4096
+    assert m["write_sizes"]["1K-10K"] == RANKS * 8192
+    assert m["misaligned_calls"] == 0  # 4 KiB inside a stripe: small, not misaligned
+    f = findings(S)
+    assert set(f) == {"mpi-independent-small"}, [x["title"] for x in f.values()]
+    (row,) = f["mpi-independent-small"]["evidence"]["files"]
+    assert row["file"] == str(tmp_path / "data" / "shared.dat")
+    assert (row["processes"], row["calls"], row["bytes"], row["collective_calls"]) == \
+        (RANKS, RANKS * 8192, RANKS * 8192 * 4096, 0)
+    assert f["mpi-independent-small"]["value"] == 4096.0
+    assert "mpi-independent-small" in text
+
+
+def test_file_per_process(patterns, tmp_path):
+    S, _text = run(patterns, "perproc", tmp_path)
+    m = S["mpi"]
+    assert m["shape"] == "file per process" and (m["shared_files"], m["per_process_files"]) == (0, RANKS)
+    files = {f["file"]: f for f in m["files"]}
+    for r in range(RANKS):
+        f = files[str(tmp_path / "data" / f"part{r}.dat")]
+        assert (f["processes"], f["independent_calls"], f["bytes_written"]) == (1, 4, 4 * MiB)
+    assert findings(S) == {}, [f["title"] for f in findings(S).values()]
+
+
+def test_straggler_rank_named_by_imbalance_and_collective_wait(patterns, tmp_path):
+    S, text = run(patterns, "straggler", tmp_path)
+    ranks = by_rank(S)
+    assert ranks[1]["bytes_written"] == 5 * 32 * MiB and ranks[1]["mpiio_calls"] == 5 * 32 + 3
+    assert all(ranks[r]["bytes_written"] == 32 * MiB for r in (0, 2, 3))
+    f = findings(S)
+    assert {"imbalance", "collective-wait"} <= set(f), (
+        [x["title"] for x in f.values()], S["mpi"]["collective_ops"],
+        [(r["rank"], r["run_us"], r["slow_wait_us"], r["caused_wait_us"]) for r in S["mpi"]["ranks"]])
+    imb = f["imbalance"]
+    assert imb["title"].startswith("Rank 1 moves 2.5x") and imb["value"] == 2.5
+    assert imb["evidence"]["processes"][0]["rank"] == 1
+    cw = f["collective-wait"]
+    assert "rank 1 holds them up" in cw["title"]
+    top = cw["evidence"]["calls"][0]
+    assert (top["name"], top["slowest_rank"]) == ("MPI_File_sync", 1)
+    assert cw["evidence"]["processes"][0]["rank"] == 1
+    # the others waited for rank 1 in the sync; rank 1 itself barely waited
+    assert ranks[1]["caused_wait_us"] > 5 * ranks[1]["slow_wait_us"]
+    assert "mpi-independent-small" not in f and "mpi-misaligned" not in f
+    assert "rank 1 (pid" in text
+
+
+def test_misaligned_requests(patterns, tmp_path):
+    S, _text = run(patterns, "misaligned", tmp_path)
+    m = S["mpi"]
+    assert m["misaligned_calls"] == m["data_calls_with_offset"] == RANKS * 16
+    f = findings(S)
+    assert "mpi-misaligned" in f, [x["title"] for x in f.values()]
+    assert f["mpi-misaligned"]["value"] == 1.0
+    assert f["mpi-misaligned"]["evidence"]["calls"][0]["calls"] == RANKS * 16
+    assert "imbalance" not in f and "mpi-independent-small" not in f
+
+
+def test_mpi_report_page_in_chromium(patterns, tmp_path):
+    """The straggler job's page: its findings, the ranks' plot (a bar per rank in each series)
+    and table (a row per rank with its bytes), drawn in the browser."""
+    from browser import open_page
+    from test_report_page import _check_page, analyzed
+
+    data, out = tmp_path / "data", tmp_path / "traces"
+    data.mkdir()
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
+    subprocess.run(["mpirun", "-n", str(RANKS), "--oversubscribe", *root, patterns, "straggler", str(data)],
+                   env=env, check=True, capture_output=True, timeout=300)
+    S = analyzed(str(out), str(tmp_path / "out"))
+    shot = str(tmp_path / "page.png")
+    page = open_page(str(tmp_path / "out" / "report.html"), shot)
+    _check_page(page, shot)
+    assert {"imbalance", "collective-wait"} <= set(page["findings"])
+    plots = {p["id"]: p for p in page["plots"]}
+    assert all(t["points"] == RANKS for t in plots["plot-mpi-ranks"]["traces"])
+    assert [r[0] for r in page["ranks"]] == ["0", "1", "2", "3"]
+    assert [r[5] for r in page["ranks"]] == ["32.0 MiB", "160.0 MiB", "32.0 MiB", "32.0 MiB"]
+    assert "mpi" in page["ids"] and page["ids"].index("findings") < page["ids"].index("mpi")
+    assert [r["rank"] for r in S["mpi"]["ranks"]] == [0, 1, 2, 3]

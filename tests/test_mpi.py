@@ -59,6 +59,8 @@ def test_readme_mpirun_line_traces_every_rank(mpi_io, tmp_path, how):
     assert sorted(by_rank) == list(range(RANKS))
     for rank, f in by_rank.items():
         assert f.end is not None and f.header["ranks"]["SLURM_JOB_ID"] == "777"
+        # the file's name says the job and the rank
+        assert os.path.basename(f.path).startswith(f"mpi_io-j777-r{rank}-"), f.path
         mine = str(data / f"r{rank}.bin")
         ev = [e for e in f.events() if e.get("fname") == mine]
         calls = [(e["name"], e["args"].get("offset"), e["args"].get("ret")) for e in ev]
@@ -175,3 +177,59 @@ def test_every_mpi_io_family_recorded_with_its_bytes_offsets_and_posix_calls(tmp
     assert layers["mpiio"]["calls"] == RANKS * sum(1 for c in families(0) if c[0].startswith("MPI_File"))
     assert 0 < layers["mpiio"]["own_us"] < layers["mpiio"]["time_us"]
     assert layers["mpi"]["calls"] == RANKS * 6
+
+
+# --- mpi4py: Python's MPI, whose extension module loads the MPI library RTLD_LOCAL
+
+MPI4PY = r"""
+import sys
+import numpy as np
+from mpi4py import MPI
+comm = MPI.COMM_WORLD
+r, n = comm.Get_rank(), comm.Get_size()
+fh = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_RDWR)
+fh.Write_at_all(r * 65536, np.full(65536, r, np.uint8))
+fh.Sync(); comm.Barrier(); fh.Sync()  # MPI's consistency: the others' writes seen from here on
+buf = np.empty(4096, np.uint8)
+fh.Read_at(((r + 1) % n) * 65536, buf)
+fh.Close()
+comm.Barrier()
+print(f"rank {r} of {n} read {int(buf[0])}")
+"""
+
+
+def test_mpi4py_program_traced_with_its_ranks(tmp_path):
+    """mpi4py's module is loaded by Python with RTLD_LOCAL, and the MPI library with it: the
+    tracer finds the library where the program's calls would have gone (untraced and traced
+    give the same output), records every MPI-IO call with its rank's bytes and offsets, and
+    names the ranks MPI gave."""
+    pytest.importorskip("mpi4py")
+    import sys
+
+    script = tmp_path / "m.py"
+    script.write_text(MPI4PY)
+    cmd = [*mpirun(RANKS), sys.executable, str(script), str(tmp_path / "shared.dat")]
+    plain = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    assert plain.returncode == 0, plain.stderr
+    out = tmp_path / "traces"
+    env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
+    traced = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    assert traced.returncode == 0, traced.stderr
+    assert sorted(traced.stdout.splitlines()) == sorted(plain.stdout.splitlines()) == \
+        [f"rank {r} of {RANKS} read {(r + 1) % RANKS}" for r in range(RANKS)]
+
+    ts = tracing.TraceSet.load(out)
+    by_rank = {f.header["mpi_rank"]: f for f in ts.files if "mpi_rank" in f.header}
+    assert sorted(by_rank) == list(range(RANKS))
+    for r, f in by_rank.items():
+        got = [(e["name"], e["args"].get("bytes"), e["args"].get("offset"))
+               for e in f.events() if e.get("cat") == "mpiio"]
+        assert got == [("MPI_File_open", None, None), ("MPI_File_write_at_all", 65536, r * 65536),
+                       ("MPI_File_sync", None, None), ("MPI_File_sync", None, None),
+                       ("MPI_File_read_at", 4096, ((r + 1) % RANKS) * 65536), ("MPI_File_close", None, None)]
+        assert [e["name"] for e in f.events() if e.get("cat") == "mpi"] == \
+            ["MPI_Init_thread", "MPI_Barrier", "MPI_Barrier", "MPI_Finalize"]
+    S = analyze([str(out)], Options(engine="local", workers=1)).summary
+    assert [(r["rank"], r["bytes_written"], r["bytes_read"]) for r in S["mpi"]["ranks"]] == \
+        [(r, 65536, 4096) for r in range(RANKS)]
+    assert S["mpi"]["shape"] == "shared file"

@@ -1,5 +1,6 @@
 #include "lifecycle.h"
 
+#include <ctype.h>
 #include <dlfcn.h>
 #include <errno.h>
 #include <atomic>
@@ -147,9 +148,42 @@ bool wrappers_reached() {
 
 }  // namespace
 
+// The first part of a trace file's name: the program's, then the job's id and the process's rank
+// where the launcher says them (`train-j4242-r17`), so that a job's ranks sort and glob by rank.
+// The variables as iotrace_format reads them (JOB_VARIABLES, RANK_VARIABLES); only the characters
+// a file name keeps everywhere.
+const char* file_name_part() {
+  static char buf[sizeof g_proc.name + 80];
+  static const char* const kJob[] = {"SLURM_JOB_ID", "PBS_JOBID", "LSB_JOBID", "FLUX_JOB_ID"};
+  static const char* const kRank[] = {"RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID"};
+  size_t n = strlen(g_proc.name);
+  memcpy(buf, g_proc.name, n);
+  auto add = [&](char tag, const char* const* vars, size_t count, bool digits) {
+    for (size_t i = 0; i < count; i++) {
+      const char* v = getenv(vars[i]);
+      if (!v || !*v) continue;
+      size_t k = 0;
+      while (v[k] && k < 32 &&
+             (digits ? (v[k] >= '0' && v[k] <= '9')
+                     : (isalnum(static_cast<unsigned char>(v[k])) || v[k] == '.' || v[k] == '_')))
+        k++;
+      if (k == 0 || v[k]) return;  // not a plain id: left out
+      buf[n++] = '-';
+      buf[n++] = tag;
+      memcpy(buf + n, v, k);
+      n += k;
+      return;
+    }
+  };
+  add('j', kJob, 4, false);
+  add('r', kRank, 4, true);
+  buf[n] = 0;
+  return buf;
+}
+
 void trace_file_parts(const char** dir, const char** name, const char** host) {
   *dir = g_config.dir;
-  *name = g_proc.name;
+  *name = file_name_part();
   *host = g_proc.host;
 }
 

@@ -15,6 +15,8 @@
 // analyzer nests them under it. Fortran's bindings reach these wrappers only where the MPI
 // library implements them through the C MPI_ symbols (docs/limits.md).
 #include <dlfcn.h>
+#include <link.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -29,6 +31,45 @@ namespace {
 using H = uintptr_t;     // an MPI handle, unread
 using Offset = int64_t;  // MPI_Offset: 64 bits in both ABIs
 
+// The MPI library: where RTLD_NEXT finds it (linked by the program, or loaded RTLD_GLOBAL), else
+// the loaded object that defines PMPI_Init, found once. A library loaded RTLD_LOCAL (Python's
+// extension modules: mpi4py's MPI.*.so and the libmpi it needs) is out of RTLD_NEXT's reach, yet
+// its callers reach these wrappers through the global scope: without it every call would fail.
+// One MPI library per process (two cannot be initialised together).
+void* g_mpi_lib = nullptr;  // dlopen's handle of that object (its own scope), or null
+
+// The loaded objects' names, gathered by dl_iterate_phdr (which holds the loader's lock: the
+// dlopen that looks into each comes after it).
+struct Loaded {
+  const char* name[512];
+  int n = 0;
+};
+int gather(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* l = static_cast<Loaded*>(arg);
+  if (info->dlpi_name && *info->dlpi_name && l->n < 512) l->name[l->n++] = info->dlpi_name;
+  return 0;
+}
+
+void* mpi_sym(const char* name) {
+  if (void* f = dlsym(RTLD_NEXT, name)) return f;
+  static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;  // once, at a first call: never hot
+  pthread_mutex_lock(&mu);
+  if (!g_mpi_lib) {
+    static Loaded loaded;  // 4 KiB: not on the caller's stack
+    loaded.n = 0;
+    dl_iterate_phdr(gather, &loaded);
+    for (int i = 0; i < loaded.n && !g_mpi_lib; i++) {
+      void* h = dlopen(loaded.name[i], RTLD_LAZY | RTLD_NOLOAD);
+      if (h && dlsym(h, "PMPI_Init"))
+        g_mpi_lib = h;  // kept open: the functions found in it are cached
+      else if (h)
+        dlclose(h);
+    }
+  }
+  pthread_mutex_unlock(&mu);
+  return g_mpi_lib ? dlsym(g_mpi_lib, name) : nullptr;
+}
+
 // The constants of the MPI library's ABI: Open MPI's are addresses of its objects, MPICH's
 // are fixed numbers (mpi.h of both).
 struct Abi {
@@ -41,9 +82,12 @@ Abi g_abi;
 const Abi& abi() {
   if (__builtin_expect(!g_abi.known, 0)) {
     Abi a;
-    if (void* w = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world")) {  // Open MPI
+    void* w = dlsym(RTLD_DEFAULT, "ompi_mpi_comm_world");
+    if (!w && (g_mpi_lib || mpi_sym("PMPI_Init"))) w = dlsym(g_mpi_lib, "ompi_mpi_comm_world");
+    if (w) {  // Open MPI
       a.comm_world = H(w);
-      a.byte = H(dlsym(RTLD_DEFAULT, "ompi_mpi_byte"));
+      void* b = dlsym(RTLD_DEFAULT, "ompi_mpi_byte");
+      a.byte = H(b ? b : dlsym(g_mpi_lib, "ompi_mpi_byte"));
       a.status_ignore = 0;
     } else {  // the MPICH ABI
       a.comm_world = 0x44000000;
@@ -63,7 +107,7 @@ int no_mpi(...) { return 15; }  // MPI_ERR_OTHER in both ABIs
 template <class F>
 F pmpi(F& slot, const char* name) {
   if (__builtin_expect(slot == nullptr, 0)) {
-    void* f = dlsym(RTLD_NEXT, name);
+    void* f = mpi_sym(name);
     slot = f ? reinterpret_cast<F>(f) : reinterpret_cast<F>(&no_mpi);
   }
   return slot;

@@ -18,7 +18,7 @@ from loss_scenarios import busy_load
 
 RANKS = 4
 MiB = 1 << 20
-MPI_RULES = {"imbalance", "collective-wait", "mpi-independent-small", "mpi-misaligned"}
+MPI_RULES = {"imbalance", "collective-wait", "mpi-independent-small", "mpi-misaligned", "metadata-storm"}
 
 pytestmark = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
                                 reason="no MPI (mpicc, mpirun): .ci/setup installs Open MPI")
@@ -35,6 +35,8 @@ def run(exe: str, mode: str, tmp_path) -> tuple[dict, str]:
     """Trace one mode under load; its summary and text report."""
     data, out = tmp_path / "data", tmp_path / "traces"
     data.mkdir()
+    for i in range(8):
+        (data / f"input{i}.cfg").write_text(f"step = {i}\n")
     root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
     with busy_load(2):
@@ -158,3 +160,20 @@ def test_mpi_report_page_in_chromium(patterns, tmp_path):
     assert [r[5] for r in page["ranks"]] == ["32.0 MiB", "160.0 MiB", "32.0 MiB", "32.0 MiB"]
     assert "mpi" in page["ids"] and page["ids"].index("findings") < page["ids"].index("mpi")
     assert [r["rank"] for r in S["mpi"]["ranks"]] == [0, 1, 2, 3]
+
+
+def test_metadata_storm(patterns, tmp_path):
+    """Every rank stats, opens and reads the same 8 files 100 times: 4 x 8 x 100 x (stat, open,
+    close) metadata calls on files 4 processes share."""
+    S, text = run(patterns, "storm", tmp_path)
+    f = findings(S)
+    assert set(f) == {"metadata-storm"}, [x["title"] for x in f.values()]
+    ev = f["metadata-storm"]["evidence"]
+    inputs = {str(tmp_path / "data" / f"input{i}.cfg") for i in range(8)}
+    rows = {r["file"]: r for r in ev["files"]}
+    assert inputs <= set(rows)
+    for name in inputs:  # each file: 4 ranks x 100 x (stat, open, close), 400 opens
+        assert (rows[name]["processes"], rows[name]["opens"]) == (RANKS, RANKS * 100)
+        assert rows[name]["metadata_calls"] == RANKS * 100 * 3
+    assert ev["metadata_calls"] >= RANKS * 8 * 100 * 3
+    assert "metadata-storm" in text

@@ -11,11 +11,14 @@
  *               (collective: the others wait for rank 1)
  *   misaligned  each rank writes 16 blocks of 1 MiB collectively at r*16 MiB + i MiB + 512 B:
  *               every request crosses a 1 MiB stripe boundary
+ *   storm       every rank stats, opens and reads the same 8 files DIR/input*.cfg 100 times
  * Usage: mpi_patterns MODE DIR */
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #define MiB (1 << 20)
@@ -37,6 +40,24 @@ int main(int argc, char** argv) {
     MPI_File_open(MPI_COMM_SELF, path, amode, MPI_INFO_NULL, &fh);
     for (int i = 0; i < 4; i++)
       MPI_File_write_at(fh, (MPI_Offset)i * MiB, buf, MiB, MPI_BYTE, MPI_STATUS_IGNORE);
+  } else if (!strcmp(mode, "storm")) {
+    /* every rank stats, opens and reads the same 8 input files 100 times (a config read per
+     * step), then writes its own part of a shared file collectively */
+    for (int k = 0; k < 100; k++)
+      for (int i = 0; i < 8; i++) {
+        snprintf(path, sizeof path, "%s/input%d.cfg", argv[2], i);
+        struct stat st;
+        stat(path, &st);
+        int fd = open(path, O_RDONLY);
+        if (fd >= 0) {
+          char b[64];
+          if (read(fd, b, sizeof b) < 0) perror("read");
+          close(fd);
+        }
+      }
+    snprintf(path, sizeof path, "%s/shared.dat", argv[2]);
+    MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh);
+    MPI_File_write_at_all(fh, (MPI_Offset)r * MiB, buf, MiB, MPI_BYTE, MPI_STATUS_IGNORE);
   } else {
     snprintf(path, sizeof path, "%s/shared.dat", argv[2]);
     MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh);

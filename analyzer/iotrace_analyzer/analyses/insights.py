@@ -117,6 +117,11 @@ THRESHOLDS: dict = {
         "min_time_s": (0.05, "and at least this much waiting, summed over ranks"),
         "caused": (0.5, "and one rank causes at least this share of it (a straggler, not scattered noise)"),
     },
+    "metadata-storm": {
+        "min_processes": (4, "data files opened or stat'ed by at least this many processes"),
+        "share": (0.5, "and by at least this share of the job's processes"),
+        "min_calls": (1000, "and at least this many metadata calls on them, summed"),
+    },
     "software-loading": {
         "time_share": (0.1, "share of the job's wall time in I/O on the software it loads (imports)"),
         "min_calls": (1000, "and at least this many calls on software files"),
@@ -982,6 +987,34 @@ def collective_wait(S, D, T):
          "collectives let the early ranks go on"])
 
 
+def metadata_storm(S, D, T):
+    """The same data files opened and stat'ed by many processes: every rank of a job reading the
+    same inputs' metadata (configs, a dataset's index, a mesh), each call a request to the shared
+    file system's metadata servers, multiplied by the ranks. (The software's own files are
+    software-loading's.)"""
+    F = _files(D)
+    procs = S["job"]["processes"]
+    many = max(T["min_processes"], T["share"] * procs)
+    m = F.is_class("data") & (F["processes"] >= many)
+    if not m.any():
+        return None
+    calls = int(F["metadata_count"][m].sum())
+    if calls < T["min_calls"]:
+        return None
+    t = py_sum(F["metadata_time_us"][m])
+    top = F.rows(top_rows(m, [-F["metadata_count"]], None, 10))
+    return _finding(
+        "metadata-storm", "warn",
+        f"{int(m.sum())} data file(s) opened or stat'ed by {int(F['processes'][m].max())} processes each: "
+        f"{calls} metadata calls on them", calls, T["min_calls"],
+        dict(files=[_file_ev(r, metadata_calls=r["metadata_count"], metadata_time_us=r["metadata_time_us"],
+                             opens=r["opens"]) for r in top],
+             metadata_calls=calls, metadata_time_us=round(t, 3)),
+        ["Read such files once (rank 0) and broadcast what they hold (MPI_Bcast, "
+         "torch.distributed.broadcast_object_list), or stage them to node-local storage",
+         "Keep files open and stat results cached instead of asking again per step"])
+
+
 def software_loading(S, D, T):
     """The software's own loading (imports from site-packages, the interpreter's prefix): on a
     shared file system, thousands of stats and opens per process at start-up."""
@@ -1033,7 +1066,7 @@ RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small
          "redundant-reads": redundant_reads, "checkpoint-stall": checkpoint_stall, "sync-heavy": sync_heavy,
          "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic,
          "mpi-independent-small": mpi_independent_small, "mpi-misaligned": mpi_misaligned,
-         "collective-wait": collective_wait}
+         "collective-wait": collective_wait, "metadata-storm": metadata_storm}
 
 
 def per_sample_files(D: Job, T: dict) -> np.ndarray:

@@ -29,7 +29,7 @@ EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "si
             "random-reads": "offsets", "random-writes": "offsets", "metadata-heavy": "cost",
             "sync-heavy": "cost", "software-loading": "cost", "pipe-traffic": "cost",
             "redundant-reads": "files", "checkpoint-stall": "io-time", "collective-wait": "mpi-ranks",
-            "mpi-independent-small": "mpi", "mpi-misaligned": "mpi"}
+            "mpi-independent-small": "mpi", "mpi-misaligned": "mpi", "metadata-storm": "files"}
 LINE_PROCESSES = 16  # up to this many processes: a line each; more: a heat map process x time
 HEAT_ROWS = 1000  # processes in the heat map, the most I/O first
 TABLE_ROWS = 50  # rows of the processes and files tables

@@ -37,6 +37,11 @@ def test_prefixes_of_the_interpreters():
     ("/sys/devices/system/cpu/online", "system"),
     ("/dev/null", "system"),
     ("/usr/share/zoneinfo/UTC", "system"),
+    # the MPI runtime's session folders, wherever TMPDIR puts them
+    ("/tmp/ompi.vm.0/pid.20761/pmix_dstor_ds12_20761/initial-pmix_shared-segment-0", "system"),
+    ("/scratch/tmp/ompi.nid001.1000/jf.0/1/3", "system"),
+    ("/tmp/prte.nid001.1000/dvm.123/0", "system"),
+    ("/scratch/run/ompi.results.dat", "data"),
     ("pipe:[81234]", "pipe-socket"),
     ("socket:[99]", "pipe-socket"),
     ("anon_inode:[eventfd]", "pipe-socket"),
@@ -115,3 +120,12 @@ def test_logs_and_the_interpreters_own_files():
     assert classify("/home/u/venv/pyvenv.cfg") == "software"
     assert classify("/dev/pts/0", stdio=True) == "system"
     assert classify("pipe:[123]", stdio=True) == "pipe-socket"
+
+
+def test_classify_many_is_classify():
+    """The columnar classification gives every path of the table above the class classify() gives."""
+    import pyarrow as pa
+
+    paths = [p for p, _c in test_classify.pytestmark[0].args[1] if p is not None]
+    got = file_class.classify_many(pa.array(paths, pa.string()), PREFIXES)
+    assert [file_class.CLASSES[i] for i in got] == [classify(p, PREFIXES) for p in paths]

@@ -5,7 +5,8 @@ data they bury it, and every rule about metadata or small reads would fire on ev
 
 The classes, in the order they are tried (docs/insights.md):
   pipe-socket  pipe:[N], socket:[N], anon_inode:… (what /proc/self/fd names them)
-  system       /proc, /sys, /dev (but /dev/shm), /etc, /run, and system library folders
+  system       /proc, /sys, /dev (but /dev/shm), /etc, /run, system library folders, and the
+               MPI runtime's session folders (ompi.*, prte.*, PMIx's stores)
   software     the traced interpreters' prefixes (from their executables), site-packages and
                dist-packages, __pycache__, files of code (.py, .pyc, .so, .pth, …), and the
                folders a Python process's imports stat (import_dirs: its working and script
@@ -30,6 +31,9 @@ _PIPE = re.compile(r"^(pipe|socket|anon_inode):")
 _SYSTEM_DIRS = ("/proc/", "/sys/", "/etc/", "/run/", "/var/run/", "/usr/lib/", "/usr/lib64/",
                 "/usr/lib32/", "/lib/", "/lib64/", "/lib32/", "/usr/share/", "/usr/libexec/",
                 "/usr/local/lib/", "/var/lib/", "/var/cache/")
+# the MPI runtime's session folders (Open MPI 4's ompi.HOST.UID, 5's prte.HOST.UID, PMIx's
+# shared-memory stores): every rank opens them at MPI_Init, none of it the job's data
+_SYSTEM_PARTS = ("/ompi.", "/prte.", "/pmix_dstor", "/pmix.")
 _SOFTWARE_PARTS = ("/site-packages/", "/dist-packages/", "/__pycache__/", "/.dist-info/",
                    "/.egg-info/")
 _SOFTWARE_EXT = re.compile(r"\.(py|pyc|pyo|pyi|pyd|pth|so|so\.[0-9.]+)$")
@@ -105,7 +109,7 @@ def classify(path: str | None, prefixes: tuple[str, ...] = (), dirs: frozenset =
             or any(s in path for s in _SOFTWARE_PARTS) or _SOFTWARE_EXT.search(path) \
             or _SOFTWARE_END.search(path):
         return "software"
-    if path.startswith(_SYSTEM_DIRS):
+    if path.startswith(_SYSTEM_DIRS) or any(p in path[:path.rfind("/") + 1] for p in _SYSTEM_PARTS):
         return "system"
     return "data"
 
@@ -149,7 +153,7 @@ def classify_many(paths, prefixes: tuple[str, ...] = (), dirs: frozenset = froze
         by_dir[i] = (d.startswith("<unknown"), _PIPE.match(d) is not None,
                      head.startswith("/dev/") and not head.startswith("/dev/shm/"),
                      any(head.startswith(p) for p in prefixes) or any(s in head for s in _SOFTWARE_PARTS),
-                     head.startswith(_SYSTEM_DIRS),
+                     head.startswith(_SYSTEM_DIRS) or any(p in head for p in _SYSTEM_PARTS),
                      any(head == p[:p.rindex("/") + 1] for p in open_prefixes))  # the name decides
     # per name tail t: *.log, code, the folders of _SOFTWARE_END, and the tails it leaves undecided
     LOG, CODE, UNDECIDED = range(3)

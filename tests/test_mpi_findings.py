@@ -177,3 +177,21 @@ def test_metadata_storm(patterns, tmp_path):
         assert rows[name]["metadata_calls"] == RANKS * 100 * 3
     assert ev["metadata_calls"] >= RANKS * 8 * 100 * 3
     assert "metadata-storm" in text
+
+
+def test_readme_mpi_example(tmp_path):
+    """The README's MPI lines, pasted as they are (their /tmp/ paths in a folder of the test's),
+    build, trace and analyze the straggler job, and the report names rank 1 as the README says."""
+    import re
+
+    readme = (tracing.ROOT / "README.md").read_text()
+    block = readme[readme.index("    mpicc -O2 -o /tmp/mpi_patterns"):]
+    block = block[:block.index("\n\n")]
+    script = "\n".join(line[4:] for line in block.splitlines()).replace("/tmp/", f"{tmp_path}/")
+    if os.geteuid() == 0:
+        script = script.replace("mpirun -n 4", "mpirun --allow-run-as-root -n 4")
+    r = subprocess.run(["bash", "-ec", script], cwd=tracing.ROOT, capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    shown = re.findall(r"^    (\[WARN\] [\w-]+): .*rank 1|^    (\[WARN\] [\w-]+): Rank 1", readme, re.M)
+    assert sorted(a or b for a, b in shown) == ["[WARN] collective-wait", "[WARN] imbalance"]
+    assert "rank 1 holds them up" in r.stdout and "Rank 1 moves 2.5x the mean MPI-IO bytes" in r.stdout

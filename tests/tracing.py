@@ -392,6 +392,7 @@ def run_plain(cmd: Sequence[str | os.PathLike], **kw) -> subprocess.CompletedPro
 
 # -- C programs -----------------------------------------------------------------------------
 
+ROOT = Path(__file__).parent.parent  # the repository
 C_DIR = Path(__file__).parent / "c"
 _CC_CACHE = {}
 

@@ -12,7 +12,7 @@ extern "C" {
 #endif
 
 /* The trace format (docs/trace-format.md); the iotrace_process event carries it. */
-#define IOTRACE_FORMAT_VERSION 6
+#define IOTRACE_FORMAT_VERSION 7
 
 /* Start the core if it is not running: the non-NULL, non-empty overrides are set as
  * IOTRACE_DIR / IOTRACE_NAME (children inherit them), then IOTRACE_* are read. Returns 0 when

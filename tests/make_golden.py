@@ -14,8 +14,11 @@ Sets (each a folder of tests/golden/):
   ``<form>-<role>.<suffix>``. Next to each, ``<file>.expected.json``: its JSON text, for the
   compact form every zstd frame rendered by that library's own ``iotrace_compact_to_json``.
 * ``v<N>/``: the same with the current library (``iotrace.preload_path()``); N is the format
-  version its traces say (6 today). A set is only ever written into the folder of the version
-  its traces carry, so a later library cannot overwrite an older version's set.
+  version its traces say (7 today). A set is only ever written into the folder of the version
+  its traces carry, so a later library cannot overwrite an older version's set. From version 7
+  on, also tests/golden/workload_hdf5.c (every HDF5 call the tracer records; built against the
+  HDF5 ``pkg-config`` finds: hdf5-serial, hdf5-openmpi or hdf5) in the three forms,
+  ``<form>-hdf5.<suffix>``.
 * ``dftracer2/``: the same workload under DFTracer 2.x (the pip package ``dftracer``), without
   and with ``DFTRACER_INC_METADATA=1``: ``no-metadata.pfw.gz``, ``with-metadata.pfw.gz``.
   The package is found with ``--dftracer`` (its package folder, or a Python that has it
@@ -50,6 +53,8 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
 WORKLOAD_SRC = GOLDEN / "workload.c"
+WORKLOAD_HDF5_SRC = GOLDEN / "workload_hdf5.c"
+HDF5_FROM_VERSION = 7  # the first format version with HDF5 calls: its sets hold their traces
 DATA_DIR = Path("/tmp/iotrace-golden-data")
 BUILD_DIR = Path("/tmp/iotrace-golden-build")
 DEFAULT_OLD_LIB = "/tmp/base-build/libiotrace.so"
@@ -83,6 +88,29 @@ def compile_workload(build_dir: str | os.PathLike = BUILD_DIR) -> Path:
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         raise GoldenError(f"cannot build {WORKLOAD_SRC}: {' '.join(cmd)}\n{r.stderr}")
+    return exe
+
+
+def compile_hdf5_workload(build_dir: str | os.PathLike = BUILD_DIR, flags: list[str] = ()) -> Path:
+    """Build tests/golden/workload_hdf5.c (with `flags`: -DDIR=... names another folder) against
+    a shared HDF5 (pkg-config's hdf5-serial, hdf5-openmpi or hdf5) into build_dir/workload_hdf5;
+    its path."""
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    hdf5 = None
+    for pkg in ("hdf5-serial", "hdf5-openmpi", "hdf5"):
+        r = subprocess.run(["pkg-config", "--cflags", "--libs", pkg], capture_output=True, text=True) \
+            if shutil.which("pkg-config") else None
+        if r is not None and r.returncode == 0:
+            hdf5 = r.stdout.split()
+            break
+    if not cc or hdf5 is None:
+        raise GoldenError("no C compiler or no HDF5 (pkg-config hdf5-serial / hdf5-openmpi / hdf5): "
+                          "the HDF5 golden traces cannot be made")
+    exe = Path(build_dir) / "workload_hdf5"
+    cmd = [cc, "-O0", *flags, "-o", str(exe), str(WORKLOAD_HDF5_SRC), *hdf5]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise GoldenError(f"cannot build {WORKLOAD_HDF5_SRC}: {' '.join(cmd)}\n{r.stderr}")
     return exe
 
 
@@ -188,9 +216,10 @@ def process_args(text: bytes) -> dict:
 
 
 def trace_workload(lib: str | os.PathLike, exe: Path, form: str, extra: dict, suffix: str,
-                   dest: Path, renderer: CompactRenderer) -> tuple[int, list[str]]:
+                   dest: Path, renderer: CompactRenderer, label: str | None = None) -> tuple[int, list[str]]:
     """Run the workload under `lib` in one form; move its traces to dest as <form>-<role><suffix>
-    with <file>.expected.json. Returns (format version, file names)."""
+    with <file>.expected.json (the main process and its fork child), or, given `label`, its one
+    trace as <form>-<label><suffix>. Returns (format version, file names)."""
     reset_data_dir()
     out = BUILD_DIR / f"traces-{form}"
     if out.exists():
@@ -201,15 +230,16 @@ def trace_workload(lib: str | os.PathLike, exe: Path, form: str, extra: dict, su
     env.update(extra)
     _run([exe], env, BUILD_DIR)
     files = sorted(p for p in out.iterdir() if p.is_file())
-    if len(files) != 2 or not all(p.name.endswith(suffix) for p in files):
-        raise GoldenError(f"{lib} ({form}): expected 2 {suffix} files (main, fork), got "
+    want = 1 if label else 2
+    if len(files) != want or not all(p.name.endswith(suffix) for p in files):
+        raise GoldenError(f"{lib} ({form}): expected {want} {suffix} files ({label or 'main, fork'}), got "
                           f"{[p.name for p in files]}")
     versions, names = set(), []
     for p in files:
         text = renderer.file(p.read_bytes()) if suffix == ".iotc.zst" else json_form_text(p)
         args = process_args(text)
         versions.add(args["version"])
-        name = f"{form}-{args['role']}{suffix}"
+        name = f"{form}-{label or args['role']}{suffix}"
         if name in names:
             raise GoldenError(f"two {name}")
         shutil.copyfile(p, dest / name)
@@ -231,6 +261,12 @@ def make_iotrace_set(lib: str | os.PathLike, exe: Path, want_version: int | None
         if version is not None and v != version:
             raise GoldenError(f"{lib}: version {v} in the {form} form, {version} before")
         version = v
+    if version >= HDF5_FROM_VERSION:
+        exe_hdf5 = compile_hdf5_workload(BUILD_DIR)
+        for form, extra, suffix in IOTRACE_FORMS:
+            v, _ = trace_workload(lib, exe_hdf5, form, extra, suffix, stage, renderer, label="hdf5")
+            if v != version:
+                raise GoldenError(f"{lib}: version {v} in the HDF5 workload's {form} form, {version} before")
     if want_version is not None and version != want_version:
         raise GoldenError(f"{lib} writes format version {version}, not {want_version}")
     set_name = f"v{version}"

@@ -107,7 +107,7 @@ def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
     first, second = f.records[0], f.records[1]
     assert first["name"] == "iotrace_process" and first["ph"] == "M"
     assert list(first["args"]) == [k for k in PROCESS_KEYS if k in first["args"]]
-    assert first["args"]["version"] == 6
+    assert first["args"]["version"] == 7
     assert first["args"]["form"] == form
     assert first["args"]["cwd"].startswith("/")
     assert first["args"]["resolution_ns"] == 1  # the default: ns
@@ -185,6 +185,34 @@ def test_every_line_holds_to_the_schema(workload):
                  "fstatat", "statx", "mmap", "munmap", "readdir", "dup2", "fopen", "fread",
                  "fwrite", "fgets", "getline", "fork", "open64", "close", "fclose"):
         assert name in calls_seen, name
+
+
+@pytest.mark.parametrize("kind", list(KINDS))
+def test_hdf5_lines_hold_to_the_schema(tmp_path, kind):
+    """The HDF5 calls' lines (tests/golden/workload_hdf5.c makes each once or more) in every
+    form: the schema, and only the args docs/trace-format.md gives them."""
+    import make_golden
+
+    data = tmp_path / "data"
+    data.mkdir()
+    try:
+        exe = make_golden.compile_hdf5_workload(tmp_path, [f'-DDIR="{data}"'])
+    except make_golden.GoldenError as e:
+        pytest.skip(str(e))
+    env, compression, suffix, form = KINDS[kind]
+    ts = run_traced([exe], tmp_path, env, compression=compression, trace_dir=tmp_path / "t")
+    (f,) = ts.files
+    assert f.path.endswith(suffix)
+    check_file_schema(f, form)
+    h5 = [r for r in f.records if r.get("cat") == "hdf5"]
+    assert {r["name"] for r in h5} == {n for n, c in CALLS.items() if c == "hdf5"}
+    fh = f.fh
+    for r in h5:
+        a = r["args"]
+        assert set(a) <= {"fhash", "fhash2", "size", "ret", "bytes", "flags", "mode"}, r
+        assert fh[a["fhash"]] == str(data / "golden.h5"), r
+        if "fhash2" in a:
+            assert fh[a["fhash2"]].startswith("/g"), r
 
 
 def test_file_names(workload):

@@ -1,7 +1,7 @@
 """Golden traces (tests/golden/, see its README.md) keep reading, with every reader, forever.
 
-iotrace traces of each format version (tests/golden/v3/, v4/, v5/, v6/; the compact form, the JSON form in
-zstd and in gzip; a main process and its fork child):
+iotrace traces of each format version (tests/golden/v3/ to v7/; the compact form, the JSON form in
+zstd and in gzip; a main process and its fork child; from v7 on, the HDF5 workload's process too):
 * `iotrace cat FILE` prints exactly FILE.expected.json (the text the writing library itself
   rendered);
 * `iotrace-analyze FILE` counts as many events and metadata events as that text has;
@@ -98,15 +98,32 @@ def run_export(trace: Path | str, tmp_path: Path, what: str = "") -> list[dict]:
 
 def test_golden_sets_present():
     names = {d.name for d in IOTRACE_SETS}
-    assert {"v3", "v4", "v5", "v6"} <= names, f"golden sets missing in {GOLDEN}: have {sorted(names)}"
+    assert {"v3", "v4", "v5", "v6", "v7"} <= names, f"golden sets missing in {GOLDEN}: have {sorted(names)}"
     for d in IOTRACE_SETS:
         traces = _traces(d)
-        assert len(traces) == 6, f"{d}: {[p.name for p in traces]} (compact, json, gzip x main, fork)"
+        roles = ("main", "fork", "hdf5") if int(d.name[1:]) >= make_golden.HDF5_FROM_VERSION else ("main", "fork")
+        want = {f"{form}-{role}{suffix}" for form, _, suffix in make_golden.IOTRACE_FORMS for role in roles}
+        assert {p.name for p in traces} == want, f"{d}: (compact, json, gzip) x {roles}"
         for t in traces:
             assert Path(str(t) + ".expected.json").exists(), f"{t} has no .expected.json"
     assert [p.name for p in _traces(GOLDEN / "dftracer1")] == ["handmade.pfw.gz"]
     assert [p.name for p in _traces(GOLDEN / "dftracer2")] == ["no-metadata.pfw.gz",
                                                                "with-metadata.pfw.gz"]
+
+
+def test_current_set_has_every_hdf5_call():
+    """The set of the current format version holds a row of every HDF5 call the tracer records
+    (its HDF5 workload makes them all), so each is pinned for the readers to come."""
+    import iotrace
+    from iotrace_format import calls
+
+    want = {name for _n, name, cat, _f in calls() if cat == "hdf5"}
+    d = GOLDEN / f"v{iotrace.FORMAT_VERSION}"
+    assert d.is_dir(), f"no golden set for format version {iotrace.FORMAT_VERSION}: tests/make_golden.py"
+    for form, _, suffix in make_golden.IOTRACE_FORMS:
+        text = expected_text(d / f"{form}-hdf5{suffix}").decode()
+        seen = {json.loads(line.rstrip(",]"))["name"] for line in text.split("\n") if '"cat":"hdf5"' in line}
+        assert seen == want, f"{form}: missing {sorted(want - seen)}"
 
 
 # -- iotrace traces of every version -------------------------------------------------------

@@ -324,7 +324,7 @@ def test_process_metadata(proc, trace, data_dir):
     (f,) = ts.files
     m = f.header
     assert m == {
-        "version": 6, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
+        "version": 7, "hostname": socket.gethostname().split(".")[0], "pid": ts.pid,
         "ppid": os.getpid(), "exe": os.path.realpath(proc),
         "cmdline": [proc, "after", str(data_dir)], "cwd": os.path.realpath(data_dir),
         "wall_ns": m["wall_ns"], "mono_ns": m["mono_ns"],

@@ -174,6 +174,7 @@ void config_from_env(Config& c) {
   c.posix = env_bool("IOTRACE_POSIX", true);
   c.stdio = env_bool("IOTRACE_STDIO", true);
   c.mpi = env_bool("IOTRACE_MPI", true);
+  c.hdf5 = env_bool("IOTRACE_HDF5", true);
   c.inherit = env_bool("IOTRACE_INHERIT", true);
   keep_for_children(c, given);
 }

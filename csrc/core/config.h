@@ -35,6 +35,7 @@ struct Config {
   bool posix = true;  // IOTRACE_POSIX: record POSIX calls
   bool stdio = true;  // IOTRACE_STDIO: record stdio calls
   bool mpi = true;    // IOTRACE_MPI: record MPI's file calls, start, end, waits and collectives
+  bool hdf5 = true;   // IOTRACE_HDF5: record HDF5's file, dataset, group and attribute calls
   // IOTRACE_INHERIT: an exec'd or spawned child whose environment lacks LD_PRELOAD or the
   // IOTRACE_* settings of this process gets them back (interpose/process.cc), so `env -i` and
   // subprocess's env={} children stay traced. 0: the child runs with what it was given.

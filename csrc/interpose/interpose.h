@@ -55,6 +55,10 @@ __attribute__((always_inline)) inline bool mpi_on() {
   return g_interposing && g_config.mpi && !g_paused &&
          g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }
+__attribute__((always_inline)) inline bool hdf5_on() {
+  return g_interposing && g_config.hdf5 && !g_paused &&
+         g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
+}
 __attribute__((always_inline)) inline bool process_on() {
   return g_interposing && g_recording.load(std::memory_order_relaxed) && !in_vfork_child();
 }

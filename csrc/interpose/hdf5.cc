@@ -106,6 +106,29 @@ struct Sig;
 HDF5_FUNCTIONS(X)
 #undef X
 
+// HDF5's predefined native types, which HDF5 locks (their size never changes): a transfer in
+// one of them asks HDF5 nothing for its type's size. Their ids are the library's variables
+// H5T_NATIVE_*_g, read at each call: a library closed and opened again gives them new ids.
+struct Native {
+  const char* symbol;
+  int64_t size;
+};
+constexpr Native kNatives[] = {
+    {"H5T_NATIVE_DOUBLE_g", sizeof(double)},
+    {"H5T_NATIVE_FLOAT_g", sizeof(float)},
+    {"H5T_NATIVE_INT_g", sizeof(int)},
+    {"H5T_NATIVE_UINT_g", sizeof(int)},
+    {"H5T_NATIVE_LONG_g", sizeof(long)},
+    {"H5T_NATIVE_ULONG_g", sizeof(long)},
+    {"H5T_NATIVE_LLONG_g", sizeof(long long)},
+    {"H5T_NATIVE_ULLONG_g", sizeof(long long)},
+    {"H5T_NATIVE_SHORT_g", sizeof(short)},
+    {"H5T_NATIVE_USHORT_g", sizeof(short)},
+    {"H5T_NATIVE_SCHAR_g", 1},
+    {"H5T_NATIVE_UCHAR_g", 1},
+};
+constexpr size_t kNativeCount = sizeof(kNatives) / sizeof(kNatives[0]);
+
 // One HDF5 library of the process, and its functions, each looked up at its first use.
 char g_absent_tag;
 void* const kAbsent = &g_absent_tag;  // looked up, not there (an older HDF5, a serial one)
@@ -114,6 +137,7 @@ struct Lib {
   void* handle = nullptr;  // dlopen's, RTLD_NOLOAD: its own definitions come first
   bool recorded = false;   // HDF5 1.10 or later: a 64-bit hid_t (1.8's calls pass through)
   mutable std::atomic<void*> fn[size_t(Fn::kCount)] = {};
+  const int64_t* native[kNativeCount] = {};  // where its H5T_NATIVE_*_g are (lib_of)
 
   template <Fn f>
   typename Sig<f>::type_ get() const {
@@ -141,8 +165,8 @@ constexpr int kLibs = 8, kCallers = 128;
 Lib g_libs[kLibs];
 Caller g_callers[kCallers];
 std::atomic<int> g_nlibs{0}, g_ncallers{0};
-__thread const Caller* t_caller __attribute__((tls_model("initial-exec")));
-__thread Caller t_own_caller __attribute__((tls_model("initial-exec")));  // the table was full
+__thread const Caller* t_caller __attribute__((tls_model("initial-exec")));  // this thread's last
+__thread Caller t_own_caller __attribute__((tls_model("initial-exec")));     // the table was full
 
 // The loaded segment that holds `pc` ([lo, hi)), or the page of it (code of no object: a JIT's).
 void segment_of(uintptr_t pc, uintptr_t* lo, uintptr_t* hi) {
@@ -188,6 +212,14 @@ Lib* lib_of(void* h5open) {
   auto version =
       reinterpret_cast<int (*)(unsigned*, unsigned*, unsigned*)>(dlsym(handle, "H5get_libversion"));
   bool recorded = version && version(&major, &minor, &release) >= 0 && (major > 1 || minor >= 10);
+  const int64_t* native[kNativeCount];
+  for (size_t i = 0; i < kNativeCount; i++) {
+    // The variable the library itself reads: a program that names one has its own copy of it (a
+    // copy relocation), which the library's references were bound to, as the loader binds them:
+    // the process's global definitions first, then its own.
+    void* v = dlsym(RTLD_DEFAULT, kNatives[i].symbol);
+    native[i] = static_cast<const int64_t*>(v ? v : dlsym(handle, kNatives[i].symbol));
+  }
   Lib* lib = nullptr;
   pthread_mutex_lock(&g_grow_lock);
   int n = g_nlibs.load(std::memory_order_relaxed);
@@ -198,6 +230,7 @@ Lib* lib_of(void* h5open) {
     lib->map = map;
     lib->handle = handle;
     lib->recorded = recorded;
+    memcpy(lib->native, native, sizeof native);
     g_nlibs.store(n + 1, std::memory_order_release);
   }
   pthread_mutex_unlock(&g_grow_lock);
@@ -237,7 +270,6 @@ __attribute__((noinline)) const Caller* place(uintptr_t pc) {
     t_own_caller = c;
     found = &t_own_caller;
   }
-  t_caller = found;
   return found;
 }
 
@@ -247,7 +279,7 @@ __attribute__((always_inline)) inline const Caller* caller(uintptr_t pc) {
   int n = g_ncallers.load(std::memory_order_acquire);
   for (int i = 0; i < n; i++)
     if (pc - g_callers[i].lo < g_callers[i].hi - g_callers[i].lo) return t_caller = &g_callers[i];
-  return place(pc);
+  return t_caller = place(pc);
 }
 
 // A wrapper's view of its call: the real function, and whether the call is recorded.
@@ -327,6 +359,8 @@ int64_t elements(const Lib& L, hid space) {  // of a dataspace's extent
   return f ? f(space) : -1;
 }
 int64_t type_size(const Lib& L, hid type) {
+  for (size_t i = 0; i < kNativeCount; i++)
+    if (L.native[i] && *L.native[i] == type) return kNatives[i].size;
   auto f = L.get<Fn::H5Tget_size>();
   size_t n = f ? f(type) : 0;
   return n ? int64_t(n) : -1;

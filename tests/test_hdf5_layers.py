@@ -275,6 +275,31 @@ def test_two_hdf5_copies_in_one_process(tmp_path):
     assert first[a] == first[b]
 
 
+@pytest.mark.parametrize("version", ["1.10", "1.8"])
+def test_hdf5_calling_itself_is_recorded_once(tmp_path, version):
+    """An HDF5 whose H5Fcreate calls its own H5Fflush through its public name (tests/c/hdf5_fake.c:
+    a stand-in; Debian's and h5py's HDF5 call themselves so only for H5Idec_ref): the program's
+    calls are recorded, the library's own H5Fflush is not. An HDF5 1.8 (32-bit ids): nothing
+    recorded, every call answered."""
+    cc = tracing.c_compiler()
+    if cc is None:
+        pytest.skip("no C compiler")
+    src = str(tracing.C_DIR / "hdf5_fake.c")
+    lib = tmp_path / "libhdf5_fake.so"
+    exe = tmp_path / "fake_main"
+    subprocess.run([cc, "-shared", "-fPIC", "-O0", "-DFAKE_LIB", "-o", str(lib), src], check=True)
+    subprocess.run([cc, "-O0", "-o", str(exe), src, f"-L{tmp_path}", "-lhdf5_fake", f"-Wl,-rpath,{tmp_path}"],
+                   check=True)
+    path = tmp_path / "x.h5"
+    ts = tracing.run_traced([exe, path], tmp_path, {"FAKE_HDF5_VERSION": version})
+    assert ts.stdout.split() == ["1", "2", "0"]  # both flushes made: the library's and the program's
+    h5 = [(e["name"], e["fname"], e["args"].get("flags")) for e in ts.events() if e.get("cat") == "hdf5"]
+    if version == "1.8":
+        assert h5 == []
+    else:
+        assert h5 == [("H5Fcreate", str(path), 2), ("H5Fflush", str(path), 1), ("H5Fclose", str(path), None)]
+
+
 def test_no_hdf5_no_harm(tmp_path):
     """A process without HDF5 that finds an HDF5 name (the tracer's, through dlsym) and calls it
     gets HDF5's error value back, and nothing is recorded or loaded."""

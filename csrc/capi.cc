@@ -150,6 +150,17 @@ void iot::announce_mpi(int64_t rank, int64_t size) {
   o.release();
 }
 
+void iot::announce_clock(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns) {
+  set_clock(at, mono_ns, offset_ns, rtt_ns);
+  if (!g_recording.load(std::memory_order_relaxed) || !*trace_path()) return;
+  char buf[160];
+  Out o(buf, sizeof buf);
+  meta_clock_args(o, at, mono_ns, offset_ns, rtt_ns);
+  static Str* key = intern_name("iotrace_clock", 13);
+  mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
+  o.release();
+}
+
 IOT_API void iotrace_flush(void) {
   if (g_recording.load()) flush_now(kExitWaitMs);
 }

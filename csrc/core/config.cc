@@ -175,6 +175,8 @@ void config_from_env(Config& c) {
   c.stdio = env_bool("IOTRACE_STDIO", true);
   c.mpi = env_bool("IOTRACE_MPI", true);
   c.hdf5 = env_bool("IOTRACE_HDF5", true);
+  if (const char* k = getenv("IOTRACE_CLOCK_SKEW_NS"); k && *k)
+    c.clock_skew_ns = strtoll(k, nullptr, 10);
   c.inherit = env_bool("IOTRACE_INHERIT", true);
   keep_for_children(c, given);
 }

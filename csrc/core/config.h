@@ -36,6 +36,9 @@ struct Config {
   bool stdio = true;  // IOTRACE_STDIO: record stdio calls
   bool mpi = true;    // IOTRACE_MPI: record MPI's file calls, start, end, waits and collectives
   bool hdf5 = true;   // IOTRACE_HDF5: record HDF5's file, dataset, group and attribute calls
+  // IOTRACE_CLOCK_SKEW_NS (for tests): added to the wall clock this process records (its
+  // iotrace_process wall_ns, so its job clock), as if its host's clock were that far off.
+  int64_t clock_skew_ns = 0;
   // IOTRACE_INHERIT: an exec'd or spawned child whose environment lacks LD_PRELOAD or the
   // IOTRACE_* settings of this process gets them back (interpose/process.cc), so `env -i` and
   // subprocess's env={} children stay traced. 0: the child runs with what it was given.

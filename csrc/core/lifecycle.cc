@@ -41,7 +41,10 @@ struct ProcessInfo {
   int64_t ppid = 0;        // at start: a parent that exits later leaves the child to init
   int64_t worker_id = -1;  // data-loader / pool worker number, when the Python layer knows it
   int64_t mpi_rank = -1, mpi_size = -1;  // once MPI_Init returned (interpose/mpiio.cc)
-  int64_t wall_ns = 0, mono_ns = 0;
+  int64_t wall_ns = 0, mono_ns = 0;      // wall_ns with IOTRACE_CLOCK_SKEW_NS added
+  // The latest measurement of this process's job clock against rank 0's (interpose/mpi_clock.cc)
+  const char* clock_at = nullptr;  // a literal: where it was taken (nullptr: none yet)
+  int64_t clock_mono_ns = 0, clock_offset_ns = 0, clock_rtt_ns = 0;
 } g_proc;
 
 pthread_mutex_t g_start_mu = PTHREAD_MUTEX_INITIALIZER;
@@ -63,7 +66,7 @@ void read_identity() {
     snprintf(g_proc.name, sizeof g_proc.name, "%s", base ? base + 1 : "process");
   }
   g_proc.ppid = getppid();
-  g_proc.wall_ns = wall_ns();
+  g_proc.wall_ns = wall_ns() + g_config.clock_skew_ns;
   g_proc.mono_ns = now_ns();
 }
 
@@ -129,9 +132,17 @@ void atfork_child() {
   g_proc.parent_pid = parent;
   g_proc.ppid = parent;
   g_proc.worker_id = -1;
-  g_proc.wall_ns = wall_ns();
+  int64_t parent_base = g_proc.wall_ns - g_proc.mono_ns;
+  g_proc.wall_ns = wall_ns() + g_config.clock_skew_ns;
   g_proc.mono_ns = now_ns();
-  if (!writer_child_after_fork()) g_recording.store(false);
+  if (!writer_child_after_fork()) {
+    g_recording.store(false);
+  } else if (g_proc.clock_at) {
+    // The parent's measurement holds for the child (one host, one monotonic clock), said on
+    // the child's own clock pair: the same job clock for both.
+    int64_t offset = g_proc.clock_offset_ns + parent_base - (g_proc.wall_ns - g_proc.mono_ns);
+    announce_clock(g_proc.clock_at, g_proc.clock_mono_ns, offset, g_proc.clock_rtt_ns);
+  }
 }
 
 void at_exit() { before_exit_now("exit"); }
@@ -279,6 +290,18 @@ void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id) {
   if (role) snprintf(g_proc.role, sizeof g_proc.role, "%s", role);
   if (parent_pid > 0) g_proc.parent_pid = parent_pid;
   if (worker_id >= 0) g_proc.worker_id = worker_id;
+}
+
+int64_t job_clock_base() {
+  if (g_proc.wall_ns || g_proc.mono_ns) return g_proc.wall_ns - g_proc.mono_ns;
+  return wall_ns() + g_config.clock_skew_ns - now_ns();  // not started: nothing is recorded
+}
+
+void set_clock(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns) {
+  g_proc.clock_at = at;
+  g_proc.clock_mono_ns = mono_ns;
+  g_proc.clock_offset_ns = offset_ns;
+  g_proc.clock_rtt_ns = rtt_ns;
 }
 
 void set_mpi_rank(int64_t rank, int64_t size) {

@@ -26,4 +26,12 @@ void set_mpi_rank(int64_t rank, int64_t size);
 // The process's MPI rank and world size: kept for the files it opens next, and said now in an
 // iotrace_process_info line (capi.cc).
 void announce_mpi(int64_t rank, int64_t size);
+// The base of this process's job clock: wall_ns - mono_ns of its iotrace_process line, the
+// shift that puts its CLOCK_MONOTONIC times on wall time (readers add a measured offset).
+int64_t job_clock_base();
+// A measurement of this process's job clock against rank 0's (interpose/mpi_clock.cc), taken
+// at `at` (a literal) when CLOCK_MONOTONIC read `mono_ns`: kept (a fork child says it again,
+// on its own clock pair), and said now in an iotrace_clock line (capi.cc).
+void set_clock(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns);
+void announce_clock(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns);
 }  // namespace iot

@@ -95,6 +95,16 @@ void meta_mpi_args(Out& o, int64_t rank, int64_t size) {
   o.i64(size);
 }
 
+void meta_clock_args(Out& o, const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns) {
+  kv_str(o, "at", at);
+  o.put(",\"mono_ns\":");
+  o.i64(mono_ns);
+  o.put(",\"offset_ns\":");
+  o.i64(offset_ns);
+  o.put(",\"rtt_ns\":");
+  o.i64(rtt_ns);
+}
+
 void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id) {
   const char* sep = "";
   if (role) {

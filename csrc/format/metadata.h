@@ -34,6 +34,8 @@ void meta_process(Out& o, const ProcessMeta& p);
 void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id);
 // ... and of the one that says the process's MPI rank and world size.
 void meta_mpi_args(Out& o, int64_t rank, int64_t size);
+// ... and of iotrace_clock: a measurement of the process's job clock against rank 0's.
+void meta_clock_args(Out& o, const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns);
 // thread_name, whole line; and its args body (for records that carry only the args).
 void meta_thread_name(Out& o, int64_t pid, int64_t tid, const char* name, size_t len);
 void meta_thread_name_args(Out& o, const char* name, size_t len);

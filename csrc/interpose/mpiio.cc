@@ -23,6 +23,7 @@
 #include <atomic>
 
 #include "interpose.h"
+#include "mpi_clock.h"
 
 using namespace iot;
 
@@ -310,12 +311,20 @@ PMPI_FN(MPI_File_set_view, int (*)(H, Offset, H, H, const char*, H))
 PMPI_FN(MPI_File_seek, int (*)(H, Offset, int))
 PMPI_FN(MPI_File_seek_shared, int (*)(H, Offset, int))
 
-// The process's rank in MPI_COMM_WORLD and the world's size, said once MPI is up.
-void started() {
+// The rank's clock measured against rank 0's (mpi_clock.cc), at the end of MPI_Init and the
+// start of MPI_Finalize: inside their events, as the program waits for it there.
+void align_clock(const char* at) {
+  const Abi& a = abi();
+  mpi_clock_align(MpiAbi{a.comm_world, a.byte, a.status_ignore, mpi_sym}, at);
+}
+
+// MPI is up: the process's rank in MPI_COMM_WORLD and the world's size said, its clock aligned.
+void started(const char* at) {
   int rank = -1, size = -1;
   const Abi& a = abi();
   if (p_MPI_Comm_rank()(a.comm_world, &rank) == 0 && p_MPI_Comm_size()(a.comm_world, &size) == 0)
     announce_mpi(rank, size);
+  align_clock(at);
 }
 
 }  // namespace
@@ -323,18 +332,24 @@ void started() {
 // --- MPI: start, end, synchronising collectives, waits ------------------------------------------
 
 IOT_EXPORT int MPI_Init(int* argc, char*** argv) {
-  int ret = mpi_call(C_MPI_Init, [&] { return p_MPI_Init()(argc, argv); });
-  if (ret == 0) started();
-  return ret;
+  return mpi_call(C_MPI_Init, [&] {
+    int ret = p_MPI_Init()(argc, argv);
+    if (ret == 0) started("MPI_Init");
+    return ret;
+  });
 }
 IOT_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provided) {
-  int ret = mpi_call(C_MPI_Init_thread,
-                     [&] { return p_MPI_Init_thread()(argc, argv, required, provided); });
-  if (ret == 0) started();
-  return ret;
+  return mpi_call(C_MPI_Init_thread, [&] {
+    int ret = p_MPI_Init_thread()(argc, argv, required, provided);
+    if (ret == 0) started("MPI_Init_thread");
+    return ret;
+  });
 }
 IOT_EXPORT int MPI_Finalize() {
-  return mpi_call(C_MPI_Finalize, [&] { return p_MPI_Finalize()(); });
+  return mpi_call(C_MPI_Finalize, [&] {
+    align_clock("MPI_Finalize");
+    return p_MPI_Finalize()();
+  });
 }
 IOT_EXPORT int MPI_Barrier(H comm) {
   return mpi_call(C_MPI_Barrier, [&] { return p_MPI_Barrier()(comm); });

@@ -128,7 +128,17 @@ PYBIND11_MODULE(_export, m) {
             }
             return out;
           },
-          "A dictionary column's values (str)");
+          "A dictionary column's values (str)")
+      .def(
+          "move_times",
+          [](BatchView& b, Rows at, Rows shift) {
+            if (at.size() != shift.size() || !at.size())
+              throw py::value_error("at and shift: as many points, one at least");
+            b.move_times(at.data(), shift.data(), size_t(at.size()));
+          },
+          py::arg("at"), py::arg("shift"),
+          "Move every event onto the job clock: t + shift(t), shift the line through the points "
+          "(at, shift) (iotrace_format.clock.JobClock.points), start and end alike");
 
   py::class_<iotx::PartWriter>(m, "PartWriter",
                                "One input file's events, written as a piece of the output")

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <algorithm>
 #include <stdexcept>
 
 namespace iotx {
@@ -109,6 +110,37 @@ BatchView::BatchView(const ArrowSchema& schema, ArrowArray* array) {
 
 BatchView::~BatchView() {
   if (array_.release) array_.release(&array_);
+}
+
+int64_t shift_at(const int64_t* at, const int64_t* shift, size_t n, int64_t t) {
+  if (n == 1 || t <= at[0]) return shift[0];
+  if (t >= at[n - 1]) return shift[n - 1];
+  size_t k = size_t(std::upper_bound(at, at + n, t) - at);  // at[k - 1] <= t < at[k]
+  __int128 num = __int128(shift[k] - shift[k - 1]) * (t - at[k - 1]);
+  int64_t den = at[k] - at[k - 1];
+  int64_t q = int64_t(num / den);
+  if (num % den != 0 && (num < 0) != (den < 0)) q--;  // floor, as Python's //
+  return shift[k - 1] + q;
+}
+
+void BatchView::move_times(const int64_t* at, const int64_t* shift, size_t n) {
+  if (!n || !ts.v) return;
+  // The copies keep the columns' indexing (row r at r + off), so the validity bitmaps hold.
+  int64_t end = ts.off + rows;
+  moved_ts_.assign(ts.v, ts.v + end);
+  for (int64_t r = 0; r < rows; r++)
+    if (ts.has(r)) moved_ts_[size_t(r + ts.off)] += shift_at(at, shift, n, ts.at(r));
+  if (dur.v) {
+    moved_dur_.assign(dur.v, dur.v + dur.off + rows);
+    for (int64_t r = 0; r < rows; r++) {
+      if (!dur.has(r) || !ts.has(r)) continue;
+      int64_t e = ts.at(r) + dur.at(r);
+      moved_dur_[size_t(r + dur.off)] =
+          e + shift_at(at, shift, n, e) - moved_ts_[size_t(r + ts.off)];
+    }
+    dur.v = moved_dur_.data();
+  }
+  ts.v = moved_ts_.data();
 }
 
 const IntCol* BatchView::int_column(std::string_view col) const {

@@ -89,9 +89,20 @@ class BatchView {
   const IntCol* int_column(std::string_view col) const;
   const DictCol* dict_column(std::string_view col) const;
 
+  // Moves every event onto the job clock: a time t becomes t + shift(t), shift the line through
+  // the n points (at[i], shift[i]) (at increasing; the first's shift before it, the last's
+  // after it: iotrace_format.clock). Start and end are moved alike (dur becomes the moved end
+  // less the moved start), so events keep their order and nesting.
+  void move_times(const int64_t* at, const int64_t* shift, size_t n);
+
  private:
   ArrowArray array_{};
+  std::vector<int64_t> moved_ts_, moved_dur_;  // the moved columns, when moved
 };
+
+// The shift at time t of the line through the points (at, shift) (BatchView::move_times),
+// rounded down: t + shift_at(t) never decreases as t grows.
+int64_t shift_at(const int64_t* at, const int64_t* shift, size_t n, int64_t t);
 
 // The args of a row without an args object, from the columns, in their order (the one place it
 // is written): hhash (DFTracer's host hash), fd .. mode, then the file names of fhash and fhash2.

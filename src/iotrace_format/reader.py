@@ -25,6 +25,7 @@ here: the tracer's commands use this module and must not pay for pyarrow or Dask
 from __future__ import annotations
 
 import glob
+import json
 import mmap
 import os
 import struct
@@ -548,6 +549,44 @@ def iter_batches(path: str, damage: list | None = None) -> Iterator:
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()
+
+
+CLOCK_LINE = b'{"ph":"M","name":"iotrace_clock",'  # how the tracer starts the line (clock.py)
+
+
+def clock_records(path: str) -> list[dict]:
+    """The args of a file's iotrace_clock events (iotrace_format.clock), in file order, found in
+    its decompressed text without decoding its events (a compact frame keeps metadata lines as
+    their text): what a reader needs before a big file's events go by. Damage is read around
+    silently (reading the events reports it)."""
+    out: list[dict] = []
+
+    def take(text) -> None:
+        i = text.find(CLOCK_LINE)
+        while i >= 0:
+            j = text.find(b"\n", i)
+            line = bytes(text[i : j if j >= 0 else len(text)]).rstrip().rstrip(b",]")
+            try:
+                args = json.loads(line).get("args")
+            except ValueError:
+                args = None
+            if isinstance(args, dict):
+                out.append(args)
+            i = text.find(CLOCK_LINE, i + 1)
+
+    size = os.path.getsize(path)
+    if size and detect_codec(path) == "zstd":
+        buf = _open_map(path)
+        try:
+            for content, _status, _pos in _zstd_contents(path, buf, 0, size, None):
+                take(content)
+        finally:
+            if isinstance(buf, mmap.mmap):
+                buf.close()
+    else:
+        for block in iter_blocks(path):
+            take(block)
+    return out
 
 
 def iter_lines(path: str, damage: list | None = None) -> Iterator[bytes]:

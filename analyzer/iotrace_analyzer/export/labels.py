@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from iotrace_format import rank_of
+from iotrace_format.clock import JobClock
 
 # Linux pids stay below 2**22 (pid_max); with several hosts, the host's index
 # goes above that so that equal pids on two hosts stay two processes.
@@ -27,6 +28,9 @@ class TraceFile:
     info: dict  # args of `iotrace_process` ({} when the line is missing)
     pid: int
     host: str
+    # Its times' shift onto the export's time line (merge.py, on_job_clock): None, its own
+    # monotonic clock as written (a job on one host)
+    clock: JobClock | None = None
 
 
 @dataclass
@@ -63,9 +67,13 @@ class Proc:
 
     @property
     def start_ns(self) -> int | None:
-        """Process start on the trace clock (ns): the monotonic clock at its first line."""
+        """Process start on the export's time line (ns): the monotonic clock at its first line,
+        shifted as its events are."""
         mono = self.info.get("mono_ns")
-        return int(mono) if isinstance(mono, (int, float)) and not isinstance(mono, bool) else None
+        if not isinstance(mono, (int, float)) or isinstance(mono, bool):
+            return None
+        clock = self.files[0].clock
+        return int(mono) if clock is None else clock.job_ns(int(mono))
 
     @property
     def exe(self) -> str:

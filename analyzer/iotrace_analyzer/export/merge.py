@@ -31,6 +31,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 import orjson
 from iotrace_format import PROCESS_INFO_KEYS
+from iotrace_format.clock import JobClock
 
 from .. import _export, engine
 from . import json_out
@@ -155,6 +156,7 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
             firsts = map(_first_event, paths)
         files = [trace_file(p, i, first) for i, (p, first) in enumerate(zip(paths, firsts))]
         everyone = build_processes(files)
+        on_job_clock(everyone, pool)
         starts = [p.start_ns for p in everyone if p.start_ns is not None]
         filt.at_job_start(min(starts) if starts else 0)
         procs = [p for p in everyone if _keeps_process(filt, p)]
@@ -163,8 +165,8 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
         cutoff = None
         if filt.max_events:
             histogram = TimeHistogram()
-            kept = [f.path for p in procs for f in p.files]
-            for hist in pool.map(_histogram, [(path, filt) for path in kept]):
+            kept = [(f.path, filt, f.clock) for p in procs for f in p.files]
+            for hist in pool.map(_histogram, kept):
                 histogram.merge(hist)
             cutoff, _ = histogram.cutoff(filt.max_events)
 
@@ -234,6 +236,40 @@ def _first_event(path: str) -> dict | None:
         return None
 
 
+def on_job_clock(procs: list[Proc], pool) -> None:
+    """A job on several hosts: every file's times shifted onto one time line (its clock:
+    iotrace_format.clock, the wall-clock shift and the offsets measured at MPI_Init and
+    MPI_Finalize), rebased on the first process's (rank 0's) so that its times stay as written.
+    On one host the monotonic clock the traces are written on is the job's already: nothing
+    moves (an offset measured there would only add its error). A file without its clock pair
+    (no process record) stays as written."""
+    if len({p.host for p in procs}) < 2:
+        return
+    files = [f for p in procs for f in p.files if "wall_ns" in f.info and "mono_ns" in f.info]
+    if not files:
+        return
+    for f, records in zip(files, pool.map(_clock_records, [f.path for f in files])):
+        f.clock = JobClock.of(f.info, records)
+    ref = files[0].clock.at(files[0].info["mono_ns"])
+    for f in files:
+        f.clock = JobClock(tuple((t, s - ref) for t, s in f.clock.points), f.clock.measured)
+
+
+def _clock_records(path: str) -> list[dict]:
+    r = reader()
+    try:
+        return r.clock_records(path)
+    except (OSError, r.TraceInputError):
+        return []
+
+
+def _job_clock(cols, clock: JobClock | None) -> None:
+    """A batch's times moved onto the export's time line (on_job_clock)."""
+    if clock is not None:
+        cols.move_times(np.array([t for t, _s in clock.points], np.int64),
+                        np.array([s for _t, s in clock.points], np.int64))
+
+
 def _keeps_process(filt: EventFilter, p: Proc) -> bool:
     """--pid keeps a process and its descendants; --rank a rank with its workers
     (which inherit the rank variables, or else are counted under their root)."""
@@ -244,9 +280,9 @@ def _keeps_process(filt: EventFilter, p: Proc) -> bool:
     return filt.keeps_process(p.pid, rank, [n.pid for n in chain[1:]])
 
 
-def _histogram(arg: tuple[str, EventFilter]) -> TimeHistogram:
+def _histogram(arg: tuple[str, EventFilter, JobClock | None]) -> TimeHistogram:
     """Pass 2 (--max-events): the times of the file's events that the filters keep."""
-    path, filt = arg
+    path, filt, clock = arg
     r = reader()
     hist = TimeHistogram()
     try:
@@ -254,6 +290,7 @@ def _histogram(arg: tuple[str, EventFilter]) -> TimeHistogram:
             if not batch.rows:
                 continue
             cols = _export.Columns(batch)
+            _job_clock(cols, clock)
             keep = phases(cols, TIMED)
             mask = filt.mask(cols)
             if mask is not None:
@@ -381,6 +418,7 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str],
             if not batch.rows:
                 continue
             cols = _export.Columns(batch)
+            _job_clock(cols, job.file.clock)
             rows = _rows(cols, job, res)
             no_flows = np.zeros(0, np.int64), np.zeros(0, np.uint64)
             rows, flow_rows, flow_ids = (flows.batch(cols, rows, writer) if flows.active

@@ -22,7 +22,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from iotrace_format import PROCESS_INFO_KEYS
-from iotrace_format.reader import Damage
+from iotrace_format.clock import CLOCK_EVENT, JobClock
+from iotrace_format.reader import Damage, clock_records
 
 from .. import _kernels, keys
 from ..analyses import summary
@@ -30,6 +31,7 @@ from ..engine import tune_process
 from ..model import file_class
 from ..outputs import parquet
 from ..outputs.parquet import ParquetOut
+from .traces import TraceFile
 
 SEGMENT_ROWS = 1 << 20  # small sources: events summarized together, at most
 SMALL_FILE_EVENTS = 1 << 15  # a source estimated below this joins a segment (about half a block)
@@ -85,6 +87,9 @@ class FileReader:
         self.unnamed: set = set()  # hashes used before a name was known for them (some get one later)
         self.pids: set = set()
         self.starts: list = []  # (pid, tid, ts_ns, name, ret, fhash, flags) of START_CALLS
+        self.clocks: list = []  # the args of its iotrace_clock events
+        self.known_clocks: list | None = None  # all of them, found before its events were read
+        self.span = (None, None)  # its events' first and last start (ns), when it has clocks
 
     def meta(self, lines: list[bytes]) -> None:
         # the file names (a million for a job that reads a million files) without a JSON parser
@@ -111,6 +116,8 @@ class FileReader:
                 self.proc.setdefault("pid", m.get("pid"))
             elif name == "iotrace_process_info":  # the role learnt after the file opened
                 self.proc.update({k: v for k, v in args.items() if k in PROCESS_INFO_KEYS})
+            elif name == CLOCK_EVENT:
+                self.clocks.append(args)
             elif name == "process_name":
                 self.proc["name"] = args.get("name")
                 self.proc.setdefault("pid", m.get("pid"))
@@ -141,9 +148,37 @@ class FileReader:
         return next(iter(self.hosts.values())) if len(self.hosts) == 1 else ""
 
     @property
+    def clock(self) -> JobClock:
+        """The process's clock (iotrace_format.clock): its wall-clock shift and measured offsets."""
+        return JobClock.of(self.proc, self.clocks if self.known_clocks is None else self.known_clocks)
+
+    @property
     def shift(self) -> int:
-        p = self.proc
-        return int(p["wall_ns"]) - int(p["mono_ns"]) if "wall_ns" in p and "mono_ns" in p else 0
+        """The shift to the job clock at the middle of the process's events (its one shift
+        for the summary's per-process times; a block's events take the shift at their own
+        middle: shift_of)."""
+        clock = self.clock
+        lo, hi = self.span
+        if clock.constant or lo is None or hi is None:
+            start = self.proc.get("mono_ns")
+            return clock.at(start if isinstance(start, int) else 0)
+        return clock.at((lo + hi) // 2)
+
+    def shift_of(self, ev: pa.Table | pa.RecordBatch) -> int:
+        """The shift to the job clock of these events: the clock's at their middle."""
+        clock = self.clock
+        if clock.constant:
+            return clock.points[0][1]
+        lo, hi = _ts_range(ev)
+        return clock.at((lo + hi) // 2) if lo is not None else self.shift
+
+    def find_clocks(self) -> None:
+        """Read the clock's measurements now, before the events: a big file's blocks are
+        summarized as they go by, each with its shift."""
+        try:
+            self.known_clocks = clock_records(self.path)
+        except OSError:
+            self.known_clocks = None
 
     def batch(self, b) -> pa.RecordBatch:
         self.meta(b.meta)
@@ -157,6 +192,11 @@ class FileReader:
         distinct pids, the calls that started child processes)."""
         self.result.events += ev.num_rows
         if ev.num_rows:
+            if self.clocks or self.known_clocks:  # the span places the offset's line (shift)
+                lo, hi = _ts_range(ev)
+                if lo is not None:
+                    a, b = self.span
+                    self.span = (lo if a is None else min(a, lo), hi if b is None else max(b, hi))
             self._child_starts(ev)
             d = ev.column("fhash")
             d = d.combine_chunks() if isinstance(d, pa.ChunkedArray) else d
@@ -233,9 +273,19 @@ class FileReader:
                 continue  # a thread of the parent
             program = self.names.get(fhash) if fhash else exe if name in ("fork", "clone") else None
             r.children.append(dict(host=self.host, parent_pid=pid if pid is not None else proc.get("pid"),
-                                   child_pid=int(ret), started_by=name, ts_ns=ts, shift=self.shift,
+                                   child_pid=int(ret), started_by=name, ts_ns=ts,
+                                   shift=self.clock.at(ts) if ts is not None else self.shift,
                                    program=program))
         return r
+
+
+def _ts_range(ev: pa.Table | pa.RecordBatch) -> tuple[int | None, int | None]:
+    """The first and last start (ns) among the events (None: none has one)."""
+    if "ts_ns" not in ev.schema.names:
+        return None, None
+    mm = pc.min_max(ev.column("ts_ns"))
+    lo, hi = mm["min"].as_py(), mm["max"].as_py()
+    return (lo, hi) if isinstance(lo, int) and isinstance(hi, int) else (None, None)
 
 
 def _array(col) -> pa.Array:
@@ -266,7 +316,7 @@ def process_files(sources: list, index: int, out_dir: str | None,
             return
         procs, proc_ids = [], []
         for k, (r, t) in enumerate(group):
-            procs.append((r.key, r.host, r.proc.get("pid"), r.shift))
+            procs.append((r.key, r.host, r.proc.get("pid"), r.shift_of(t)))
             proc_ids.append(np.full(t.num_rows, k, np.int64))
         tabs = [t for _r, t in group]
         ev = pa.concat_tables(tabs).unify_dictionaries().combine_chunks() if len(tabs) > 1 else tabs[0]
@@ -280,7 +330,8 @@ def process_files(sources: list, index: int, out_dir: str | None,
                   own=all(r.own for r, _t in group), ipc=ipc)
         else:  # a file without a process record (DFTracer): each as its own pids
             for r, t in group:
-                P.add(t, [(r.key, r.host, None, r.shift)], None, compute_cats, r.names, own=r.own, ipc=r.ipc)
+                P.add(t, [(r.key, r.host, None, r.shift_of(t))], None, compute_cats, r.names, own=r.own,
+                      ipc=r.ipc)
         hosts = {r.host for r, _t in group}
         if len(hosts) == 1:  # one host: the group's table is one Parquet row group
             out.put(ev, hosts.pop(), names)
@@ -294,6 +345,8 @@ def process_files(sources: list, index: int, out_dir: str | None,
             fr = FileReader(source.path, key=hash((source.path, index, k)))
             readers.append(fr)
             streamed = source.estimated_events() >= SMALL_FILE_EVENTS
+            if streamed and isinstance(source, TraceFile):
+                fr.find_clocks()
             small: list = []
             for b in source.batches(fr.result.damage):
                 rb = fr.batch(b)
@@ -301,7 +354,7 @@ def process_files(sources: list, index: int, out_dir: str | None,
                     continue
                 if streamed:
                     fr.seen(rb)
-                    P.add(rb, [(fr.key, fr.host, None, fr.shift)], None, compute_cats, fr.names,
+                    P.add(rb, [(fr.key, fr.host, None, fr.shift_of(rb))], None, compute_cats, fr.names,
                           own=fr.own, ipc=fr.ipc)
                     out.put(rb, fr.host, fr.names)
                 else:

@@ -4,6 +4,7 @@ the launcher's OMPI_COMM_WORLD_RANK) and the job id, and the analysis naming the
 tests/c/mpi_io.c: each rank writes 4 blocks of 64 KiB to a file of its own and reads them back.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -79,6 +80,18 @@ def test_readme_mpirun_line_traces_every_rank(mpi_io, tmp_path, how):
     calls = {c["name"]: (c["count"], c["bytes"]) for c in S["calls"]}
     assert calls["pwrite"] == calls["pread"] == (4 * RANKS, 4 * RANKS * BLOCK)
     assert S["damage"]["damaged_files"] == 0
+
+    # Perfetto's process names: the ranks, also when the launcher is traced (its fork child's
+    # image, before the exec, has no rank yet: the issue's "orterun-host-9976")
+    export = tmp_path / "job.json"
+    e = subprocess.run(["iotrace", "export", "-o", str(export), str(out)], capture_output=True, text=True,
+                       timeout=120)
+    assert e.returncode == 0, e.stderr
+    doc = json.loads(export.read_text())
+    names = [ev["args"]["name"] for ev in (doc["traceEvents"] if isinstance(doc, dict) else doc)
+             if ev.get("ph") == "M" and ev.get("name") == "process_name"]
+    assert names[:RANKS] == [f"rank {r}" for r in range(RANKS)], names
+    assert not [n for n in names if "fork" in n], names
 
 
 # --- MPI-IO: every family, on a shared file and on a file per rank (tests/c/mpi_io_families.c)

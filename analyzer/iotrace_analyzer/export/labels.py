@@ -63,7 +63,9 @@ class Proc:
 
     @property
     def rank(self) -> int | None:
-        return rank_of(self.info)
+        """Its rank, from any of its images: a rank started by a traced launcher (mpirun's fork
+        child, then the program it exec'd) has its rank only in its later image."""
+        return next((r for r in (rank_of(f.info) for f in self.files) if r is not None), None)
 
     @property
     def start_ns(self) -> int | None:
@@ -129,14 +131,16 @@ def _sort_key(p: Proc) -> tuple:
         chain.append(node)
         node = node.parent
     root = chain[-1]
-    rank = root.rank if root.rank is not None else 1 << 31
+    rank = next((n.rank for n in chain if n.rank is not None), 1 << 31)  # its own, else its parents'
     return (rank, root.host) + tuple(n.pid for n in reversed(chain))
 
 
 def _label(p: Proc, number: int) -> str:
+    """`rank N` for a rank (a process with a rank its parent does not have: under a traced
+    mpirun too), `<parent> · <role> <number>` for a rank's workers and other children."""
+    if p.rank is not None and (p.parent is None or p.parent.rank != p.rank):
+        return f"rank {p.rank}"
     if p.parent is None:
-        if p.rank is not None:
-            return f"rank {p.rank}"
         return p.exe if p.role in ("main", "exec") else f"{p.exe} ({p.role})"
     return f"{p.parent.label} · {p.role} {number}"
 

@@ -1,4 +1,5 @@
 // The C API of iotrace.h, on the same core as the interposer.
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -148,6 +149,26 @@ void iot::announce_mpi(int64_t rank, int64_t size) {
   static Str* key = intern_name("iotrace_process_info", 20);
   mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
   o.release();
+}
+
+IOT_API void iotrace_set_dist_rank(int64_t rank, int64_t size) {
+  set_dist_rank(rank, size);
+  if (!g_recording.load(std::memory_order_relaxed) || !*trace_path()) return;
+  char buf[128];
+  Out o(buf, sizeof buf);
+  meta_mpi_args(o, rank, size, "dist");
+  static Str* key = intern_name("iotrace_process_info", 20);
+  mark('M', key, nullptr, 0, o.p, uint32_t(o.n));
+  o.release();
+}
+
+IOT_API int64_t iotrace_job_clock_ns(void) { return now_ns() + job_clock_base(); }
+
+IOT_API void iotrace_clock_measured(const char* at, int64_t mono_ns, int64_t offset_ns,
+                                    int64_t rtt_ns) {
+  static char kept[32];  // set_clock keeps the pointer (a fork child says it again)
+  snprintf(kept, sizeof kept, "%s", at ? at : "");
+  announce_clock(kept, mono_ns, offset_ns, rtt_ns);
 }
 
 void iot::announce_clock(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns) {

@@ -69,6 +69,16 @@ void iotrace_thread_name_of(int32_t tid, const char* name, uint32_t len);
  * iotrace_process_info event that readers apply to it (the Python layer calls it at import in
  * spawned workers). */
 void iotrace_set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);
+/* The rank and world size a framework gave this process (torch.distributed's): kept for the
+ * files it opens next, and said now in an iotrace_process_info event (dist_rank, dist_size). */
+void iotrace_set_dist_rank(int64_t rank, int64_t size);
+/* This process's job clock, ns: CLOCK_MONOTONIC plus its wall_ns - mono_ns (what readers put
+ * its events on before a measured offset). */
+int64_t iotrace_job_clock_ns(void);
+/* A measurement of this process's job clock against rank 0's, taken at `at` (e.g.
+ * "torch.distributed") when CLOCK_MONOTONIC read `mono_ns`: an iotrace_clock event, which readers
+ * apply (docs/trace-format.md, the job clock). Rank 0 says offset 0. */
+void iotrace_clock_measured(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns);
 /* Write everything recorded so far to the trace file (waits 10 s at most). */
 void iotrace_flush(void);
 /* Finish the trace file (end marker, `]`); events after it are dropped, and iotrace_init

@@ -40,8 +40,9 @@ struct ProcessInfo {
   int64_t parent_pid = 0;
   int64_t ppid = 0;        // at start: a parent that exits later leaves the child to init
   int64_t worker_id = -1;  // data-loader / pool worker number, when the Python layer knows it
-  int64_t mpi_rank = -1, mpi_size = -1;  // once MPI_Init returned (interpose/mpiio.cc)
-  int64_t wall_ns = 0, mono_ns = 0;      // wall_ns with IOTRACE_CLOCK_SKEW_NS added
+  int64_t mpi_rank = -1, mpi_size = -1;    // once MPI_Init returned (interpose/mpiio.cc)
+  int64_t dist_rank = -1, dist_size = -1;  // once torch.distributed's init returned (Python)
+  int64_t wall_ns = 0, mono_ns = 0;        // wall_ns with IOTRACE_CLOCK_SKEW_NS added
   // The latest measurement of this process's job clock against rank 0's (interpose/mpi_clock.cc)
   const char* clock_at = nullptr;  // a literal: where it was taken (nullptr: none yet)
   int64_t clock_mono_ns = 0, clock_offset_ns = 0, clock_rtt_ns = 0;
@@ -221,6 +222,8 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
   p.worker_id = g_proc.worker_id;
   p.mpi_rank = g_proc.mpi_rank;
   p.mpi_size = g_proc.mpi_size;
+  p.dist_rank = g_proc.dist_rank;
+  p.dist_size = g_proc.dist_size;
   p.host = g_proc.host;
   p.exe = g_proc.exe;
   p.name = g_proc.name;
@@ -307,6 +310,11 @@ void set_clock(const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_n
 void set_mpi_rank(int64_t rank, int64_t size) {
   g_proc.mpi_rank = rank;
   g_proc.mpi_size = size;
+}
+
+void set_dist_rank(int64_t rank, int64_t size) {
+  g_proc.dist_rank = rank;
+  g_proc.dist_size = size;
 }
 
 void before_exec() {

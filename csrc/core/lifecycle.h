@@ -23,6 +23,7 @@ void before_exit_now(const char* reason);
 void end_process(const char* reason, int64_t wait_ms);
 void set_process_info(const char* role, int64_t parent_pid, int64_t worker_id);
 void set_mpi_rank(int64_t rank, int64_t size);
+void set_dist_rank(int64_t rank, int64_t size);  // torch.distributed's (capi.cc)
 // The process's MPI rank and world size: kept for the files it opens next, and said now in an
 // iotrace_process_info line (capi.cc).
 void announce_mpi(int64_t rank, int64_t size);

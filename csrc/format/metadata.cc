@@ -71,6 +71,10 @@ void meta_process(Out& o, const ProcessMeta& p) {
     o.ch(',');
     meta_mpi_args(o, p.mpi_rank, p.mpi_size);
   }
+  if (p.dist_rank >= 0) {
+    o.ch(',');
+    meta_mpi_args(o, p.dist_rank, p.dist_size, "dist");
+  }
   o.put(",\"ranks\":{");
   sep = "";
   for (int i = 0; i + 1 < 2 * p.n_rank_vars; i += 2) {
@@ -88,10 +92,14 @@ void meta_process(Out& o, const ProcessMeta& p) {
   o.put("}},\n");
 }
 
-void meta_mpi_args(Out& o, int64_t rank, int64_t size) {
-  o.put("\"mpi_rank\":");
+void meta_mpi_args(Out& o, int64_t rank, int64_t size, const char* prefix) {
+  o.ch('"');
+  o.put(prefix);
+  o.put("_rank\":");
   o.i64(rank);
-  o.put(",\"mpi_size\":");
+  o.put(",\"");
+  o.put(prefix);
+  o.put("_size\":");
   o.i64(size);
 }
 

@@ -12,7 +12,8 @@ namespace iot {
 // What the iotrace_process line says of a process.
 struct ProcessMeta {
   int64_t pid = 0, ppid = 0, parent_pid = 0, worker_id = -1;
-  int64_t mpi_rank = -1, mpi_size = -1;  // in MPI_COMM_WORLD, once MPI_Init returned
+  int64_t mpi_rank = -1, mpi_size = -1;    // in MPI_COMM_WORLD, once MPI_Init returned
+  int64_t dist_rank = -1, dist_size = -1;  // torch.distributed's, once init_process_group returned
   const char* host = "";
   const char* exe = "";
   const char* name = "";     // process_name
@@ -32,8 +33,9 @@ void meta_process(Out& o, const ProcessMeta& p);
 // The args body (the object's inside, as records carry it) of iotrace_process_info: the fields that
 // changed (NULL / <= 0 / < 0: not).
 void meta_process_info_args(Out& o, const char* role, int64_t parent_pid, int64_t worker_id);
-// ... and of the one that says the process's MPI rank and world size.
-void meta_mpi_args(Out& o, int64_t rank, int64_t size);
+// ... and of the one that says the process's MPI rank and world size (`mpi_rank`, `mpi_size`),
+// or those torch.distributed gave (`dist_rank`, `dist_size`: `prefix` "dist").
+void meta_mpi_args(Out& o, int64_t rank, int64_t size, const char* prefix = "mpi");
 // ... and of iotrace_clock: a measurement of the process's job clock against rank 0's.
 void meta_clock_args(Out& o, const char* at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns);
 // thread_name, whole line; and its args body (for records that carry only the args).

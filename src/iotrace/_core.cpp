@@ -549,6 +549,12 @@ PYBIND11_MODULE(_core, m) {
         iotrace_set_process_info(role.empty() ? nullptr : role.c_str(), parent_pid, worker_id);
       },
       py::arg("role"), py::arg("parent_pid") = 0, py::arg("worker_id") = -1);
+  m.def("set_dist_rank", &iotrace_set_dist_rank);
+  m.def("job_clock_ns", &iotrace_job_clock_ns);
+  m.def("clock_measured",
+        [](const std::string& at, int64_t mono_ns, int64_t offset_ns, int64_t rtt_ns) {
+          iotrace_clock_measured(at.c_str(), mono_ns, offset_ns, rtt_ns);
+        });
   m.def(
       "thread_name",
       [](const std::string& name, int32_t tid) {

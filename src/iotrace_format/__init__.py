@@ -18,7 +18,7 @@ from . import _native
 COLUMNS = _native.COLUMNS
 # what an `iotrace_process_info` event may change of its process after the file opened
 # (docs/trace-format.md)
-PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id", "mpi_rank", "mpi_size")
+PROCESS_INFO_KEYS = ("role", "parent_pid", "worker_id", "mpi_rank", "mpi_size", "dist_rank", "dist_size")
 # The variables of a process's `ranks` record (docs/trace-format.md) that give its rank, in
 # order of preference: torchrun's, then Open MPI's, MPICH/PMI's and Slurm's.
 RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
@@ -53,12 +53,15 @@ def job_of(ranks) -> str | None:
 
 def rank_of(info) -> int | None:
     """A process's rank from its `iotrace_process` record: the rank in MPI_COMM_WORLD the
-    tracer asked MPI for once it started (`mpi_rank`), else from its `ranks` record of the
-    launcher's variables (None when nothing gives one)."""
+    tracer asked MPI for once it started (`mpi_rank`), else torch.distributed's once its
+    init_process_group returned (`dist_rank`), else from its `ranks` record of the launcher's
+    variables (None when nothing gives one)."""
     if not isinstance(info, dict):
         return None
-    if isinstance(info.get("mpi_rank"), int) and info["mpi_rank"] >= 0:
-        return info["mpi_rank"]
+    for key in ("mpi_rank", "dist_rank"):
+        v = info.get(key)
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0:
+            return v
     ranks = info.get("ranks")
     if not isinstance(ranks, dict):
         return None

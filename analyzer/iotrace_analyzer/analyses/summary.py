@@ -53,7 +53,7 @@ UNIONS = ("io", "comp", "both", "all", "ipc")  # I/O, compute, either, any compl
 KNOWN_CALLS = frozenset(name for _n, name, _c, _f in calls())
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
-             "exe", "cmdline", "cwd", "ranks", "mpi_rank", "mpi_size")
+             "exe", "cmdline", "cwd", "ranks", "mpi_rank", "mpi_size", "dist_rank", "dist_size")
 OPEN_CALLS = calls_of("open")
 SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
 # the syncs that force data to storage (fflush only hands a stream's buffer to the kernel)

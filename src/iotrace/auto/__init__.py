@@ -6,6 +6,8 @@ LD_PRELOAD of the library, IOTRACE_ENABLE=1 or iotrace.init()), unless IOTRACE_A
 - torch.utils.data: `fetch` per batch and `epoch` per pass where a DataLoader is iterated,
   `sample` per item where the dataset is read, workers labelled role "dataloader";
 - checkpoints: torch.save / torch.load;
+- torch.distributed: each process's rank once init_process_group returns, and the ranks'
+  clocks measured against rank 0's there (torch_dist.py);
 - data libraries: numpy, h5py, PIL, pyarrow.parquet and pandas whole-file calls.
 
 Each hook waits for its library to be imported by the program (../post_import.py): nothing is
@@ -27,8 +29,9 @@ def install() -> None:
     if _installed or not enabled():
         return
     _installed = True
-    from . import file_calls, torch_data
+    from . import file_calls, torch_data, torch_dist
     from ..post_import import when_imported
 
     torch_data.install(when_imported)
+    torch_dist.install(when_imported)
     file_calls.install(when_imported)

@@ -12,8 +12,8 @@
 // one (explicit offsets and the individual file pointer, through the file's view), `ret` the
 // MPI error code. Collective or not, and blocking or not, is the call's name. The POSIX calls
 // the MPI library makes for a call land in the same thread's buffer inside its interval: the
-// analyzer nests them under it. Fortran's bindings reach these wrappers only where the MPI
-// library implements them through the C MPI_ symbols (docs/limits.md).
+// analyzer nests them under it. The wrappers answer to the PMPI_ names too (the end of this
+// file), which Fortran's bindings call.
 #include <dlfcn.h>
 #include <link.h>
 #include <pthread.h>
@@ -28,6 +28,12 @@
 using namespace iot;
 
 namespace {
+
+// Inside a recorded MPI call on this thread: the wrappers stand at the PMPI_ names too (Fortran
+// bindings call those), so an MPI library that calls its own public names from inside a call
+// would be recorded twice; such a call passes through.
+__thread int t_in_mpi __attribute__((tls_model("initial-exec")));
+__attribute__((always_inline)) inline bool mpi_rec() { return mpi_on() && !t_in_mpi; }
 
 using H = uintptr_t;     // an MPI handle, unread
 using Offset = int64_t;  // MPI_Offset: 64 bits in both ABIs
@@ -51,6 +57,13 @@ int gather(struct dl_phdr_info* info, size_t, void* arg) {
   return 0;
 }
 
+// In this library? (its PMPI_ names are its wrappers). By address, so that a program without MPI
+// looks up no MPI symbol, not even this library's own.
+bool ours(void* f) {
+  Dl_info a, b;
+  return dladdr(f, &a) && dladdr(reinterpret_cast<void*>(&ours), &b) && a.dli_fbase == b.dli_fbase;
+}
+
 void* mpi_sym(const char* name) {
   if (void* f = dlsym(RTLD_NEXT, name)) return f;
   static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;  // once, at a first call: never hot
@@ -61,8 +74,9 @@ void* mpi_sym(const char* name) {
     dl_iterate_phdr(gather, &loaded);
     for (int i = 0; i < loaded.n && !g_mpi_lib; i++) {
       void* h = dlopen(loaded.name[i], RTLD_LAZY | RTLD_NOLOAD);
-      if (h && dlsym(h, "PMPI_Init"))
-        g_mpi_lib = h;  // kept open: the functions found in it are cached
+      void* f = h ? dlsym(h, "PMPI_Init") : nullptr;
+      if (f && !ours(f))  // not this library: its PMPI_Init is its own wrapper
+        g_mpi_lib = h;    // kept open: the functions found in it are cached
       else if (h)
         dlclose(h);
     }
@@ -207,7 +221,11 @@ void* status_for(void* given, Status& mine) {
 
 template <class Call, class Fill>
 int traced_mpi(CallId id, Call&& call, Fill&& fill) {
-  return traced<int>(mpi_on(), id, call, fill);
+  if (!mpi_rec()) return call();
+  ++t_in_mpi;  // an MPI call the library makes of its own inside this one passes through
+  int ret = traced<int>(true, id, call, fill);
+  --t_in_mpi;
+  return ret;
 }
 
 // A data call's record: file, bytes asked, bytes moved, offset (-1: none), the error code.
@@ -224,7 +242,7 @@ bool fill_xfer(IoRec& r, H fh, int64_t asked, int64_t done, int64_t offset, int 
 // Blocking calls: at an explicit offset, at the individual pointer, at the shared pointer.
 template <class Real>
 int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st) {
-  if (!mpi_on() || t_guard) return real(fh, off, st);
+  if (!mpi_rec() || t_guard) return real(fh, off, st);
   Status mine;
   void* s = status_for(st, mine);
   int64_t at = byte_offset(fh, off);
@@ -236,7 +254,7 @@ int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st)
 }
 template <class Real>
 int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shared) {
-  if (!mpi_on() || t_guard) return real(st);
+  if (!mpi_rec() || t_guard) return real(st);
   Status mine;
   void* s = status_for(st, mine);
   int64_t at = shared ? -1 : here(fh);
@@ -257,7 +275,7 @@ int xfer_start(CallId id, Real real, H fh, int64_t at, int count, H type) {
 // Ends of split calls: bytes moved by the status.
 template <class Real>
 int xfer_end(CallId id, Real real, H fh, void* st) {
-  if (!mpi_on() || t_guard) return real(st);
+  if (!mpi_rec() || t_guard) return real(st);
   Status mine;
   void* s = status_for(st, mine);
   return traced_mpi(
@@ -385,7 +403,7 @@ IOT_EXPORT int MPI_Waitall(int n, void* reqs, void* statuses) {
 // --- MPI-IO: files ------------------------------------------------------------------------------
 
 IOT_EXPORT int MPI_File_open(H comm, const char* name, int amode, H info, H* fh) {
-  if (!mpi_on() || t_guard) return p_MPI_File_open()(comm, name, amode, info, fh);
+  if (!mpi_rec() || t_guard) return p_MPI_File_open()(comm, name, amode, info, fh);
   Str* f;
   {
     Guard g;  // the name's resolution is the tracer's work
@@ -414,7 +432,7 @@ IOT_EXPORT int MPI_File_close(H* fh) {
       });
 }
 IOT_EXPORT int MPI_File_delete(const char* name, H info) {
-  if (!mpi_on() || t_guard) return p_MPI_File_delete()(name, info);
+  if (!mpi_rec() || t_guard) return p_MPI_File_delete()(name, info);
   Str* f;
   {
     Guard g;
@@ -494,14 +512,14 @@ MPI_HERE(MPI_File_write_ordered, const void*, true)
 #define MPI_AT_BEGIN(fn, bufT)                                                             \
   PMPI_FN(fn, int (*)(H, Offset, bufT, int, H))                                            \
   IOT_EXPORT int fn(H fh, Offset off, bufT buf, int count, H type) {                       \
-    int64_t at = mpi_on() && !t_guard ? byte_offset(fh, off) : -1;                         \
+    int64_t at = mpi_rec() && !t_guard ? byte_offset(fh, off) : -1;                        \
     return xfer_start(                                                                     \
         C_##fn, [&] { return p_##fn()(fh, off, buf, count, type); }, fh, at, count, type); \
   }
 #define MPI_HERE_BEGIN(fn, bufT, shared)                                              \
   PMPI_FN(fn, int (*)(H, bufT, int, H))                                               \
   IOT_EXPORT int fn(H fh, bufT buf, int count, H type) {                              \
-    int64_t at = mpi_on() && !t_guard && !shared ? here(fh) : -1;                     \
+    int64_t at = mpi_rec() && !t_guard && !shared ? here(fh) : -1;                    \
     return xfer_start(                                                                \
         C_##fn, [&] { return p_##fn()(fh, buf, count, type); }, fh, at, count, type); \
   }
@@ -528,14 +546,14 @@ MPI_END(MPI_File_write_ordered_end, const void*)
 #define MPI_IAT(fn, bufT)                                                                       \
   PMPI_FN(fn, int (*)(H, Offset, bufT, int, H, void*))                                          \
   IOT_EXPORT int fn(H fh, Offset off, bufT buf, int count, H type, void* req) {                 \
-    int64_t at = mpi_on() && !t_guard ? byte_offset(fh, off) : -1;                              \
+    int64_t at = mpi_rec() && !t_guard ? byte_offset(fh, off) : -1;                             \
     return xfer_start(                                                                          \
         C_##fn, [&] { return p_##fn()(fh, off, buf, count, type, req); }, fh, at, count, type); \
   }
 #define MPI_IHERE(fn, bufT, shared)                                                        \
   PMPI_FN(fn, int (*)(H, bufT, int, H, void*))                                             \
   IOT_EXPORT int fn(H fh, bufT buf, int count, H type, void* req) {                        \
-    int64_t at = mpi_on() && !t_guard && !shared ? here(fh) : -1;                          \
+    int64_t at = mpi_rec() && !t_guard && !shared ? here(fh) : -1;                         \
     return xfer_start(                                                                     \
         C_##fn, [&] { return p_##fn()(fh, buf, count, type, req); }, fh, at, count, type); \
   }
@@ -549,3 +567,71 @@ MPI_IHERE(MPI_File_iread_all, void*, false)
 MPI_IHERE(MPI_File_iwrite_all, const void*, false)
 MPI_IHERE(MPI_File_iread_shared, void*, true)
 MPI_IHERE(MPI_File_iwrite_shared, const void*, true)
+
+// --- the PMPI_ names
+// ------------------------------------------------------------------------------
+
+// Each wrapper answers to the PMPI_ name as well (as Darshan's preload does): Open MPI's Fortran
+// bindings (mpif.h, use mpi, use mpi_f08) call PMPI_File_write_at and the rest, not the MPI_
+// names, so a Fortran program's MPI calls land here too. The real call is still the MPI
+// library's PMPI_ function, looked up past this library (RTLD_NEXT); a profiling tool that calls
+// PMPI_ names from its own MPI_ wrappers has its calls recorded once, here.
+#define IOT_PMPI(name) \
+  __asm__(".globl P" #name "\n\t.type P" #name ", @function\n\t.set P" #name ", " #name);
+IOT_PMPI(MPI_Init)
+IOT_PMPI(MPI_Init_thread)
+IOT_PMPI(MPI_Finalize)
+IOT_PMPI(MPI_Barrier)
+IOT_PMPI(MPI_Bcast)
+IOT_PMPI(MPI_Reduce)
+IOT_PMPI(MPI_Allreduce)
+IOT_PMPI(MPI_Gather)
+IOT_PMPI(MPI_Allgather)
+IOT_PMPI(MPI_Scatter)
+IOT_PMPI(MPI_Alltoall)
+IOT_PMPI(MPI_Wait)
+IOT_PMPI(MPI_Waitall)
+IOT_PMPI(MPI_File_open)
+IOT_PMPI(MPI_File_close)
+IOT_PMPI(MPI_File_delete)
+IOT_PMPI(MPI_File_sync)
+IOT_PMPI(MPI_File_set_size)
+IOT_PMPI(MPI_File_preallocate)
+IOT_PMPI(MPI_File_get_size)
+IOT_PMPI(MPI_File_set_view)
+IOT_PMPI(MPI_File_seek)
+IOT_PMPI(MPI_File_seek_shared)
+IOT_PMPI(MPI_File_read_at)
+IOT_PMPI(MPI_File_read_at_all)
+IOT_PMPI(MPI_File_write_at)
+IOT_PMPI(MPI_File_write_at_all)
+IOT_PMPI(MPI_File_read)
+IOT_PMPI(MPI_File_read_all)
+IOT_PMPI(MPI_File_write)
+IOT_PMPI(MPI_File_write_all)
+IOT_PMPI(MPI_File_read_shared)
+IOT_PMPI(MPI_File_write_shared)
+IOT_PMPI(MPI_File_read_ordered)
+IOT_PMPI(MPI_File_write_ordered)
+IOT_PMPI(MPI_File_read_at_all_begin)
+IOT_PMPI(MPI_File_write_at_all_begin)
+IOT_PMPI(MPI_File_read_all_begin)
+IOT_PMPI(MPI_File_write_all_begin)
+IOT_PMPI(MPI_File_read_ordered_begin)
+IOT_PMPI(MPI_File_write_ordered_begin)
+IOT_PMPI(MPI_File_read_at_all_end)
+IOT_PMPI(MPI_File_write_at_all_end)
+IOT_PMPI(MPI_File_read_all_end)
+IOT_PMPI(MPI_File_write_all_end)
+IOT_PMPI(MPI_File_read_ordered_end)
+IOT_PMPI(MPI_File_write_ordered_end)
+IOT_PMPI(MPI_File_iread_at)
+IOT_PMPI(MPI_File_iwrite_at)
+IOT_PMPI(MPI_File_iread_at_all)
+IOT_PMPI(MPI_File_iwrite_at_all)
+IOT_PMPI(MPI_File_iread)
+IOT_PMPI(MPI_File_iwrite)
+IOT_PMPI(MPI_File_iread_all)
+IOT_PMPI(MPI_File_iwrite_all)
+IOT_PMPI(MPI_File_iread_shared)
+IOT_PMPI(MPI_File_iwrite_shared)

@@ -1,7 +1,9 @@
 /* Event generator for benchmarks/analyzer_bench.py: forks PROCS processes; each makes
  * ROUNDS rounds of lseek + pread(1 byte) on its own small file (2 intercepted calls a round),
  * so that under LD_PRELOAD=libiotrace.so the tracer writes PROCS traces of ~2*ROUNDS events.
- * usage: gen_events DIR ROUNDS PROCS */
+ * AT_ONCE (default PROCS) bounds the processes alive at a time: 5000 ranks' worth of traces
+ * made on a 2-core machine without 5000 processes holding their buffers at once.
+ * usage: gen_events DIR ROUNDS PROCS [AT_ONCE] */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,16 +28,23 @@ static int work(const char* dir, long rounds, int k) {
 }
 
 int main(int argc, char** argv) {
-  if (argc < 4) return fprintf(stderr, "usage: %s DIR ROUNDS PROCS\n", argv[0]), 2;
+  if (argc < 4) return fprintf(stderr, "usage: %s DIR ROUNDS PROCS [AT_ONCE]\n", argv[0]), 2;
   const char* dir = argv[1];
   long rounds = atol(argv[2]);
   int procs = atoi(argv[3]);
+  int at_once = argc > 4 ? atoi(argv[4]) : procs;
+  if (at_once < 1) at_once = 1;
+  int status, bad = 0, alive = 0;
   for (int k = 0; k < procs; k++) {
+    if (alive == at_once && wait(&status) > 0) {
+      bad |= !WIFEXITED(status) || WEXITSTATUS(status);
+      alive--;
+    }
     pid_t p = fork();
     if (p == 0) _exit(work(dir, rounds, k));
     if (p < 0) return perror("fork"), 1;
+    alive++;
   }
-  int status, bad = 0;
   while (wait(&status) > 0) bad |= !WIFEXITED(status) || WEXITSTATUS(status);
   return bad;
 }

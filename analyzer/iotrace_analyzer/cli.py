@@ -52,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--scheduler", metavar="ADDRESS", help="use an existing Dask cluster")
     p.add_argument("--workers", type=int, metavar="N",
                    help="worker processes, forked or Dask's (default: the cores)")
+    p.add_argument("--memory-limit", metavar="SIZE",
+                   help="memory of each worker of a local Dask cluster (2GiB, 1.5GB; the engine is then dask): "
+                        "Dask pauses a worker near it and restarts one past it (default: the machine's "
+                        "memory shared out)")
     p.add_argument("--top", type=int, default=10, metavar="N", help="rows in the top lists of the text report")
     p.add_argument("--no-parquet", action="store_true", help="with -o, skip the events dataset")
     p.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
@@ -103,6 +107,19 @@ def _check_outputs(parser: argparse.ArgumentParser, args) -> None:
             parser.error(f"argument {option}: {path} is a folder: give a file name")
     if args.quiet and not args.compare and not (args.out or args.summary or args.report):
         parser.error("-q/--quiet without -o OUT, --summary or --report would show and write nothing")
+    if args.memory_limit is not None:
+        from dask.utils import parse_bytes
+
+        try:
+            if parse_bytes(args.memory_limit) <= 0:
+                raise ValueError
+        except (ValueError, TypeError):
+            parser.error(f"argument --memory-limit: {args.memory_limit!r} is not a size (2GiB, 1.5GB, 800MB)")
+        if args.scheduler:
+            parser.error("argument --memory-limit: an existing cluster's workers have their own limits "
+                         "(dask worker --memory-limit)")
+        if args.engine == "local":
+            parser.error("argument --memory-limit: for the workers of a Dask cluster (--engine dask)")
 
 
 class _CannotWrite(Exception):
@@ -228,7 +245,8 @@ def _analyze(args, rules: dict, stage: str | None, t0: float) -> int:
 def _options(args, rules: dict, out_dir: str | None) -> Options:
     return Options(findings=not args.no_findings, rules=rules, out_dir=out_dir,
                    compute_cats=tuple(args.compute_cat or ["compute"]), engine=args.engine,
-                   scheduler=args.scheduler, workers=args.workers, progress=args.progress)
+                   scheduler=args.scheduler, workers=args.workers, progress=args.progress,
+                   memory_limit=args.memory_limit)
 
 
 def _compare(args, rules) -> int:

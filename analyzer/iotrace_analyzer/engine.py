@@ -141,7 +141,8 @@ class Forked(Engine):
 class Dask(Engine):
     """A Dask cluster: a LocalCluster of `workers` processes, or the one at `scheduler`."""
 
-    def __init__(self, workers: int, scheduler: str | None = None, setup: Callable | None = None):
+    def __init__(self, workers: int, scheduler: str | None = None, setup: Callable | None = None,
+                 memory_limit: str | None = None):
         from dask.distributed import Client, LocalCluster
 
         self.cluster = None
@@ -150,7 +151,8 @@ class Dask(Engine):
         else:
             os.environ.update(MALLOC_ENV)
             self.cluster = LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                        dashboard_address=None, silence_logs=40)
+                                        dashboard_address=None, silence_logs=40,
+                                        memory_limit=memory_limit or "auto")
             self.client = Client(self.cluster)
         super().__init__(len(self.client.scheduler_info().get("workers", {})) or workers)
         if setup is not None:
@@ -177,12 +179,13 @@ class Dask(Engine):
 
 
 def engine(kind: str, workers: int, scheduler: str | None = None, setup: Callable | None = None,
-           on_thread: bool = False) -> Engine:
+           on_thread: bool = False, memory_limit: str | None = None) -> Engine:
     """The engine of a kind: "processes" (this process alone for one worker) or "dask"
     (`scheduler`: an existing cluster's address; `setup` runs once on each of its workers;
-    `on_thread`: tasks run in this process go on a thread of their own)."""
+    `on_thread`: tasks run in this process go on a thread of their own; `memory_limit`: of each
+    worker of a local Dask cluster)."""
     if kind == "dask" or scheduler:
-        return Dask(workers, scheduler, setup)
+        return Dask(workers, scheduler, setup, memory_limit)
     return Forked(workers, on_thread) if workers > 1 else Engine(1, on_thread)
 
 

@@ -79,6 +79,7 @@ class Options:
     engine: str = "auto"  # auto, local, dask
     scheduler: str | None = None
     workers: int | None = None
+    memory_limit: str | None = None  # per worker of a local Dask cluster ("2GiB"); None: Dask's default
     progress: bool | None = None  # None: when stderr is a terminal
     findings: bool = True  # run the rules (insights.py)
     rules: dict | None = None  # their thresholds (insights.thresholds); None: the defaults
@@ -112,12 +113,12 @@ def analyze(items: list, opts: Options) -> Job:
     est = sum(each)
     kind = opts.engine
     if kind == "auto":
-        kind = "dask" if opts.scheduler or est >= LOCAL_EVENTS else "local"
+        kind = "dask" if opts.scheduler or opts.memory_limit or est >= LOCAL_EVENTS else "local"
     workers = opts.workers or os.cpu_count() or 1
     # Several tasks: forked processes, one per worker (a task's per-block Python, and its
     # Parquet thread, hold the GIL often enough to serialize threads); one task: this process.
     runner = engine.engine("dask" if kind == "dask" else "processes", workers, opts.scheduler,
-                           setup=tune_process, on_thread=True)
+                           setup=tune_process, on_thread=True, memory_limit=opts.memory_limit)
     groups = plan_tasks(each, runner.workers)
     tasks = [[files[i] for i in g] for g in groups]
     if opts.out_dir:

@@ -239,6 +239,26 @@ def test_same_figures_on_dask(tmp_path):
         assert dask[k] == local[k], k
 
 
+def test_memory_limit_of_the_dask_workers(tmp_path, capsys):
+    """--memory-limit runs a local Dask cluster whose workers Dask holds to it; a size it
+    cannot read, an existing cluster (its workers have their own) or the local engine is a
+    usage error said before any work."""
+    write_trace(tmp_path / "tr" / "a-node1-100.pfw.zst", trace_a())
+    for bad, said in ((["--memory-limit", "lots"], "'lots' is not a size"),
+                      (["--memory-limit", "0"], "'0' is not a size"),
+                      (["--memory-limit", "1GiB", "--scheduler", "tcp://127.0.0.1:1"], "their own limits"),
+                      (["--memory-limit", "1GiB", "--engine", "local"], "--engine dask")):
+        with pytest.raises(SystemExit) as e:
+            main([str(tmp_path / "tr"), "-o", str(tmp_path / "bad"), *bad])
+        assert e.value.code == 2 and said in capsys.readouterr().err
+    assert not (tmp_path / "bad").exists()
+    assert main([str(tmp_path / "tr"), "-o", str(tmp_path / "out"), "-q", "--workers", "1",
+                 "--memory-limit", "700MiB"]) == 0
+    S = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert S["input"]["engine"] == "dask" and S["input"]["workers"] == 1
+    assert S["time"]["io_us"] == 23
+
+
 @pytest.mark.parametrize("rows", [1, 2, 3, 5])
 def test_streamed_in_segments_gives_the_same_figures(tmp_path, monkeypatch, rows):
     """A file read as a stream of segments (a few rows each here; about a million in real
@@ -337,3 +357,37 @@ def test_job_id_from_the_launchers_variables(tmp_path):
     S = analyze([str(tmp_path / "tr")], Options(engine="local", workers=1)).summary
     got = {p["pid"]: (p["rank"], p["job_id"]) for p in S["processes"]}
     assert got == {300: (5, "4242"), 301: (None, None)}
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_a_big_process_is_written_in_parts_of_its_time(tmp_path, monkeypatch, threaded):
+    """A process of more events than a part holds goes on in parts of their own, each a
+    stretch of its time in order (readers take them in parallel and skip them by their
+    statistics): every event once, in order, none invented."""
+    from iotrace_analyzer.outputs import parquet
+    from iotrace_format.reader import iter_batches
+
+    p = 400
+    events = [process(p), fh("/data/d", p)] + [
+        io("pread64", p, (1000 + 10 * i) * US, 2 * US, path="/data/d", fd=3, size=8, offset=8 * i, ret=8)
+        for i in range(40)] + [end(p, 40)]
+    write_trace(tmp_path / "big-node1-400.pfw.zst", events)
+    monkeypatch.setattr(parquet, "PARQUET_ROWS", 4)
+    monkeypatch.setattr(parquet, "PART_ROWS", 12)
+    out = parquet.ParquetOut(str(tmp_path / "out"), 7, threaded=threaded)
+    for b in iter_batches(str(tmp_path / "big-node1-400.pfw.zst")):
+        rb = pa.record_batch(b)
+        for k in range(0, rb.num_rows, 3):  # as a big file streams: a block at a time
+            out.put(rb.slice(k, 3), "node1", {fhex("/data/d"): "/data/d"})
+    paths = out.close()
+    assert [os.path.basename(x) for x in paths] == ["part-00007.parquet"] + [
+        f"part-00007-{k}.parquet" for k in range(1, len(paths))]
+    parts = [pq.read_table(x) for x in paths]
+    assert len(parts) == 4 and [t.num_rows for t in parts[:-1]] == [12, 12, 12]
+    reads = [r for t in parts for r in t.to_pylist() if r["name"] == "pread64"]
+    assert [r["offset"] for r in reads] == [8 * i for i in range(40)]
+    assert [r["ts_ns"] - reads[0]["ts_ns"] for r in reads] == [10 * i * US for i in range(40)]
+    # one part's latest event comes before the next part's first
+    spans = [(min(t.column("ts_ns").to_pylist()), max(t.column("ts_ns").to_pylist())) for t in parts]
+    assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+    assert sum(t.num_rows for t in parts) == ds.dataset(str(tmp_path / "out" / "events")).count_rows() == 40

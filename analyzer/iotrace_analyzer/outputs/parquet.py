@@ -251,6 +251,10 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
 # --------------------------------------------------------------------------- the events' parts
 
 PARQUET_ROWS = 1 << 19  # events per Parquet row group
+# events per part file at most: a process of a billion events is some 15 files of ~200 MiB,
+# each a stretch of its time, that Spark, Dask or DuckDB read in parallel and skip by their
+# statistics, not one file of 3 GiB
+PART_ROWS = 1 << 26
 
 
 class ParquetOut:
@@ -271,6 +275,7 @@ class ParquetOut:
         self.thread = None
         self.pending: list = []  # batches of the row group being gathered
         self.rows = 0
+        self.part_rows = 0  # events in the part being written
         self.host, self.names, self.own_names = "", None, False
         if out_dir is not None and threaded:
             self.thread = threading.Thread(target=self._run, daemon=True)
@@ -301,6 +306,10 @@ class ParquetOut:
         if self.schema != tab.schema:
             tab = tab.cast(self.schema)
         self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
+        self.part_rows += tab.num_rows
+        if self.part_rows >= PART_ROWS:  # the next events in a part of their own
+            self.writer.close()
+            self.writer, self.schema = None, None
 
     def _open(self, schema: pa.Schema) -> None:
         """The task's part; the events after one that lacks a required value (then rare
@@ -309,7 +318,7 @@ class ParquetOut:
             self.writer.close()
         name = f"part-{self.index:05d}" + (f"-{len(self.paths)}" if self.paths else "")
         self.writer, path = open_part(self.out_dir, name, schema)
-        self.schema = schema
+        self.schema, self.part_rows = schema, 0
         self.paths.append(path)
 
     def put(self, batch, host: str, names: dict) -> None:

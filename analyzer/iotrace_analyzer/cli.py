@@ -203,7 +203,7 @@ def _analyze(args, rules: dict, stage: str | None, t0: float) -> int:
         return 2
     S = job.summary
     d = S["damage"]
-    if S["job"]["events"] + S["job"]["metadata_events"] == 0:
+    if S["job"]["events"] + S["job"]["metadata_events"] == 0 and "darshan" not in S:
         # Nothing to report: the error alone, and no output written.
         print(f"iotrace-analyze: error: no event could be read from {S['input']['files']} file(s) "
               f"({d['bad_lines']} bad line(s), {d['damaged_files']} damaged file(s)); nothing written",

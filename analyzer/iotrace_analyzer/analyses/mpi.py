@@ -44,6 +44,11 @@ class MpiPart:
     """A task's MPI calls, as columns (COLUMNS); `ts` on the job clock, ns."""
 
     tables: list = field(default_factory=list)
+    # an input of counters (a Darshan log): its MPI-IO counters per (file, rank) (the columns of
+    # inputs/darshan.MPI_COLUMNS, with file_key, pid, fhash and processes: the ranks a row's
+    # record stood for) and its request size bins ({"read": [...], "write": [...]})
+    counters: list = field(default_factory=list)
+    sizes: list = field(default_factory=list)
 
     def add(self, ev, rows: np.ndarray, procs: list, proc_row: np.ndarray, ts: np.ndarray,
             dur: np.ndarray) -> None:
@@ -62,10 +67,14 @@ class MpiPart:
 
     def merge(self, o: MpiPart) -> None:
         self.tables += o.tables
+        self.counters += o.counters
+        self.sizes += o.sizes
 
     def compact(self) -> None:
         if len(self.tables) > 1:
             self.tables = [pa.concat_tables(self.tables)]
+        if len(self.counters) > 1:
+            self.counters = [pa.concat_tables(self.counters)]
 
 
 def data_calls(name: list) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -149,6 +158,10 @@ def summarize(parts: list[MpiPart], names_of, procs: dict, own: dict, size_edges
     own ns} (the layer split)."""
     tabs = [t for p in parts for t in p.tables if t.num_rows]
     if not tabs:
+        counted = [t for p in parts for t in p.counters if t.num_rows]
+        if counted:
+            return summarize_counters(pa.concat_tables(counted), [s for p in parts for s in p.sizes], names_of,
+                                      procs, own, size_labels, stripe), None
         return None, None
     t = pa.concat_tables(tabs)
     name = t.column("name").to_pylist()
@@ -298,3 +311,96 @@ def summarize(parts: list[MpiPart], names_of, procs: dict, own: dict, size_edges
         med = float(np.median(t_io))
         out["slowest_to_median"] = round(float(t_io.max() / med), 3) if med > 0 else None
     return out, t
+
+
+def summarize_counters(t: pa.Table, sizes: list, names_of, procs: dict, own: dict, size_labels: list,
+                       stripe: int) -> dict:
+    """The `mpi` section of an input that counts MPI-IO calls instead of recording them (a
+    Darshan log's MPIIO_* counters per file and rank): the same keys as summarize's, with what
+    counters cannot tell left empty and named in `not_known` (the waits in collective calls,
+    the offsets of requests). A kind's bytes and time (collective or independent, blocking or
+    not) are the file's shared out by its calls' count (`estimated`)."""
+    c = {k: t.column(k).to_numpy().astype(np.int64) for k in t.column_names if k not in ("fhash",)}
+    fh = t.column("fhash").to_pylist()
+    reads = c["indep_reads"] + c["coll_reads"] + c["split_reads"] + c["nb_reads"]
+    writes = c["indep_writes"] + c["coll_writes"] + c["split_writes"] + c["nb_writes"]
+    data = np.maximum(reads + writes, 1)
+    data_ns = c["read_ns"] + c["write_ns"]
+
+    def part(nr, nw) -> dict:
+        n = nr + nw
+        return dict(calls=int(n.sum()), bytes_read=int((c["bytes_read"] * nr // np.maximum(reads, 1)).sum()),
+                    bytes_written=int((c["bytes_written"] * nw // np.maximum(writes, 1)).sum()),
+                    time_us=units.us(int((data_ns * n // data).sum())))
+
+    coll_r, coll_w = c["coll_reads"] + c["split_reads"], c["coll_writes"] + c["split_writes"]
+    ind_r, ind_w = c["indep_reads"], c["indep_writes"]
+    nb_r, nb_w = c["nb_reads"], c["nb_writes"]
+    calls = reads + writes + c["opens"] + c["syncs"]
+    out = dict(calls=int(calls.sum()), time_us=units.us(int((data_ns + c["meta_ns"]).sum())),
+               collective=part(coll_r, coll_w), independent=part(ind_r + nb_r, ind_w + nb_w),
+               blocking=part(reads - nb_r, writes - nb_w), nonblocking=part(nb_r, nb_w))
+    for d in ("read", "write"):
+        got = [s.get(d) for s in sizes if s.get(d)]
+        h = np.sum(got, axis=0).astype(int).tolist() if got else [0] * len(size_labels)
+        out[f"{d}_sizes"] = dict(zip(size_labels, h + [0] * (len(size_labels) - len(h))))
+    out.update(stripe=stripe, data_calls_with_offset=0, misaligned_calls=None, misaligned_time_us=None)
+    # per file: its ranks and its calls by kind
+    names = names_of([f for f in set(fh) if f])
+    by_file: dict = {}
+    for i, f in enumerate(fh):
+        by_file.setdefault(f, []).append(i)
+    files = []
+    for f, rows in by_file.items():
+        r = np.array(rows)
+        ind = int((ind_r[r] + ind_w[r] + nb_r[r] + nb_w[r]).sum())
+        ind_share = (ind_r[r] + ind_w[r] + nb_r[r] + nb_w[r]) / data[r]
+        files.append(dict(
+            file=names.get(f, f), processes=int(len(set(c["pid"][r].tolist()))), calls=int(calls[r].sum()),
+            data_calls=int((reads + writes)[r].sum()), collective_calls=int((coll_r + coll_w)[r].sum()),
+            independent_calls=ind,
+            independent_bytes=int(((c["bytes_read"][r] + c["bytes_written"][r]) * ind_share).round().sum()),
+            independent_time_us=units.us(int((data_ns[r] * ind_share).round().sum())),
+            bytes_read=int(c["bytes_read"][r].sum()), bytes_written=int(c["bytes_written"][r].sum()),
+            time_us=units.us(int((data_ns + c["meta_ns"])[r].sum()))))
+    files.sort(key=lambda r: (-(r["bytes_read"] + r["bytes_written"]), r["file"] or ""))
+    shared = [f for f in files if f["processes"] > 1]
+    per_proc = [f for f in files if f["processes"] == 1]
+    out["shape"] = ("shared file" if shared and not per_proc else "file per process" if per_proc and not shared
+                    else "both" if files else "none")
+    out["shared_files"], out["per_process_files"] = len(shared), len(per_proc)
+    out["files"] = files[:20]
+    out["collective_ops"] = dict(calls=0, wait_us=0.0, slow_wait_us=0.0, unmatched_calls=0, top=[])
+    # per rank
+    ranks = []
+    key = c["file_key"] * 0  # (one log: ranks by pid)
+    del key
+    for (fk, p) in sorted({(int(a), int(b)) for a, b in zip(c["file_key"], c["pid"])}):
+        row = procs.get((fk, p))
+        if row is None:
+            continue
+        m = (c["file_key"] == fk) & (c["pid"] == p)
+        o = own.get((fk, p), {})
+        ranks.append(dict(
+            rank=row.get("rank"), host=row["host"], pid=p, mpiio_calls=int(calls[m].sum()),
+            bytes_read=int(c["bytes_read"][m].sum()), bytes_written=int(c["bytes_written"][m].sum()),
+            mpiio_us=units.us(int((data_ns + c["meta_ns"])[m].sum())), mpiio_own_us=units.us(o.get("mpiio", 0)),
+            mpi_us=0.0, start_end_us=0.0, data_us=units.us(int(data_ns[m].sum())),
+            independent_us=units.us(int((data_ns[m] * ((ind_r + ind_w + nb_r + nb_w)[m] / data[m])).round().sum())),
+            collective_wait_us=0.0, slow_wait_us=0.0, caused_wait_us=0.0, arrived_last=0,
+            posix_us=units.us(o.get("posix", 0) + o.get("stdio", 0)),
+            posix_bytes_read=row["bytes_read"], posix_bytes_written=row["bytes_written"],
+            wall_us=row.get("wall_us") or 0.0, run_us=0.0))
+    ranks.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["pid"]))
+    out["ranks"] = ranks
+    if ranks:
+        t_io = np.array([r["data_us"] for r in ranks], float)
+        out["slowest_rank"] = ranks[int(t_io.argmax())]["rank"]
+        med = float(np.median(t_io))
+        out["slowest_to_median"] = round(float(t_io.max() / med), 3) if med > 0 else None
+    out["from_counters"] = True
+    out["estimated"] = ["collective, independent, blocking and non-blocking bytes and time: a file's shared out "
+                        "by its calls' count", "per rank: a file every rank used shared out evenly"]
+    out["not_known"] = ["waits in collective calls (no per-call times)", "request offsets: alignment at the "
+                        "MPI-IO layer (see POSIX's)", "run_us (MPI_Init to MPI_Finalize per rank)"]
+    return out

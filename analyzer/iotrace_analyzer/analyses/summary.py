@@ -181,6 +181,9 @@ class Partial:
     counters: CounterPart = field(default_factory=CounterPart)  # ph C series per process
     activity: ActivityPart = field(default_factory=ActivityPart)  # per process bins, phases, offsets
     mpi: mpi.MpiPart = field(default_factory=mpi.MpiPart)  # MPI and MPI-IO calls
+    # what an input of counters (a Darshan log: inputs/darshan.py) told about itself: its job
+    # record, what is estimated, what it cannot tell (summary.json's `darshan`); None for traces
+    counted: dict | None = None
 
     # --- combining -------------------------------------------------------------------------
 
@@ -349,6 +352,8 @@ class Partial:
         self.fh += o.fh
         self.stdio |= o.stdio
         self.info.update(o.info)
+        if o.counted is not None:
+            self.counted = o.counted if self.counted is None else _counted([self.counted, o.counted])
         self.training.merge(o.training)
         self.mpi.merge(o.mpi)
         self.counters.merge(o.counters)
@@ -830,6 +835,9 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
                 top_names=[dict(name=x["name"], count=x["dur_count_sum"], time_us=units.us(x["dur_sum_sum"]))
                            for x in names[:5]]))
     S["categories"] = sorted(crows, key=lambda r: (-r["union_us"], r["cat"]))
+    counted = [p.counted for p in partials if p.counted is not None]
+    if counted:  # a Darshan log's job record, and what its counters could not tell
+        S["darshan"] = _counted(counted)
     S["layers"], job.layers = layer_split(partials)
     own: dict = {}
     for r in job.layers:
@@ -855,6 +863,19 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     S["training"] = training.summarize([p.training for p in partials])
     S["counters"], job.drawn.counters = counters.summarize([p.counters for p in partials], S["processes"])
     return job
+
+
+def _counted(parts: list[dict]) -> dict:
+    """The `darshan` section of one log, or of several: each under `logs`, what is estimated,
+    not known and skipped said once."""
+    if len(parts) == 1:
+        return parts[0]
+    logs = [lg for p in parts for lg in p.get("logs", [p])]
+    common = ("estimated", "not_known", "rules_skipped")
+    return dict(logs=[{k: v for k, v in lg.items() if k not in common} for lg in logs],
+                nprocs=max(lg["nprocs"] for lg in logs), dxt=any(lg["dxt"] for lg in logs),
+                missing=sorted({m for lg in logs for m in lg["missing"]}),
+                **{k: parts[0][k] for k in common})
 
 
 def layer_split(partials: list[Partial]) -> tuple[list, list]:

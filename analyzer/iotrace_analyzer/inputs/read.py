@@ -304,6 +304,8 @@ def process_files(sources: list, index: int, out_dir: str | None,
     block as it streams (the working set stays a block's); small files are gathered and
     summarized together, as one table of several processes."""
     tune_process()
+    if len(sources) == 1 and hasattr(sources[0], "task"):  # an input of its own kind (a Darshan log)
+        return sources[0].task(index, out_dir, compute_cats)
     P = summary.Partial()
     out = ParquetOut(out_dir, index, threaded=parquet_thread)
     readers = []

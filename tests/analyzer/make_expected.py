@@ -409,6 +409,20 @@ SYNTHETIC = {
 }
 
 
+# real Darshan logs the darshan wheel ships (issue 26): MACSio's HDF5 on MPI-IO (16 ranks,
+# counters), IOR's HDF5 with DXT (4 ranks, its segments the events)
+DARSHAN_LOGS = {"darshan-macsio": "examples/example_logs/shane_macsio_id29959_5-22-32552-7035573431850780836_"
+                                  "1590156158.darshan",
+                "darshan-ior-hdf5": "examples/example_logs/ior_hdf5_example.darshan"}
+
+
+def darshan_dir() -> str | None:
+    import importlib.util
+
+    spec = importlib.util.find_spec("darshan")
+    return spec.submodule_search_locations[0] if spec and spec.submodule_search_locations else None
+
+
 def workloads() -> dict:
     """name -> (paths to analyze, writer or None)."""
     out = {}
@@ -417,6 +431,10 @@ def workloads() -> dict:
             out[f"golden-{s}"] = ([os.path.join(GOLDEN, s)], None)
     for name, make in SYNTHETIC.items():
         out[name] = (None, make)
+    d = darshan_dir()
+    if d is not None:
+        for name, rel in DARSHAN_LOGS.items():
+            out[name] = ([os.path.join(d, rel)], None)
     return out
 
 
@@ -520,6 +538,8 @@ def record(paths: list[str], rules: dict, tmp: str, workers: int = 2) -> dict:
     S = job.summary
     subs = [(os.path.realpath(GOLDEN), "<GOLDEN>"), (GOLDEN, "<GOLDEN>"),
             (os.path.realpath(tmp), "<TMP>"), (tmp, "<TMP>")]
+    if darshan_dir():
+        subs += [(os.path.realpath(darshan_dir()), "<DARSHAN>"), (darshan_dir(), "<DARSHAN>")]
     for k in TIMINGS:
         S["input"].pop(k, None)
     text = report.text_report(S, 10)

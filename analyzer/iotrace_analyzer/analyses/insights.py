@@ -17,6 +17,7 @@ in THRESHOLDS, documented in docs/insights.md, and can be changed (`--rules FILE
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass
 from typing import Any
@@ -27,7 +28,11 @@ import pyarrow.compute as pc
 from ..model import Job
 from ..model.files import FileSizes, FileTable, py_sum, seq_sum, top_rows
 from . import mpi
+from iotrace_format import calls as _call_table
+
 from .summary import SIZE_EDGES, SIZE_LABELS, STORAGE_SYNC_CALLS
+
+CALL_TABLE = list(_call_table())  # (number, name, category, family) of every call the tracer records
 
 SEVERITIES = ("high", "warn", "info")
 MiB = 1 << 20
@@ -122,9 +127,57 @@ THRESHOLDS: dict = {
         "share": (0.5, "and by at least this share of the job's processes"),
         "min_calls": (1000, "and at least this many metadata calls on them, summed"),
     },
+    "misaligned": {
+        "share": (0.1, "share of the POSIX data calls whose offset is not a multiple of the file system's block "
+                  "(Darshan's POSIX_FILE_ALIGNMENT), or whose buffer is not aligned in memory"),
+        "min_calls": (1000, "and at least this many misaligned calls"),
+        "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
+    },
+    "stdio-heavy": {
+        "share": (0.1, "share of the bytes read and written through stdio (fread, fwrite, fprintf...)"),
+        "min_bytes": (64 * MiB, "and at least this many bytes through stdio"),
+        "min_share": (0.02, "and the stdio calls take at least this share of the processes' wall time"),
+    },
+    "file-imbalance": {
+        "share": (0.15, "a file every rank used: its slowest and fastest rank's bytes (or time) apart by this share "
+                  "of the file's bytes (or time)"),
+        "rank_share": (0.3, "a file some ranks used: the most and least bytes a rank moved apart by this share of "
+                       "the most"),
+        "min_bytes": (1 * MiB, "and the gap is at least this many bytes (bytes), or min_time_s (time)"),
+        "min_time_s": (0.01, "see min_bytes"),
+        "min_share": (0.02, "and the files' I/O time is at least this share of the processes' wall time"),
+    },
+    "mpi-blocking": {
+        "min_calls": (1000, "MPI-IO reads (or writes) all blocking: at least this many of them"),
+        "min_share": (0.1, "and they take at least this share of the processes' wall time (what overlapping could "
+                      "hide)"),
+    },
+    "mpiio-unused": {
+        "min_ranks": (2, "a job of at least this many ranks doing its I/O without MPI-IO"),
+        "min_bytes": (1 << 30, "and moving at least this many bytes"),
+        "min_share": (0.1, "and its data calls take at least this share of the processes' wall time"),
+    },
     "software-loading": {
         "time_share": (0.1, "share of the job's wall time in I/O on the software it loads (imports)"),
         "min_calls": (1000, "and at least this many calls on software files"),
+    },
+}
+# Named threshold sets (`--rules NAME`): `drishti`, Drishti's own thresholds (drishti-io 0.8,
+# includes/config.py) and no minimum cost, so that iotrace says what Drishti says on the same log
+# (tests/analyzer/test_darshan_drishti.py; docs/darshan.md sets the two side by side)
+PROFILES = {
+    "drishti": {
+        "small-reads": {"size": 1 << 20, "share": 0.1, "min_calls": 1001, "min_share": 0},
+        "small-writes": {"size": 1 << 20, "share": 0.1, "min_calls": 1001, "min_share": 0},
+        "random-reads": {"share": 0.2, "min_calls": 1001, "min_file_bytes": 0, "min_share": 0},
+        "random-writes": {"share": 0.2, "min_calls": 1001, "min_file_bytes": 0, "min_share": 0},
+        "metadata-heavy": {"min_share": 0},
+        "misaligned": {"share": 0.1, "min_calls": 1, "min_share": 0},
+        "stdio-heavy": {"share": 0.1, "min_bytes": 1, "min_share": 0},
+        "file-imbalance": {"share": 0.15, "rank_share": 0.3, "min_bytes": 0, "min_time_s": 0, "min_share": 0},
+        "mpi-independent-small": {"size": 1 << 40, "min_calls": 1001, "min_share": 0},
+        "mpi-blocking": {"min_calls": 0, "min_share": 0},
+        "mpiio-unused": {"min_ranks": 1, "min_bytes": 0, "min_share": 0},
     },
 }
 WAIT_CATS = ("fetch",)  # @trace / iotrace.iter categories whose events are a loop's waits for data
@@ -180,6 +233,9 @@ def load_rules(path: str | None, sets: list[str] = ()) -> dict:
         return over
 
     over: dict = {}
+    if path in PROFILES and not os.path.exists(path):
+        over = {rid: dict(keys) for rid, keys in PROFILES[path].items()}
+        path = None
     if path:
         try:
             with open(path, "rb") as f:
@@ -1061,12 +1117,216 @@ def pipe_traffic(S, D, T):
          "Or read and decode in the training process's threads when decoding is light"])
 
 
+def _counters(D: Job):
+    """The per-file counters of an input that counts (Darshan's: model.Job.file_counters) as
+    numpy columns and their file names, or None."""
+    t = D.file_counters
+    if t is None or not t.num_rows:
+        return None
+    return {k: t.column(k).to_numpy(zero_copy_only=False) for k in t.column_names}
+
+
+def misaligned(S, D, T):
+    """POSIX requests whose file offset is not a multiple of the file system's block (Darshan's
+    POSIX_FILE_NOT_ALIGNED against POSIX_FILE_ALIGNMENT: Lustre's stripe, GPFS's block), or
+    whose buffer is not aligned in memory: a request off a block boundary makes the file system
+    read or lock the blocks it half covers (Drishti's misaligned checks)."""
+    C = _counters(D)
+    if C is None:
+        return None
+    calls = int(C["data_calls"].sum())
+    f_bad, m_bad = int(C["file_not_aligned"].sum()), int(C["mem_not_aligned"].sum())
+    if not calls:
+        return None
+    f_share, m_share = f_bad / calls, m_bad / calls
+    share = max(f_share, m_share)
+    bad = max(f_bad, m_bad)
+    # what they cost: each file's I/O time shared out by its misaligned calls
+    per = np.maximum(C["file_not_aligned"], C["mem_not_aligned"])
+    cost = float((C["time_us"] * per / np.maximum(C["data_calls"], 1)).sum())
+    if share < T["share"] or bad < T["min_calls"] or not _costs(S, T, cost):
+        return None
+    which = "file offsets" if f_share >= m_share else "memory buffers"
+    block = int(C["file_alignment"].max())
+    top = np.argsort(-per, kind="stable")[:10]
+    files = [dict(file=C["file"][i], processes=int(C["ranks"][i]), calls=int(C["data_calls"][i]),
+                  time_us=round(float(C["time_us"][i]), 3), file_not_aligned=int(C["file_not_aligned"][i]),
+                  mem_not_aligned=int(C["mem_not_aligned"][i]), alignment=int(C["file_alignment"][i]))
+             for i in top if per[i] > 0]
+    return _finding(
+        "misaligned", "warn",
+        f"{100 * share:.0f}% of the POSIX data calls ({bad} of {calls}) are not aligned ({which}; the file "
+        f"system's block: {block} bytes)", share, T["share"],
+        dict(calls=calls, file_not_aligned=f_bad, mem_not_aligned=m_bad, file_alignment=block,
+             mem_alignment=int(C["mem_alignment"].max()), time_us=round(cost, 3),
+             share_of_wall=round(cost / _wall_us(S), 6), files=files),
+        ["Place requests at multiples of the file system's block or stripe (`lfs getstripe` on Lustre), padding "
+         "headers and records; with MPI-IO set striping_unit, with HDF5 H5Pset_alignment",
+         "Fewer, bigger requests cross fewer block boundaries (see small-reads and small-writes)"])
+
+
+def stdio_heavy(S, D, T):
+    """Data moved through stdio (fread, fwrite, fprintf): a buffered, single-stream interface
+    that serializes each rank's I/O through a small buffer and cannot aggregate across ranks
+    (Drishti's STDIO check)."""
+    cat = {name: c for _n, name, c, fam in CALL_TABLE if fam in ("read", "write")}
+    by = {"stdio": [0, 0.0], "posix": [0, 0.0]}
+    for c in S["calls"]:
+        k = cat.get(c["name"])
+        if k in by:
+            by[k][0] += c["bytes"] or 0
+            by[k][1] += c["time_us"]
+    stdio_b, total = by["stdio"][0], by["stdio"][0] + by["posix"][0]
+    if not total:
+        return None
+    share = stdio_b / total
+    t = by["stdio"][1]
+    if share < T["share"] or stdio_b < T["min_bytes"] or not _costs(S, T, t):
+        return None
+    ev = dict(bytes_stdio=stdio_b, bytes_posix=by["posix"][0], time_us=round(t, 3),
+              share_of_wall=round(t / _wall_us(S), 6))
+    C = _counters(D)
+    if C is not None:
+        b = C["stdio_bytes_read"] + C["stdio_bytes_written"]
+        top = [i for i in np.argsort(-b, kind="stable")[:10] if b[i] > 0]
+        ev["files"] = [dict(file=C["file"][i], processes=int(C["ranks"][i]), calls=int(C["stdio_calls"][i]),
+                            bytes_read=int(C["stdio_bytes_read"][i]), bytes_written=int(C["stdio_bytes_written"][i]))
+                       for i in top]
+    return _finding(
+        "stdio-heavy", "warn",
+        f"{100 * share:.0f}% of the bytes ({stdio_b / MiB:.1f} MiB) go through stdio (fread, fwrite, fprintf)",
+        share, T["share"], ev,
+        ["Move bulk data with POSIX read/write of large blocks, or MPI-IO/HDF5 for files the ranks share; keep "
+         "stdio for logs", "If stdio stays, give it a big buffer (setvbuf) so each call is not a small write"])
+
+
+def file_imbalance(S, D, T):
+    """Ranks moving very unequal bytes, or spending very unequal time, on a file they share:
+    for a file every rank used, Darshan's fastest and slowest rank (Drishti's stragglers: their
+    bytes or time apart by more than `share` of the file's); for a file some ranks used, the
+    most and least bytes a rank read or wrote (Drishti's individual imbalance)."""
+    C = _counters(D)
+    if C is None:
+        return None
+    rows = []
+    tot_b = (C["bytes_read"] + C["bytes_written"]).astype(float)
+    gap_b = np.abs(C["slowest_rank_bytes"] - C["fastest_rank_bytes"]).astype(float)
+    gap_t = np.abs(C["slowest_rank_time_us"] - C["fastest_rank_time_us"])
+    shared = C["shared"] == 1
+    for i in np.flatnonzero(shared):
+        kinds = []
+        if tot_b[i] and gap_b[i] / tot_b[i] > T["share"] and gap_b[i] >= T["min_bytes"]:
+            kinds.append(("bytes", gap_b[i] / tot_b[i]))
+        if C["time_us"][i] and gap_t[i] / C["time_us"][i] > T["share"] and gap_t[i] >= T["min_time_s"] * 1e6:
+            kinds.append(("time", gap_t[i] / C["time_us"][i]))
+        for kind, v in kinds:
+            rows.append((v, kind, i))
+    several = (~shared) & (C["ranks"] > 1)
+    for d in ("read", "written"):
+        hi, lo = C[f"rank_max_{d}"].astype(float), C[f"rank_min_{d}"].astype(float)
+        for i in np.flatnonzero(several & (hi > 0)):
+            v = (hi[i] - lo[i]) / hi[i]
+            if v > T["rank_share"] and hi[i] - lo[i] >= T["min_bytes"]:
+                rows.append((v, f"bytes {d}", i))
+    if not rows:
+        return None
+    files_t = sum(float(C["time_us"][i]) for i in {r[2] for r in rows})
+    if not _costs(S, T, files_t):
+        return None
+    rows.sort(key=lambda r: (-r[0], C["file"][r[2]]))
+    v = rows[0][0]
+    ev_rows = []
+    for share, kind, i in rows[:10]:
+        r = dict(file=C["file"][i], processes=int(C["ranks"][i]), kind=kind, imbalance=round(float(share), 6),
+                 time_us=round(float(C["time_us"][i]), 3), bytes_read=int(C["bytes_read"][i]),
+                 bytes_written=int(C["bytes_written"][i]))
+        if kind in ("bytes", "time"):
+            r.update(fastest_rank=int(C["fastest_rank"][i]), fastest_rank_bytes=int(C["fastest_rank_bytes"][i]),
+                     fastest_rank_time_us=round(float(C["fastest_rank_time_us"][i]), 3),
+                     slowest_rank=int(C["slowest_rank"][i]), slowest_rank_bytes=int(C["slowest_rank_bytes"][i]),
+                     slowest_rank_time_us=round(float(C["slowest_rank_time_us"][i]), 3))
+        else:
+            d = kind.split()[1]
+            r.update(most_rank=int(C[f"max_{d}_rank"][i]), bytes_most=int(C[f"rank_max_{d}"][i]),
+                     least_rank=int(C[f"min_{d}_rank"][i]), bytes_least=int(C[f"rank_min_{d}"][i]))
+        ev_rows.append(r)
+    n_files = len({r[2] for r in rows})
+    top = ev_rows[0]
+    who = (f"rank {top['slowest_rank']} slowest" if "slowest_rank" in top else f"rank {top['most_rank']} the most")
+    return _finding(
+        "file-imbalance", "warn",
+        f"Ranks share {n_files} file(s) unevenly: up to {100 * v:.0f}% apart in {top['kind']} ({who}, on "
+        f"{top['file']})", v, T["share"],
+        dict(files=ev_rows, time_us=round(files_t, 3), share_of_wall=round(files_t / _wall_us(S), 6)),
+        ["Give every rank an equal part of the file (block sizes, the decomposition), or let fewer ranks write "
+         "bigger parts (MPI-IO collective buffering, cb_nodes)", "A rank slow with the same bytes: look at its node "
+         "and the file system's servers it hits (a slow OST: `lfs getstripe` of the file)"])
+
+
+def mpi_blocking(S, D, T):
+    """MPI-IO reads (or writes) that are all blocking while they take much of the job's time:
+    non-blocking calls (MPI_File_iwrite_at, iwrite_all, split collectives) would let the ranks
+    compute meanwhile (Drishti's blocking checks)."""
+    m = S.get("mpi") or {}
+    dirs = m.get("directions")
+    if dirs is None and D.mpi_calls is not None:
+        t = D.mpi_calls
+        name = t.column("name").to_pylist()
+        counted, is_r, is_w = mpi.data_calls(name)
+        io = np.array([c == "mpiio" for c in t.column("cat").to_pylist()], bool) & counted
+        nb = np.array([n.startswith("MPI_File_i") for n in name], bool)
+        dur = t.column("dur").to_numpy()
+        dirs = {d: dict(calls=int((io & x).sum()), nonblocking=int((io & x & nb).sum()),
+                        time_us=int(dur[io & x].sum()) / 1000) for d, x in (("read", is_r), ("write", is_w))}
+    if not dirs:
+        return None
+    hits = [(d, x) for d, x in dirs.items()
+            if x["calls"] >= max(T["min_calls"], 1) and not x["nonblocking"] and _costs(S, T, x["time_us"])]
+    if not hits:
+        return None
+    t = sum(x["time_us"] for _d, x in hits)
+    kinds = " and ".join("reads" if d == "read" else "writes" for d, _x in hits)
+    return _finding(
+        "mpi-blocking", "info" if t < 0.2 * _wall_us(S) else "warn",
+        f"All MPI-IO {kinds} are blocking ({sum(x['calls'] for _d, x in hits)} calls, "
+        f"{100 * t / _wall_us(S):.0f}% of the processes' wall time)", t / _wall_us(S), T["min_share"],
+        dict(calls=[dict(name=f"MPI-IO {d}s", calls=x["calls"], nonblocking=x["nonblocking"], time_us=x["time_us"])
+                    for d, x in hits], share_of_wall=round(t / _wall_us(S), 6)),
+        ["Start the I/O and compute meanwhile: MPI_File_iwrite_at_all / MPI_File_iread_at_all (MPI 3.1), split "
+         "collectives (MPI_File_write_all_begin/end), then MPI_Wait", "With HDF5, the asynchronous VOL connector"])
+
+
+def mpiio_unused(S, D, T):
+    """A job of MPI ranks whose I/O goes through POSIX or stdio alone: MPI-IO (or HDF5 or
+    PnetCDF over it) would let the ranks' requests be aggregated (collective buffering) and
+    tuned with hints (Drishti's interface check)."""
+    if (S.get("mpi") or {}).get("calls"):
+        return None
+    ranks = {p["rank"] for p in S["processes"] if p.get("rank") is not None}
+    data = S.get("file_classes", {}).get("data", {})
+    moved = data.get("bytes_read", 0) + data.get("bytes_written", 0)
+    if len(ranks) < T["min_ranks"] or moved < T["min_bytes"] or not _costs(S, T, data.get("time_us", 0.0)):
+        return None
+    shared = int((_files(D)["processes"][_files(D).is_class("data")] > 1).sum())
+    return _finding(
+        "mpiio-unused", "info",
+        f"{len(ranks)} rank(s) move {moved / MiB:.1f} MiB through POSIX or stdio, without MPI-IO "
+        f"({shared} data file(s) shared by ranks)", len(ranks), T["min_ranks"],
+        dict(ranks=len(ranks), bytes=moved, time_us=data.get("time_us", 0.0), shared_files=shared,
+             share_of_wall=round(data.get("time_us", 0.0) / _wall_us(S), 6)),
+        ["For files the ranks share, MPI-IO collective calls (or HDF5/PnetCDF on MPI-IO) aggregate their requests "
+         "into large ones and take hints (striping, cb_nodes)", "A file per rank of large sequential blocks "
+         "needs none of this: the finding is about shared files and small requests"])
+
+
 RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small_writes,
          "random-reads": random_reads, "random-writes": random_writes, "metadata-heavy": metadata_heavy,
          "redundant-reads": redundant_reads, "checkpoint-stall": checkpoint_stall, "sync-heavy": sync_heavy,
          "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic,
          "mpi-independent-small": mpi_independent_small, "mpi-misaligned": mpi_misaligned,
-         "collective-wait": collective_wait, "metadata-storm": metadata_storm}
+         "collective-wait": collective_wait, "metadata-storm": metadata_storm, "misaligned": misaligned,
+         "stdio-heavy": stdio_heavy, "file-imbalance": file_imbalance, "mpi-blocking": mpi_blocking,
+         "mpiio-unused": mpiio_unused}
 
 
 def per_sample_files(D: Job, T: dict) -> np.ndarray:
@@ -1088,8 +1348,10 @@ def findings(job: Job, th: dict | None = None) -> list[dict]:
     job.per_sample = per_sample_files(job, th["metadata-heavy"]) \
         if th["metadata-heavy"]["enabled"] else np.zeros(len(job.files), bool)
     out = []
+    # an input that cannot tell what a rule needs (a Darshan log's counters) names it skipped
+    skipped = (S.get("darshan") or {}).get("rules_skipped", {})
     for rid, rule in RULES.items():
-        if th[rid]["enabled"]:
+        if th[rid]["enabled"] and rid not in skipped:
             f = rule(S, job, th[rid])
             if f is not None:
                 out.append(f)

@@ -345,6 +345,11 @@ def summarize_counters(t: pa.Table, sizes: list, names_of, procs: dict, own: dic
         h = np.sum(got, axis=0).astype(int).tolist() if got else [0] * len(size_labels)
         out[f"{d}_sizes"] = dict(zip(size_labels, h + [0] * (len(size_labels) - len(h))))
     out.update(stripe=stripe, data_calls_with_offset=0, misaligned_calls=None, misaligned_time_us=None)
+    # per direction: calls, and the non-blocking ones (mpi-blocking)
+    out["directions"] = dict(read=dict(calls=int(reads.sum()), nonblocking=int(nb_r.sum()),
+                                       time_us=units.us(int(c["read_ns"].sum()))),
+                             write=dict(calls=int(writes.sum()), nonblocking=int(nb_w.sum()),
+                                        time_us=units.us(int(c["write_ns"].sum()))))
     # per file: its ranks and its calls by kind
     names = names_of([f for f in set(fh) if f])
     by_file: dict = {}

@@ -184,6 +184,7 @@ class Partial:
     # what an input of counters (a Darshan log: inputs/darshan.py) told about itself: its job
     # record, what is estimated, what it cannot tell (summary.json's `darshan`); None for traces
     counted: dict | None = None
+    file_counters: list = field(default_factory=list)  # its per-file counters (model.Job.file_counters)
 
     # --- combining -------------------------------------------------------------------------
 
@@ -352,6 +353,7 @@ class Partial:
         self.fh += o.fh
         self.stdio |= o.stdio
         self.info.update(o.info)
+        self.file_counters += o.file_counters
         if o.counted is not None:
             self.counted = o.counted if self.counted is None else _counted([self.counted, o.counted])
         self.training.merge(o.training)
@@ -838,6 +840,8 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
     counted = [p.counted for p in partials if p.counted is not None]
     if counted:  # a Darshan log's job record, and what its counters could not tell
         S["darshan"] = _counted(counted)
+        fc = [t for p in partials for t in p.file_counters if t.num_rows]
+        job.file_counters = pa.concat_tables(fc) if fc else None
     S["layers"], job.layers = layer_split(partials)
     own: dict = {}
     for r in job.layers:

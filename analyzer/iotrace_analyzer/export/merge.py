@@ -146,6 +146,14 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
     r = reader()
     filt = filt or EventFilter()
     fmt = output_format(output)
+    from ..inputs import darshan
+
+    logs = darshan.logs_in(inputs)
+    if logs:  # Darshan logs: their DXT segments written as traces first, then exported as those
+        with tempfile.TemporaryDirectory(prefix="iotrace-darshan-") as conv:
+            for p in logs:
+                darshan.write_traces(p, conv)
+            return export([conv], output, filt, jobs, log)
     for d in r.settle_live(inputs)[1]:  # dead processes' traces finished; the others said
         print(f"iotrace export: {d.path}: {d.detail}", file=log)
     paths = r.find_traces(inputs)

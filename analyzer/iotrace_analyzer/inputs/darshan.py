@@ -19,6 +19,7 @@ A rank is a process: its pid is its rank (a log has no pids), its host the one D
 
 from __future__ import annotations
 
+import glob
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from iotrace_format.reader import Damage
+from iotrace_format.reader import Damage, TraceInputError, find_traces
 
 from ..analyses import summary
 from ..analyses.activity import binned
@@ -160,6 +161,48 @@ def _host(log: Log) -> str:
     return hosts.pop() if len(hosts) == 1 else ""
 
 
+def _found(paths: list[str]) -> list[str]:
+    """The Darshan logs (*.darshan) named, or found under the folders and globs given."""
+    found = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                found += [os.path.join(root, f) for f in sorted(files) if is_log(f)]
+        elif os.path.isfile(p):
+            if is_log(p):
+                found.append(p)
+        else:
+            for m in sorted(glob.glob(p, recursive=True)):
+                found += _found([m]) if os.path.isdir(m) else [m] if is_log(m) else []
+    return found
+
+
+def logs_in(paths: list[str]) -> list[str]:
+    """The Darshan logs named, or found under the folders and globs given ([]: none), each
+    checked (its header and job record: a log that cannot be read at all is an error here,
+    before any task runs). Traces beside them are an error (TraceInputError): a Darshan log
+    and iotrace's traces are records of different jobs, and are not merged."""
+    logs = _found(paths)
+    if not logs:
+        return []
+    rest = [p for p in paths if not (os.path.isfile(p) and is_log(p))]
+    traces: list = []
+    if rest:
+        try:
+            traces = [t for t in find_traces(rest) if not is_log(t)]
+        except TraceInputError:
+            traces = []
+    if traces:
+        raise TraceInputError(
+            f"a mix of Darshan logs ({len(logs)}, e.g. {logs[0]}) and iotrace traces ({len(traces)}, e.g. "
+            f"{traces[0]}): analyze them apart (a Darshan log is a job of its own; --compare sets two side by side)")
+    out = list(dict.fromkeys(os.path.realpath(x) for x in logs))
+    for p in out:
+        darshan_log.check(p)  # DarshanError (a TraceInputError) says what is wrong
+    return out
+
+
 # --------------------------------------------------------------------------- counters -> rows
 
 
@@ -171,6 +214,17 @@ def _spread(ranks: np.ndarray, nprocs: int) -> tuple[np.ndarray, np.ndarray]:
     start = np.repeat(np.cumsum(n) - n, n)
     rank = np.where(ranks[rec] < 0, np.arange(len(rec)) - start, ranks[rec])
     return rec, rank
+
+
+def _ints(R, name: str) -> np.ndarray:
+    """An integer counter of a module's records (zeros where the module has none; Darshan's
+    -1, a counter not kept, as 0)."""
+    return R.counters.get(name, np.zeros(len(R), np.int64)).clip(0)
+
+
+def _ns(R, name: str) -> np.ndarray:
+    """A time counter (seconds, float) in integer ns."""
+    return (np.nan_to_num(R.fcounters.get(name, np.zeros(len(R)))).clip(0) * 1e9).astype(np.int64)
 
 
 def _share(v: np.ndarray, rec: np.ndarray, rank: np.ndarray, ways: np.ndarray) -> np.ndarray:
@@ -187,7 +241,7 @@ def partial(log: Log, key: int) -> Partial:
     P = Partial()
     P.files_grouped = True
     nprocs = max(int(log.job["nprocs"]), 1)
-    start, end = log.job["start_ns"], log.job["end_ns"]
+    start, end = log.job["start_ns"], job_end(log)
     P.start, P.end = start, end
     names = {_hex(i): n for i, n in log.names.items()}
     for i, n in log.names.items():
@@ -209,15 +263,14 @@ def partial(log: Log, key: int) -> Partial:
         if R is None or not len(R):
             continue
         p = PREFIX[mod]
-        c, f = R.counters, R.fcounters
         ways = np.where(R.ranks < 0, nprocs, 1)
         rec, rank = _spread(R.ranks, nprocs)
 
-        def cnt(name):
-            return c.get(name, np.zeros(len(R), np.int64)).clip(0)
+        def cnt(name, R=R):
+            return _ints(R, name)
 
-        def ns(name):
-            return (np.nan_to_num(f.get(name, np.zeros(len(R)))).clip(0) * 1e9).astype(np.int64)
+        def ns(name, R=R):
+            return _ns(R, name)
 
         reads, writes = cnt(f"{p}_READS"), cnt(f"{p}_WRITES")
         fam = {n: cnt(k) for n, k in CALLS[mod]}
@@ -329,11 +382,26 @@ def partial(log: Log, key: int) -> Partial:
             P.layers[(key, r, layer)] = [n, t, t]
     _own_times(P, key)
     _mpi(log, P, key, nprocs)
+    P.file_counters = [file_counters(log)]
     _timeline(log, P)
     P.events = P.x_events = sum(len(s) for s in log.dxt.values())
     P.counted = about(log)
     P.finalize()
     return P
+
+
+def job_end(log: Log) -> int:
+    """The job's end, ns: its record's, or later when a record's last call ended later (older
+    runtimes keep whole seconds: a job of less than a second ran 0 s)."""
+    last = 0.0
+    for R in log.records.values():
+        for k, v in R.fcounters.items():
+            if k.endswith("_END_TIMESTAMP") and len(v):
+                last = max(last, float(np.nan_to_num(v).max()))
+    for s in log.dxt.values():
+        if len(s):
+            last = max(last, float(s.end.max()))
+    return max(log.job["end_ns"], log.job["start_ns"] + int(last * 1e9))
 
 
 def _by_rank(rank: np.ndarray, *vals: np.ndarray) -> tuple:
@@ -384,6 +452,94 @@ def _own_times(P: Partial, key: int) -> None:
             below = slot[1] if layer not in ("posix", "stdio") else below + slot[1]
 
 
+def file_counters(log: Log) -> pa.Table:
+    """Per file, what Darshan counts beyond the calls and bytes of the file table (model.Job's
+    file_counters, read by the rules that need it): its ranks; its POSIX data calls, those
+    not aligned to the file system's block (POSIX_FILE_ALIGNMENT) or to the memory alignment;
+    for a file every rank used (one reduced record) its fastest and slowest rank, their bytes
+    and time; else the most and least bytes a rank read and wrote; the bytes through STDIO."""
+    nprocs = max(int(log.job["nprocs"]), 1)
+    cols: dict = {}
+    ids_all = []
+    for mod in ("POSIX", "STDIO"):
+        R = log.records.get(mod)
+        if R is not None and len(R):
+            ids_all.append(R.ids)
+    if not ids_all:
+        return pa.table({"fhash": pa.array([], pa.string()), "file": pa.array([], pa.string())})
+    ids = np.unique(np.concatenate(ids_all))
+    n = len(ids)
+    z = np.zeros(n, np.int64)
+    for k in ("ranks", "shared", "data_calls", "file_not_aligned", "mem_not_aligned", "file_alignment",
+              "mem_alignment", "fastest_rank", "fastest_rank_bytes", "slowest_rank", "slowest_rank_bytes",
+              "rank_min_read", "rank_max_read", "rank_min_written", "rank_max_written", "min_read_rank",
+              "max_read_rank", "min_written_rank", "max_written_rank", "bytes_read", "bytes_written",
+              "stdio_bytes_read", "stdio_bytes_written", "stdio_calls", "posix_bytes"):
+        cols[k] = z.copy()
+    for k in ("fastest_rank_time_us", "slowest_rank_time_us", "time_us", "variance_rank_time", "variance_rank_bytes",
+              "meta_time_us"):
+        cols[k] = np.zeros(n, np.float64)
+    cols["fastest_rank"][:] = cols["slowest_rank"][:] = -1
+    R = log.records.get("POSIX")
+    if R is not None and len(R):
+        c, f = R.counters, R.fcounters
+        row = np.searchsorted(ids, R.ids)
+        shared = R.ranks < 0
+        np.add.at(cols["ranks"], row, np.where(shared, nprocs, 1))
+        cols["shared"][row[shared]] = 1
+        np.add.at(cols["data_calls"], row, c["POSIX_READS"].clip(0) + c["POSIX_WRITES"].clip(0))
+        np.add.at(cols["file_not_aligned"], row, c["POSIX_FILE_NOT_ALIGNED"].clip(0))
+        np.add.at(cols["mem_not_aligned"], row, c["POSIX_MEM_NOT_ALIGNED"].clip(0))
+        np.maximum.at(cols["file_alignment"], row, c["POSIX_FILE_ALIGNMENT"].clip(0))
+        np.maximum.at(cols["mem_alignment"], row, c["POSIX_MEM_ALIGNMENT"].clip(0))
+        br, bw = c["POSIX_BYTES_READ"].clip(0), c["POSIX_BYTES_WRITTEN"].clip(0)
+        np.add.at(cols["bytes_read"], row, br)
+        np.add.at(cols["bytes_written"], row, bw)
+        np.add.at(cols["posix_bytes"], row, br + bw)
+        t = np.nan_to_num(f["POSIX_F_READ_TIME"] + f["POSIX_F_WRITE_TIME"] + f["POSIX_F_META_TIME"]).clip(0) * 1e6
+        np.add.at(cols["time_us"], row, t)
+        np.add.at(cols["meta_time_us"], row, np.nan_to_num(f["POSIX_F_META_TIME"]).clip(0) * 1e6)
+        s = np.flatnonzero(shared)
+        for k, src in (("fastest_rank", "POSIX_FASTEST_RANK"), ("fastest_rank_bytes", "POSIX_FASTEST_RANK_BYTES"),
+                       ("slowest_rank", "POSIX_SLOWEST_RANK"), ("slowest_rank_bytes", "POSIX_SLOWEST_RANK_BYTES")):
+            cols[k][row[s]] = c[src][s]
+        for k, src in (("fastest_rank_time_us", "POSIX_F_FASTEST_RANK_TIME"),
+                       ("slowest_rank_time_us", "POSIX_F_SLOWEST_RANK_TIME")):
+            cols[k][row[s]] = np.nan_to_num(f[src][s]) * 1e6
+        cols["variance_rank_time"][row[s]] = np.nan_to_num(f["POSIX_F_VARIANCE_RANK_TIME"][s])
+        cols["variance_rank_bytes"][row[s]] = np.nan_to_num(f["POSIX_F_VARIANCE_RANK_BYTES"][s])
+        # the ranks' own records of a file several ranks used (not every one: not reduced)
+        own = np.flatnonzero(~shared)
+        if len(own):
+            for d, b in (("read", br), ("written", bw)):
+                order = np.lexsort((b[own], row[own]))
+                r_o, b_o, k_o = row[own][order], b[own][order], R.ranks[own][order]
+                first = np.r_[True, r_o[1:] != r_o[:-1]]
+                last = np.r_[r_o[1:] != r_o[:-1], True]
+                cols[f"rank_min_{d}"][r_o[first]] = b_o[first]
+                cols[f"min_{d}_rank"][r_o[first]] = k_o[first]
+                cols[f"rank_max_{d}"][r_o[last]] = b_o[last]
+                cols[f"max_{d}_rank"][r_o[last]] = k_o[last]
+    S_ = log.records.get("STDIO")
+    if S_ is not None and len(S_):
+        c = S_.counters
+        row = np.searchsorted(ids, S_.ids)
+        np.add.at(cols["stdio_bytes_read"], row, c["STDIO_BYTES_READ"].clip(0))
+        np.add.at(cols["stdio_bytes_written"], row, c["STDIO_BYTES_WRITTEN"].clip(0))
+        np.add.at(cols["stdio_calls"], row, sum(c[k].clip(0) for k in ("STDIO_OPENS", "STDIO_READS", "STDIO_WRITES",
+                                                                         "STDIO_SEEKS", "STDIO_FLUSHES")))
+        np.add.at(cols["bytes_read"], row, c["STDIO_BYTES_READ"].clip(0))
+        np.add.at(cols["bytes_written"], row, c["STDIO_BYTES_WRITTEN"].clip(0))
+        no_posix = cols["ranks"] == 0
+        ways = np.where(S_.ranks < 0, nprocs, 1)
+        np.maximum.at(cols["ranks"], row, np.where(no_posix[row], ways, 0))
+    names = [log.names.get(int(i)) for i in ids]
+    cols["time_us"] = cols["time_us"].round(3)
+    return pa.table({"fhash": pa.array([_hex(i) for i in ids], pa.string()),
+                     "file": pa.array([nm if nm is not None else f"<unknown {_hex(i)}>" for nm, i in zip(names, ids)],
+                                      pa.string()), **cols})
+
+
 # --------------------------------------------------------------------------- MPI-IO
 
 
@@ -398,15 +554,15 @@ def _mpi(log: Log, P: Partial, key: int, nprocs: int) -> None:
     R = log.records.get("MPI-IO")
     if R is None or not len(R):
         return
-    c, f = R.counters, R.fcounters
+    c = R.counters
     ways = np.where(R.ranks < 0, nprocs, 1)
     rec, rank = _spread(R.ranks, nprocs)
 
     def cnt(k):
-        return c.get(k, np.zeros(len(R), np.int64)).clip(0)
+        return _ints(R, k)
 
     def ns(k):
-        return (np.nan_to_num(f.get(k, np.zeros(len(R)))).clip(0) * 1e9).astype(np.int64)
+        return _ns(R, k)
 
     src = dict(indep_reads=cnt("MPIIO_INDEP_READS"), indep_writes=cnt("MPIIO_INDEP_WRITES"),
                coll_reads=cnt("MPIIO_COLL_READS"), coll_writes=cnt("MPIIO_COLL_WRITES"),
@@ -459,7 +615,8 @@ def dxt_batches(log: Log, rows: int = 1 << 18) -> Iterator[pa.RecordBatch]:
                 "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, np.int32)), pa.array(["X"])),
                 "name": names,
                 "cat": pa.DictionaryArray.from_arrays(pa.array(np.zeros(m, np.int32)), pa.array([cat])),
-                "pid": pa.array(s.ranks[o]), "tid": pa.array(s.ranks[o]), "ts_ns": pa.array(ts), "dur_ns": pa.array(dur),
+                "pid": pa.array(s.ranks[o]), "tid": pa.array(s.ranks[o]), "ts_ns": pa.array(ts),
+                "dur_ns": pa.array(dur),
                 "fhash": fh, "fhash2": null_d, "fd": null_i, "fd2": null_i,
                 "size": pa.array(s.length[o]), "offset": pa.array(s.offset[o]), "ret": pa.array(s.length[o]),
                 "bytes": null_i, "errno": null_i, "flags": null_i, "mode": null_i, "hhash": null_d,
@@ -495,6 +652,7 @@ def about(log: Log) -> dict:
         exe=log.exe, nprocs=log.job["nprocs"], jobid=log.job["jobid"], uid=log.job["uid"],
         start_ns=log.job["start_ns"], end_ns=log.job["end_ns"],
         run_time_s=round((log.job["end_ns"] - log.job["start_ns"]) / 1e9, 6),
+        span_s=round((job_end(log) - log.job["start_ns"]) / 1e9, 6),
         hints=[h for h in meta.get("h", "").split(";") if h and h != "no"],
         mounts=[dict(path=p, type=t) for p, t in log.mounts[:32]],
         modules={m: dict(version=d["version"], bytes=d["bytes"], partial=d["partial"],
@@ -508,3 +666,69 @@ def about(log: Log) -> dict:
                    "layers[].own_us above POSIX: the layer's time less the layers' below it"],
         not_known=list(NOT_KNOWN) if not segs else [k for k in NOT_KNOWN if not k.startswith("per-call")],
         rules_skipped=dict(SKIPPED))
+
+
+# --------------------------------------------------------------------------- as trace files
+
+
+def write_traces(path: str, folder: str) -> list[str]:
+    """A Darshan log's DXT segments as iotrace trace files (JSON lines, docs/trace-format.md),
+    one per rank, in `folder`: what `iotrace export` reads to draw them in Perfetto (each
+    segment a slice of its rank's track, named read or write, under its layer's category). A
+    rank's clock is the job's wall clock (mono_ns = wall_ns: no shift). A log without DXT has
+    no calls to draw: DarshanError."""
+    log = darshan_log.read(path)
+    segs = [(mod, s) for mod, s in log.dxt.items() if len(s)]
+    if not segs:
+        raise DarshanError(f"{path}: no DXT segments (the job ran without DXT): a Darshan log without them has "
+                           "counters only, nothing to draw on a timeline (iotrace-analyze reads its counters)")
+    import orjson
+
+    start = log.job["start_ns"]
+    exe = log.exe.split(" ")[0] if log.exe else ""
+    names = {i: n for i, n in log.names.items()}
+    ranks = np.unique(np.concatenate([s.ranks for _m, s in segs]))
+    hosts = {}
+    for _m, s in segs:
+        hosts.update(s.hosts)
+    out = []
+    stem = os.path.basename(path)[: -len(SUFFIX)][:40]
+    for r in ranks.tolist():
+        host = hosts.get(r) or "darshan"
+        fn = os.path.join(folder, f"{stem}-j{log.job['jobid']}-r{r}-{host}-{r}.pfw")
+        proc = dict(version=6, hostname=host, pid=r, exe=exe, cmdline=log.exe.split() if log.exe else [],
+                    wall_ns=start, mono_ns=start, resolution_ns=1000, mpi_rank=r, mpi_size=log.job["nprocs"],
+                    ranks={"darshan_jobid": str(log.job["jobid"])}, form="json")
+        lines = [b"[", orjson.dumps(dict(ph="M", name="iotrace_process", pid=r, tid=r, args=proc)) + b","]
+        lines.append(orjson.dumps(dict(ph="M", name="process_name", pid=r, tid=r,
+                                       args=dict(name=f"rank {r}"))) + b",")
+        used = set()
+        evs = []
+        for mod, s in segs:
+            m = s.ranks == r
+            if not m.any():
+                continue
+            cat = "posix" if mod == "DXT_POSIX" else "mpiio"
+            ids = s.ids[m]
+            used.update(np.unique(ids).tolist())
+            ts = (start // 1000 + s.start[m] * 1e6)  # µs on the job's wall clock
+            dur = np.maximum((s.end[m] - s.start[m]) * 1e6, 0)
+            w, off, ln = s.write[m], s.offset[m], s.length[m]
+            evs.append((ts, [b'{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%.3f,"dur":%.3f,'
+                             b'"args":{"fhash":"%016x","size":%d,"offset":%d,"ret":%d}},'
+                             % (b"write" if w[k] else b"read", cat.encode(), r, r, ts[k], dur[k], ids[k], ln[k],
+                                off[k], ln[k]) for k in range(len(ts))]))
+        for i in sorted(used):
+            lines.append(orjson.dumps(dict(ph="M", name="FH", pid=r, tid=r,
+                                           args=dict(name=names.get(i, f"<unknown {_hex(i)}>"), value=_hex(i))))
+                         + b",")
+        ts = np.concatenate([e[0] for e in evs])
+        body = [ln for e in evs for ln in e[1]]
+        lines += [body[k] for k in np.argsort(ts, kind="stable")]
+        end = max(job_end(log), start + int(float(ts.max()) * 1000) - start // 1000 * 1000)
+        lines.append(orjson.dumps(dict(ph="M", name="iotrace_end", pid=r, tid=r,
+                                       args=dict(mono_ns=end, events=len(body), reason="darshan"))) + b"]")
+        with open(fn, "wb") as f:
+            f.write(b"\n".join(lines) + b"\n")
+        out.append(fn)
+    return out

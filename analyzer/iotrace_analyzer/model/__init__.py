@@ -39,6 +39,11 @@ class Job:
     # per (process, layer): host, pid, rank, layer, calls, time_ns, own_ns (the layer split)
     layers: list = field(default_factory=list)
     mpi_calls: object = None  # the MPI-IO calls, a pyarrow table (analyses/mpi.py COLUMNS), or None
+    # per file, what an input of counters counts beyond the file table (a Darshan log: requests
+    # not aligned to the file system's block, the fastest and slowest rank of a file every rank
+    # used, the most and least bytes a rank moved, the bytes through STDIO: inputs/darshan.py
+    # file_counters), a pyarrow table; None for traces (their rules read the calls)
+    file_counters: object = None
     drawn: Drawn = field(default_factory=Drawn)
     traces: list = field(default_factory=list)  # load.FileResult per trace file read
     # the files of the file-per-sample pattern (a mask of `files`' rows), as the rules found it

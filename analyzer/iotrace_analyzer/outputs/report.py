@@ -74,6 +74,7 @@ def brief(r: insights.Item) -> str:
 def text_report(S: dict, top: int = 10) -> str:
     j, t = S["job"], S["time"]
     parts = [findings_text(S)] if "findings" in S else []
+    parts += _darshan(S.get("darshan"))
     parts += [units.table("Job", ["figure", "value"], [
         ["wall time", units.duration(j.get("wall_us", j["duration_us"]))],
         ["events' span", units.duration(j["duration_us"])], ["processes", j["processes"]],
@@ -161,6 +162,28 @@ def text_report(S: dict, top: int = 10) -> str:
     return "\n".join(parts)
 
 
+def _darshan(d: dict | None) -> list[str]:
+    """What a Darshan log is, and what its counters could not tell (estimates, rules skipped)."""
+    if not d:
+        return []
+    logs = d.get("logs", [d])
+    lines = [f"Darshan log{'s' if len(logs) > 1 else ''} (counters per file and rank"
+             + (", DXT segments as the events" if d["dxt"] else "; no DXT: no per-call events, no timeline") + ")"]
+    for lg in logs:
+        lines.append(f"  {lg['log']}: {lg['exe'] or '(no exe)'}; {lg['nprocs']} ranks, job {lg['jobid']}, "
+                     f"{lg['run_time_s']:.1f} s; format {lg['format']}; modules "
+                     + ", ".join(f"{m}" + (" (damaged, left out)" if v["damaged"] else "") + (" (partial)" if
+                                 v["partial"] else "") for m, v in lg["modules"].items()))
+        if lg.get("hints"):
+            lines.append(f"    MPI-IO hints: {' '.join(lg['hints'])}")
+    if d.get("missing"):
+        lines.append(f"  no {', '.join(d['missing'])} module: its figures and rules are missing")
+    lines.append("  estimated: " + "; ".join(d["estimated"]))
+    lines.append("  not known: " + "; ".join(d["not_known"]))
+    lines.append("  rules skipped: " + "; ".join(f"{k} ({v})" for k, v in d["rules_skipped"].items()))
+    return ["\n".join(lines) + "\n"]
+
+
 def _mpi(m: dict | None, top: int) -> list[str]:
     """The MPI job: its MPI-IO calls' shape, the ranks (the slowest first when there are many)."""
     if not m:
@@ -173,11 +196,17 @@ def _mpi(m: dict | None, top: int) -> list[str]:
         f"  data calls: {n_data}, collective {c['calls']} ({units.size(c['bytes_read'] + c['bytes_written'])}), "
         f"independent {i['calls']} ({units.size(i['bytes_read'] + i['bytes_written'])}); "
         f"non-blocking {m['nonblocking']['calls']}",
-        f"  crossing a {units.size(m['stripe'])} stripe boundary they need not: {m['misaligned_calls']} of "
-        f"{m['data_calls_with_offset']} with an offset",
-        f"  collective calls matched across ranks: {ops['calls']}; waiting in them "
-        f"{units.duration(ops['wait_us'])}, of which for a slower rank's work {units.duration(ops['slow_wait_us'])}",
     ]
+    if m.get("from_counters"):  # counted, not recorded call by call: no offsets, no waits
+        lines.append("  counted (Darshan), not recorded call by call: bytes and time by kind are shared out by "
+                     "count; not known: " + "; ".join(m.get("not_known", [])))
+    else:
+        lines += [
+            f"  crossing a {units.size(m['stripe'])} stripe boundary they need not: {m['misaligned_calls']} of "
+            f"{m['data_calls_with_offset']} with an offset",
+            f"  collective calls matched across ranks: {ops['calls']}; waiting in them "
+            f"{units.duration(ops['wait_us'])}, of which for a slower rank's work "
+            f"{units.duration(ops['slow_wait_us'])}"]
     if m.get("slowest_to_median") is not None:
         lines.append(f"  slowest rank (data time): {m['slowest_rank']}, {m['slowest_to_median']:.2f}x the median")
     ranks = m["ranks"]

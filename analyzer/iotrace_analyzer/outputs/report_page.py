@@ -29,7 +29,9 @@ EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "si
             "random-reads": "offsets", "random-writes": "offsets", "metadata-heavy": "cost",
             "sync-heavy": "cost", "software-loading": "cost", "pipe-traffic": "cost",
             "redundant-reads": "files", "checkpoint-stall": "io-time", "collective-wait": "mpi-ranks",
-            "mpi-independent-small": "mpi", "mpi-misaligned": "mpi", "metadata-storm": "files"}
+            "mpi-independent-small": "mpi", "mpi-misaligned": "mpi", "metadata-storm": "files",
+            "misaligned": "files", "stdio-heavy": "files", "file-imbalance": "files", "mpi-blocking": "mpi",
+            "mpiio-unused": "files"}
 LINE_PROCESSES = 16  # up to this many processes: a line each; more: a heat map process x time
 HEAT_ROWS = 1000  # processes in the heat map, the most I/O first
 TABLE_ROWS = 50  # rows of the processes and files tables
@@ -105,7 +107,7 @@ def render(S: dict, drawn: Drawn) -> str:
     return _template().render(
         S=S, job=S["job"], findings=findings, rules_ran=S.get("findings") is not None, plots=figs,
         plotlyjs=get_plotlyjs(), identity=_identity(S, labels), files=_files(S), processes=_processes(S, labels),
-        damage=S.get("damage") or {}, size=units.size, dur=units.duration, mpi=S.get("mpi"),
+        damage=S.get("damage") or {}, size=units.size, dur=units.duration, mpi=S.get("mpi"), darshan=S.get("darshan"),
         mpi_ranks=(S.get("mpi") or {}).get("ranks", [])[:TABLE_ROWS])
 
 

@@ -101,7 +101,15 @@ def render(S: dict, drawn: Drawn) -> str:
         plots.append(("offsets", "Offsets against time, top data files",
                       "a uniform sample of each file's data calls: a rising line is sequential access, a "
                       "scatter is random", _offsets(drawn.offsets, labels, job_start)))
-    findings = [dict(f, link=EVIDENCE.get(f["id"], "io-time"), figure=report._figure(f["value"]),
+    # a finding's plot when the page drew it, else the table that holds its evidence (a Darshan
+    # log without DXT has no per-process timeline)
+    shown = {p[0] for p in plots} | {"files", "processes", "job"} | ({"mpi"} if S.get("mpi") else set())
+
+    def link(rid: str) -> str:
+        where = EVIDENCE.get(rid, "io-time")
+        return where if where in shown else "processes" if where in ("proc-io", "time-split") else "files"
+
+    findings = [dict(f, link=link(f["id"]), figure=report._figure(f["value"]),
                      threshold=report._figure(f["threshold"]), brief=_evidence(f)) for f in S.get("findings") or []]
     figs = [dict(id=i, title=t, note=n, html=_plot_html("plot-" + i, fig)) for i, t, n, fig in plots]
     return _template().render(

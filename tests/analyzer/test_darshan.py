@@ -212,3 +212,36 @@ def test_no_posix_module(tmp_path):
     assert S["darshan"]["missing"] == ["POSIX"]
     assert {c["name"] for c in S["calls"]} <= {"fopen", "fdopen", "fread", "fwrite", "fseek", "fflush"}
     assert S["files"]
+
+
+def _bench():
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks"))
+    import darshan_bench
+
+    return darshan_bench
+
+
+def test_current_format_written_by_the_library(tmp_path):
+    """Logs of format 3.41 (darshan 3.4 and 3.5: a 64-bit partial flag, 64 module slots),
+    written by libdarshan-util's own put functions (benchmarks/darshan_bench.py): 8 ranks of 2
+    files each plus a file all ranks wrote, and a DXT log of 4 ranks; every figure as written."""
+    b = _bench()
+    log = str(tmp_path / "c.darshan")
+    b.write_counters(log, ranks=8, files=2, run_s=100.0)
+    S = summary_of(log, tmp_path)
+    assert S["darshan"]["format"] == "3.41" and S["darshan"]["nprocs"] == 8
+    f = {r["file"]: r for r in S["files"]}
+    assert f["/scratch/job/checkpoint.h5"]["processes"] == 8
+    assert f["/scratch/job/checkpoint.h5"]["bytes_written"] == 16 * 8 * 4096
+    assert f["/scratch/job/rank0003/out1.h5"]["bytes_read"] == 100 * 4096
+    calls = {c["name"]: c["count"] for c in S["calls"]}
+    assert calls["read"] == 16 * 100 and calls["write"] == 16 * 200 + 16 * 8 and calls["fwrite"] == 80
+    assert sorted(p["rank"] for p in S["processes"]) == list(range(8))
+    assert all(p["bytes_written"] == 2 * 200 * 4096 + 16 * 4096 + 800 for p in S["processes"])
+    dxt = str(tmp_path / "d.darshan")
+    n = b.write_dxt(dxt, segments=1000, ranks=4, files=2, run_s=10.0)
+    S = summary_of(dxt, tmp_path)
+    assert S["job"]["events"] == n == 1000 and S["darshan"]["dxt"]
+    per = 1000 // 8  # segments per record: half writes (rounded down), then reads
+    assert sum(S["timeline"]["bytes_written"]) == 8 * (per // 2) * 65536
+    assert sum(S["timeline"]["bytes_read"]) == 8 * (per - per // 2) * 65536

@@ -32,7 +32,7 @@ SUFFIX = ".darshan"
 MAGIC = 6567223  # DARSHAN_MAGIC_NR
 COMP = {0: "zlib", 1: "bzip2", 2: "none"}  # enum darshan_comp_type
 # The module regions of a 3.x header: DARSHAN_MAX_MODS slots of (offset, length) and a version
-# each. 16 slots up to format 3.41 (the library's own); a header of more is told by its job region.
+# each: 16 up to format 3.21, 64 from 3.41 (LAYOUTS)
 HEADER_SLOTS = (16, 64)
 # the record structs of the modules read as counters (api_def_c.py's), by module name
 STRUCTS = {"POSIX": "struct darshan_posix_file", "MPI-IO": "struct darshan_mpiio_file",
@@ -171,13 +171,19 @@ def _inflate(comp: str, data: bytes) -> str | None:
     return None
 
 
-def check_header(path: str, head: bytes, size: int) -> tuple[str, str, list, tuple, bool]:
-    """(format version, compression, [(slot, offset, length)] of the module regions, the name
-    region, partial flag) of a log's header, checked against the file's size; DarshanError
-    for what is not a Darshan 3 log."""
-    if size < 40 + 20 * HEADER_SLOTS[0] or len(head) < 40 + 20 * HEADER_SLOTS[0]:
+# Where a header's maps are: (offset of the name map, DARSHAN_MAX_MODS). Up to format 3.21 the
+# partial flag is 32 bits and there are 16 modules; from 3.41 (darshan 3.4) 64 bits and 64.
+LAYOUTS = ((24, 16), (32, 64), (24, 64), (32, 16))
+
+
+def check_header(path: str, head: bytes, size: int) -> tuple[str, str, list]:
+    """(format version, compression, the layouts the header may have: [(job region's offset,
+    (name region offset, length), [(slot, offset, length)] of the module regions)]) of a
+    log's header; DarshanError for what is not a Darshan 3 log."""
+    small = 40 + 20 * HEADER_SLOTS[0]
+    if size < small or len(head) < small:
         what = "cut off in its header" if head[8:16] == struct.pack("<q", MAGIC) else "not a Darshan log"
-        raise DarshanError(f"{path}: {what} (only {size} bytes: a Darshan header takes {40 + 20 * HEADER_SLOTS[0]})")
+        raise DarshanError(f"{path}: {what} (only {size} bytes: a Darshan header takes at least {small})")
     version = head[:8].split(b"\0")[0].decode("ascii", "replace")
     magic = struct.unpack_from("<q", head, 8)[0]
     if magic != MAGIC:
@@ -192,17 +198,21 @@ def check_header(path: str, head: bytes, size: int) -> tuple[str, str, list, tup
     comp = COMP.get(head[16])
     if comp is None:
         raise DarshanError(f"{path}: damaged header (compression type {head[16]} unknown)")
-    partial = bool(struct.unpack_from("<I", head, 20)[0])
-    names = struct.unpack_from("<QQ", head, 24)
-    for slots in HEADER_SLOTS:  # the header's length: where the job record's region starts
-        end = 40 + 20 * slots
-        if len(head) < end or names[0] < end:
+    out = []
+    for at, slots in LAYOUTS:
+        end = at + 16 + 16 * slots + 4 * slots
+        if len(head) < end:
             continue
-        regions = [(i, *struct.unpack_from("<QQ", head, 40 + 16 * i)) for i in range(slots)]
+        names = struct.unpack_from("<QQ", head, at)
+        if names[0] < end:
+            continue
+        regions = [(i, *struct.unpack_from("<QQ", head, at + 16 + 16 * i)) for i in range(slots)]
         regions = [r for r in regions if r[2]]
-        if all(0 < off and off + ln <= 1 << 62 for _i, off, ln in regions):
-            return version, comp, regions, (end, *names), partial
-    raise DarshanError(f"{path}: damaged header (its regions do not fit a Darshan {version} header)")
+        if all(end <= off < 1 << 62 and ln < 1 << 62 for _i, off, ln in regions):
+            out.append((end, names, regions))
+    if not out:
+        raise DarshanError(f"{path}: damaged header (its regions do not fit a Darshan {version} header)")
+    return version, comp, out
 
 
 def check(path: str) -> tuple[str, list, list]:
@@ -212,11 +222,10 @@ def check(path: str) -> tuple[str, list, list]:
     try:
         size = os.path.getsize(path)
         with open(path, "rb") as f:
-            head = f.read(40 + 20 * max(HEADER_SLOTS))
+            head = f.read(LAYOUTS[1][0] + 16 + 20 * max(HEADER_SLOTS))
     except OSError as e:
         raise DarshanError(f"{path}: {e.strerror or e}") from None
-    version, comp, regions, (job_off, name_off, name_len), _partial = check_header(path, head, size)
-    damage, whole = [], []
+    version, comp, layouts = check_header(path, head, size)
     with open(path, "rb") as f:
         def region(off: int, ln: int) -> bytes | None:
             if off + ln > size:
@@ -224,10 +233,19 @@ def check(path: str) -> tuple[str, list, list]:
             f.seek(off)
             return f.read(ln)
 
-        job = region(job_off, name_off - job_off)
-        why = "is cut off (the file ends first)" if job is None else _inflate(comp, job)
-        if why:
+        # the header's layout: the one whose job record (from the header's end to the names) inflates
+        why, chosen = "is cut off (the file ends first)", None
+        for layout in layouts:
+            job_off, (name_off, _len), _regions = layout
+            job = region(job_off, name_off - job_off)
+            why = "is cut off (the file ends first)" if job is None else _inflate(comp, job)
+            if not why:
+                chosen = layout
+                break
+        if chosen is None:
             raise DarshanError(f"{path}: damaged Darshan log: its job record {why}")
+        _job_off, (name_off, name_len), regions = chosen
+        damage, whole = [], []
         data = region(name_off, name_len)
         why = "is cut off (the file ends first)" if data is None else _inflate(comp, data)
         if why:

@@ -245,3 +245,21 @@ def test_current_format_written_by_the_library(tmp_path):
     per = 1000 // 8  # segments per record: half writes (rounded down), then reads
     assert sum(S["timeline"]["bytes_written"]) == 8 * (per // 2) * 65536
     assert sum(S["timeline"]["bytes_read"]) == 8 * (per - per // 2) * 65536
+
+
+def test_a_module_version_the_library_does_not_know(tmp_path):
+    """A newer Darshan's module (a version the library cannot read): the rest is analyzed, the
+    module is left out and named with its version, and a log without readable POSIX says so."""
+    b = _bench()
+    log = str(tmp_path / "new.darshan")
+    b.MOD["POSIX"] = (1, 99)
+    try:
+        b.write_counters(log, ranks=4, files=1, run_s=10.0)
+    finally:
+        b.MOD["POSIX"] = (1, 4)
+    p = analyze(log, "--summary", str(tmp_path / "s.json"), "-q")
+    S = json.loads((tmp_path / "s.json").read_text())
+    (rec,) = S["damage"]["records"]
+    assert rec["kind"] == "darshan-module" and "POSIX records of module version 99" in rec["detail"]
+    assert S["darshan"]["missing"] == ["POSIX"] and "darshan-module" in p.stderr
+    assert {c["name"] for c in S["calls"]} == {"fopen", "fwrite"}  # the STDIO records are read

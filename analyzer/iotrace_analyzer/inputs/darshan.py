@@ -659,7 +659,7 @@ def about(log: Log) -> dict:
                          records=counted.get(m), segments=segs.get(m), damaged=bool(d.get("damaged")))
                  for m, d in log.modules.items()},
         files=len(log.names), dxt=bool(segs), partial=log.partial,
-        missing=[m for m in ("POSIX",) if m not in log.records],
+        missing=[m for m in ("POSIX",) if not len(log.records.get(m, ()))],
         estimated=["calls[].time_us of metadata calls: the metadata time shared out by count",
                    "processes[] and files' per-rank rows of a file every rank used (rank -1): shared out evenly",
                    "random reads and writes: each rank's first access of a file is not counted as random",

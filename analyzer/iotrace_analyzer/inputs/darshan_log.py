@@ -325,6 +325,14 @@ def read(path: str, dxt: bool = True) -> Log:
                 log.records[name] = _records(ffi, lib, h, name, m["index"], log)
             elif name in DXT and dxt:
                 log.dxt[name] = _segments(ffi, lib, h, name, m["index"], log)
+            else:
+                continue
+            got = log.records.get(name, log.dxt.get(name))
+            if not len(got) and log.damage and log.damage[-1][1].startswith(f"{name} "):
+                # nothing read: a module version this library does not know (a newer Darshan's)
+                log.damage[-1] = ("darshan-module", f"{name} records of module version {m['version']}: the "
+                                  f"Darshan library ({library_version()}) cannot read them (written by a newer "
+                                  "Darshan? a newer pydarshan may read them); left out")
         return log
     finally:
         lib.darshan_log_close(h)

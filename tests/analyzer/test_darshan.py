@@ -263,3 +263,32 @@ def test_a_module_version_the_library_does_not_know(tmp_path):
     assert rec["kind"] == "darshan-module" and "POSIX records of module version 99" in rec["detail"]
     assert S["darshan"]["missing"] == ["POSIX"] and "darshan-module" in p.stderr
     assert {c["name"] for c in S["calls"]} == {"fopen", "fwrite"}  # the STDIO records are read
+
+
+def test_a_log_as_a_source_of_events():
+    """DarshanLog.batches: the DXT segments as the format layer's batches (what a reader of
+    sources gets), the files named by FH lines."""
+    import pyarrow as pa
+
+    from iotrace_analyzer.inputs import gather
+
+    (src,) = gather([DXT]).sources
+    damage: list = []
+    batches = list(src.batches(damage))
+    rows = [r for b in batches for r in pa.record_batch(b).to_pylist()]
+    assert damage == [] and len(rows) == 3 and {r["cat"] for r in rows} == {"posix", "mpiio"}
+    names = b"".join(m for b in batches for m in b.meta)
+    assert all(r["fhash"].encode() in names for r in rows) and b'"FH"' in names
+
+
+def test_compare_two_logs(tmp_path):
+    """--compare of two Darshan logs: IOR runs on Lustre, with a bad OST (sample-badost, 2048
+    ranks) and without (sample-goodost, 48): the imbalance across ranks the bad OST made is
+    fixed."""
+    bad = os.path.join(HERE, "tests", "input", "sample-badost.darshan")
+    good = os.path.join(HERE, "tests", "input", "sample-goodost.darshan")
+    p = analyze("--compare", bad, good, "-o", str(tmp_path))
+    C = json.loads((tmp_path / "compare.json").read_text())
+    fixed = {f["id"] for f in C["findings"] if f["status"] == "fixed"}
+    assert "imbalance" in fixed, C["findings"]
+    assert "FIXED   imbalance" in p.stdout, p.stdout

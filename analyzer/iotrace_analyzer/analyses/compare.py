@@ -38,7 +38,7 @@ def load_side(path: str, analyze_traces, label: str = "") -> dict:
         S = analyze_traces(path)
     if not isinstance(S, dict) or "job" not in S or "time" not in S:
         raise UnreadableSide(f"{label} {path}: not an iotrace-analyze summary")
-    if not S["job"].get("events"):
+    if not S["job"].get("events") and "darshan" not in S:  # (a Darshan log's counters are no events)
         d = S.get("damage", {})
         raise UnreadableSide(f"{label} {path}: no event could be read "
                              f"({S.get('input', {}).get('files', '?')} file(s), {d.get('bad_lines', 0)} bad "

@@ -378,8 +378,6 @@ def summarize_counters(t: pa.Table, sizes: list, names_of, procs: dict, own: dic
     out["collective_ops"] = dict(calls=0, wait_us=0.0, slow_wait_us=0.0, unmatched_calls=0, top=[])
     # per rank
     ranks = []
-    key = c["file_key"] * 0  # (one log: ranks by pid)
-    del key
     for (fk, p) in sorted({(int(a), int(b)) for a, b in zip(c["file_key"], c["pid"])}):
         row = procs.get((fk, p))
         if row is None:

@@ -354,9 +354,7 @@ def _names(ffi, lib, h) -> dict:
 def counter_names(module: str) -> tuple[list, list]:
     """The integer and float counter names of a module, as the library has them."""
     ffi, lib = _library()
-    n = ffi.sizeof(f"{STRUCTS[module]}")  # (the arrays' lengths are the struct's)
-    del n
-    probe = ffi.new(f"{STRUCTS[module]} *")
+    probe = ffi.new(f"{STRUCTS[module]} *")  # (the arrays' lengths are the struct's)
     ni, nf = len(probe.counters), len(probe.fcounters)
     base = _NAMES[module]
     ints = getattr(lib, f"{base}_counter_names")

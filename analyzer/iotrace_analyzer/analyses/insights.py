@@ -938,7 +938,8 @@ def imbalance(S, D, T):
         return None
     ratio, role, g = best
     return _finding(
-        "imbalance", "warn", f"The busiest {role} process does {ratio:.1f}x the mean data I/O time of its {len(g)}",
+        "imbalance", "warn", f"The busiest {'' if role == 'process' else role + ' '}process does {ratio:.1f}x the mean "
+        f"data I/O time of its {len(g)}",
         ratio, T["ratio"],
         dict(role=role, processes=[dict(host=p["host"], pid=p["pid"], rank=p.get("rank"), data_io_us=d["time_us"],
                                         bytes_read=d["bytes_read"], bytes_written=d["bytes_written"])

@@ -75,3 +75,29 @@ def test_analyzer_needs_no_compiler_run():
     """The analysis side compiles nothing at its first run (no numba)."""
     loaded = _loaded_after("import iotrace_analyzer.pipeline, iotrace_analyzer.analyses.summary, iotrace_analyzer.cli")
     assert "numba" not in loaded and "iotrace" not in loaded
+
+
+def test_export_and_analyzer_of_traces_load_no_darshan(tmp_path):
+    """Darshan logs are read only when one is given (inputs/darshan_log.py finds them; its
+    reading, inputs/darshan.py and darshan_traces.py are imported then): `iotrace export` of
+    traces loads no pydarshan, cffi, pyarrow, pandas or Dask, and `iotrace-analyze` of traces
+    no pydarshan or cffi."""
+    trace = ROOT / "tests" / "golden" / "v4"
+
+    def loaded(args: list) -> set[str]:
+        out = subprocess.run([sys.executable, "-X", "importtime", "-m", *args], capture_output=True, text=True,
+                             env=_clean_env(), cwd=tmp_path)
+        assert out.returncode == 0, out.stderr[-2000:]
+        return {ln.split("|")[-1].strip() for ln in out.stderr.splitlines() if ln.startswith("import time:")}
+
+    export = loaded(["iotrace", "export", str(trace), "-o", str(tmp_path / "t.pftrace")])
+    assert "iotrace_analyzer.export.merge" in export and "iotrace_analyzer.inputs.darshan_log" in export
+    top = {m.split(".")[0] for m in export}
+    assert not top & {"darshan", "cffi", "pyarrow", "dask", "distributed"}, top
+    assert not [m for m in export if m.startswith("pandas.") or m.startswith("iotrace_analyzer.inputs.darshan_")
+                and m != "iotrace_analyzer.inputs.darshan_log"]
+    analyze = loaded(["iotrace_analyzer", str(trace), "-o", str(tmp_path / "a")])
+    assert "pyarrow" in analyze
+    top = {m.split(".")[0] for m in analyze}
+    assert not top & {"darshan", "cffi"}, top
+    assert "iotrace_analyzer.inputs.darshan" not in analyze and "iotrace_analyzer.inputs.darshan_traces" not in analyze

@@ -146,13 +146,15 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
     r = reader()
     filt = filt or EventFilter()
     fmt = output_format(output)
-    from ..inputs import darshan
+    from ..inputs import darshan_log
 
-    logs = darshan.logs_in(inputs)
+    logs = darshan_log.logs_in(inputs)
     if logs:  # Darshan logs: their DXT segments written as traces first, then exported as those
+        from ..inputs import darshan_traces
+
         with tempfile.TemporaryDirectory(prefix="iotrace-darshan-") as conv:
             for p in logs:
-                darshan.write_traces(p, conv)
+                darshan_traces.write_traces(p, conv)
             return export([conv], output, filt, jobs, log)
     for d in r.settle_live(inputs)[1]:  # dead processes' traces finished; the others said
         print(f"iotrace export: {d.path}: {d.detail}", file=log)

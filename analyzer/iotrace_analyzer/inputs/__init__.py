@@ -24,12 +24,11 @@ from dataclasses import dataclass, field
 
 from iotrace_format.reader import find_traces, settle_live
 
-from . import darshan
-from .darshan import DarshanLog
+from . import darshan_log
 from .events import Events
 from .traces import TraceFile
 
-__all__ = ["DarshanLog", "Events", "Gathered", "TraceFile", "gather"]
+__all__ = ["Events", "Gathered", "TraceFile", "gather"]
 
 
 @dataclass
@@ -46,8 +45,10 @@ def gather(items: list) -> Gathered:
     made = [x for x in items if not isinstance(x, (str, os.PathLike))]
     if not paths:
         return Gathered(made)
-    logs = darshan.logs_in(paths)
-    if logs:
+    logs = darshan_log.logs_in(paths)
+    if logs:  # Darshan logs (inputs/darshan.py)
+        from .darshan import DarshanLog
+
         return Gathered([DarshanLog(p, os.path.getsize(p)) for p in logs] + made)
     recovered, notes = settle_live(paths)
     files = [TraceFile(f, os.path.getsize(f)) for f in find_traces(paths)]

@@ -19,7 +19,6 @@ A rank is a process: its pid is its rank (a log has no pids), its host the one D
 
 from __future__ import annotations
 
-import glob
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -27,15 +26,15 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from iotrace_format.reader import Damage, TraceInputError, find_traces
+from iotrace_format.reader import Damage
 
 from ..analyses import summary
 from ..analyses.activity import binned
 from ..analyses.summary import SIZE_LABELS, Partial, ProcState
 from . import darshan_log
-from .darshan_log import SUFFIX, DarshanError, Log
+from .darshan_log import SUFFIX, DarshanError, Log, is_log, job_end, logs_in
 
-__all__ = ["SUFFIX", "DarshanError", "DarshanLog", "is_log"]
+__all__ = ["SUFFIX", "DarshanError", "DarshanLog", "is_log", "logs_in"]
 
 NBINS = len(SIZE_LABELS)  # Darshan's ten access-size bins are SIZE_EDGES' (summary.SIZE_EDGES)
 # a call family's counters (module -> [(iotrace call name, counter)]): the names the calls
@@ -70,10 +69,6 @@ SKIPPED = {
     "software-loading": "Darshan leaves out the files a program loads (its exclusion list)",
     "mpi-misaligned": "Darshan counts alignment at the POSIX layer: see the misaligned rule",
 }
-
-
-def is_log(path: str) -> bool:
-    return str(path).endswith(SUFFIX)
 
 
 @dataclass(frozen=True, slots=True)
@@ -159,48 +154,6 @@ def _hex(i: int) -> str:
 def _host(log: Log) -> str:
     hosts = {h for s in log.dxt.values() for h in s.hosts.values() if h}
     return hosts.pop() if len(hosts) == 1 else ""
-
-
-def _found(paths: list[str]) -> list[str]:
-    """The Darshan logs (*.darshan) named, or found under the folders and globs given."""
-    found = []
-    for p in paths:
-        if os.path.isdir(p):
-            for root, dirs, files in os.walk(p):
-                dirs.sort()
-                found += [os.path.join(root, f) for f in sorted(files) if is_log(f)]
-        elif os.path.isfile(p):
-            if is_log(p):
-                found.append(p)
-        else:
-            for m in sorted(glob.glob(p, recursive=True)):
-                found += _found([m]) if os.path.isdir(m) else [m] if is_log(m) else []
-    return found
-
-
-def logs_in(paths: list[str]) -> list[str]:
-    """The Darshan logs named, or found under the folders and globs given ([]: none), each
-    checked (its header and job record: a log that cannot be read at all is an error here,
-    before any task runs). Traces beside them are an error (TraceInputError): a Darshan log
-    and iotrace's traces are records of different jobs, and are not merged."""
-    logs = _found(paths)
-    if not logs:
-        return []
-    rest = [p for p in paths if not (os.path.isfile(p) and is_log(p))]
-    traces: list = []
-    if rest:
-        try:
-            traces = [t for t in find_traces(rest) if not is_log(t)]
-        except TraceInputError:
-            traces = []
-    if traces:
-        raise TraceInputError(
-            f"a mix of Darshan logs ({len(logs)}, e.g. {logs[0]}) and iotrace traces ({len(traces)}, e.g. "
-            f"{traces[0]}): analyze them apart (a Darshan log is a job of its own; --compare sets two side by side)")
-    out = list(dict.fromkeys(os.path.realpath(x) for x in logs))
-    for p in out:
-        darshan_log.check(p)  # DarshanError (a TraceInputError) says what is wrong
-    return out
 
 
 # --------------------------------------------------------------------------- counters -> rows
@@ -388,20 +341,6 @@ def partial(log: Log, key: int) -> Partial:
     P.counted = about(log)
     P.finalize()
     return P
-
-
-def job_end(log: Log) -> int:
-    """The job's end, ns: its record's, or later when a record's last call ended later (older
-    runtimes keep whole seconds: a job of less than a second ran 0 s)."""
-    last = 0.0
-    for R in log.records.values():
-        for k, v in R.fcounters.items():
-            if k.endswith("_END_TIMESTAMP") and len(v):
-                last = max(last, float(np.nan_to_num(v).max()))
-    for s in log.dxt.values():
-        if len(s):
-            last = max(last, float(s.end.max()))
-    return max(log.job["end_ns"], log.job["start_ns"] + int(last * 1e9))
 
 
 def _by_rank(rank: np.ndarray, *vals: np.ndarray) -> tuple:
@@ -666,114 +605,3 @@ def about(log: Log) -> dict:
                    "layers[].own_us above POSIX: the layer's time less the layers' below it"],
         not_known=list(NOT_KNOWN) if not segs else [k for k in NOT_KNOWN if not k.startswith("per-call")],
         rules_skipped=dict(SKIPPED))
-
-
-# --------------------------------------------------------------------------- as trace files
-
-
-LANE_TID = 1 << 24  # the tid of a rank's k-th lane of overlapping calls: its pid + k * LANE_TID
-
-
-def _lanes(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
-    """Each call's lane: 0 for the calls of a rank that follow one another, 1, 2... for those
-    that overlap a call still running (DXT records no threads: a multi-threaded rank's calls, or
-    its asynchronous ones, overlap). A thread's slices must nest in Perfetto: one that starts
-    inside another and ends after it would be cut; on a lane of its own it is drawn whole."""
-    lane = np.full(len(ts), -1, np.int64)
-    order = np.lexsort((-dur, ts))
-    left = order
-    k = 0
-    while len(left):
-        end = ts[left] + dur[left]
-        # the first pass's calls: each starting at or after the end of the last one taken
-        take = np.zeros(len(left), bool)
-        last = np.iinfo(np.int64).min
-        starts = ts[left].tolist()
-        ends = end.tolist()
-        for j in range(len(left)):
-            if starts[j] >= last:
-                take[j] = True
-                last = ends[j]
-        lane[left[take]] = k
-        left = left[~take]
-        k += 1
-    return lane
-
-
-def write_traces(path: str, folder: str) -> list[str]:
-    """A Darshan log's DXT segments as iotrace trace files (JSON lines, docs/trace-format.md),
-    one per rank, in `folder`: what `iotrace export` reads to draw them in Perfetto (each
-    segment a slice of its rank's track, named read or write, under its layer's category). A
-    rank's clock is the job's wall clock (mono_ns = wall_ns: no shift); its pid is the rank + 1
-    (Perfetto's pid 0 is its idle process), its name `rank N`; calls that overlap one still
-    running go on lanes of their own (_lanes). A log without DXT has
-    no calls to draw: DarshanError."""
-    log = darshan_log.read(path)
-    segs = [(mod, s) for mod, s in log.dxt.items() if len(s)]
-    if not segs:
-        raise DarshanError(f"{path}: no DXT segments (the job ran without DXT): a Darshan log without them has "
-                           "counters only, nothing to draw on a timeline (iotrace-analyze reads its counters)")
-    import orjson
-
-    start = log.job["start_ns"]
-    exe = log.exe.split(" ")[0] if log.exe else ""
-    names = {i: n for i, n in log.names.items()}
-    ranks = np.unique(np.concatenate([s.ranks for _m, s in segs]))
-    hosts = {}
-    for _m, s in segs:
-        hosts.update(s.hosts)
-    out = []
-    stem = os.path.basename(path)[: -len(SUFFIX)][:40]
-    for r in ranks.tolist():
-        host = hosts.get(r) or "darshan"
-        # Perfetto keeps pid and tid 0 for its idle process ("swapper"): rank r is pid r + 1
-        pid = r + 1
-        fn = os.path.join(folder, f"{stem}-j{log.job['jobid']}-r{r}-{host}-{pid}.pfw")
-        proc = dict(version=6, hostname=host, pid=pid, exe=exe, cmdline=log.exe.split() if log.exe else [],
-                    wall_ns=start, mono_ns=start, resolution_ns=1000, mpi_rank=r, mpi_size=log.job["nprocs"],
-                    ranks={"darshan_jobid": str(log.job["jobid"])}, form="json")
-        lines = [b"[", orjson.dumps(dict(ph="M", name="iotrace_process", pid=pid, tid=pid, args=proc)) + b","]
-        lines.append(orjson.dumps(dict(ph="M", name="process_name", pid=pid, tid=pid,
-                                       args=dict(name=f"rank {r}"))) + b",")
-        used = set()
-        evs = []
-        for mod, s in segs:
-            m = s.ranks == r
-            if not m.any():
-                continue
-            cat = "posix" if mod == "DXT_POSIX" else "mpiio"
-            ids = s.ids[m]
-            used.update(np.unique(ids).tolist())
-            # ns on the job's wall clock, whole (a double of epoch µs keeps quarter µs only)
-            ts = start + np.round(s.start[m] * 1e9).astype(np.int64)
-            dur = np.maximum(np.round((s.end[m] - s.start[m]) * 1e9).astype(np.int64), 0)
-            w, off, ln = s.write[m], s.offset[m], s.length[m]
-            evs.append((ts, dur, w, off, ln, ids, cat.encode()))
-        ts = np.concatenate([e[0] for e in evs])
-        dur = np.concatenate([e[1] for e in evs])
-        lane = _lanes(ts, dur)
-        tids = np.where(lane == 0, pid, pid + lane * LANE_TID)
-        for k in range(1, int(lane.max()) + 1):
-            lines.append(orjson.dumps(dict(ph="M", name="thread_name", pid=pid, tid=int(pid + k * LANE_TID),
-                                           args=dict(name=f"rank {r}: overlapping calls {k}"))) + b",")
-        body = []
-        at = 0
-        for e_ts, e_dur, w, off, ln, ids, cat in evs:
-            tid = tids[at:at + len(e_ts)]
-            at += len(e_ts)
-            body += [b'{"ph":"X","name":"%s","cat":"%s","pid":%d,"tid":%d,"ts":%d.%03d,"dur":%d.%03d,'
-                     b'"args":{"fhash":"%016x","size":%d,"offset":%d,"ret":%d}},'
-                     % (b"write" if w[k] else b"read", cat, pid, tid[k], e_ts[k] // 1000, e_ts[k] % 1000,
-                        e_dur[k] // 1000, e_dur[k] % 1000, ids[k], ln[k], off[k], ln[k]) for k in range(len(e_ts))]
-        for i in sorted(used):
-            lines.append(orjson.dumps(dict(ph="M", name="FH", pid=pid, tid=pid,
-                                           args=dict(name=names.get(i, f"<unknown {_hex(i)}>"), value=_hex(i))))
-                         + b",")
-        lines += [body[k] for k in np.argsort(ts, kind="stable")]
-        end = max(job_end(log), int(ts.max()))
-        lines.append(orjson.dumps(dict(ph="M", name="iotrace_end", pid=pid, tid=pid,
-                                       args=dict(mono_ns=end, events=len(body), reason="darshan"))) + b"]")
-        with open(fn, "wb") as f:
-            f.write(b"\n".join(lines) + b"\n")
-        out.append(fn)
-    return out

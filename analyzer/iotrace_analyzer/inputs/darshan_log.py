@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from iotrace_format.reader import TraceInputError
+from iotrace_format.reader import TraceInputError, find_traces
 
 SUFFIX = ".darshan"
 MAGIC = 6567223  # DARSHAN_MAGIC_NR
@@ -138,6 +138,55 @@ def _library():
 def library_version() -> str:
     ffi, lib = _library()
     return ffi.string(lib.darshan_log_get_lib_version()).decode()
+
+
+# --------------------------------------------------------------------------- finding logs
+
+
+def is_log(path: str) -> bool:
+    return str(path).endswith(SUFFIX)
+
+
+def _found(paths: list[str]) -> list[str]:
+    """The Darshan logs (*.darshan) named, or found under the folders and globs given."""
+    found = []
+    for p in paths:
+        if os.path.isdir(p):
+            for root, dirs, files in os.walk(p):
+                dirs.sort()
+                found += [os.path.join(root, f) for f in sorted(files) if is_log(f)]
+        elif os.path.isfile(p):
+            if is_log(p):
+                found.append(p)
+        else:
+            for m in sorted(glob.glob(p, recursive=True)):
+                found += _found([m]) if os.path.isdir(m) else [m] if is_log(m) else []
+    return found
+
+
+def logs_in(paths: list[str]) -> list[str]:
+    """The Darshan logs named, or found under the folders and globs given ([]: none), each
+    checked (its header and job record: a log that cannot be read at all is an error here,
+    before any task runs). Traces beside them are an error (TraceInputError): a Darshan log
+    and iotrace's traces are records of different jobs, and are not merged."""
+    logs = _found(paths)
+    if not logs:
+        return []
+    rest = [p for p in paths if not (os.path.isfile(p) and is_log(p))]
+    traces: list = []
+    if rest:
+        try:
+            traces = [t for t in find_traces(rest) if not is_log(t)]
+        except TraceInputError:
+            traces = []
+    if traces:
+        raise TraceInputError(
+            f"a mix of Darshan logs ({len(logs)}, e.g. {logs[0]}) and iotrace traces ({len(traces)}, e.g. "
+            f"{traces[0]}): analyze them apart (a Darshan log is a job of its own; --compare sets two side by side)")
+    out = list(dict.fromkeys(os.path.realpath(x) for x in logs))
+    for p in out:
+        check(p)  # DarshanError (a TraceInputError) says what is wrong
+    return out
 
 
 # --------------------------------------------------------------------------- checks
@@ -435,3 +484,17 @@ def _segments(ffi, lib, h, name: str, index: int, log: Log) -> Segments:
     write = np.concatenate([np.r_[np.ones(w, bool), np.zeros(r, bool)] for _i, _r, w, r in hdrs])
     return Segments(ids, ranks, write, a["offset"].copy(), a["length"].copy(), a["start"].copy(),
                     a["end"].copy(), hosts)
+
+
+def job_end(log: Log) -> int:
+    """The job's end, ns: its record's, or later when a record's last call ended later (older
+    runtimes keep whole seconds: a job of less than a second ran 0 s)."""
+    last = 0.0
+    for R in log.records.values():
+        for k, v in R.fcounters.items():
+            if k.endswith("_END_TIMESTAMP") and len(v):
+                last = max(last, float(np.nan_to_num(v).max()))
+    for s in log.dxt.values():
+        if len(s):
+            last = max(last, float(s.end.max()))
+    return max(log.job["end_ns"], log.job["start_ns"] + int(last * 1e9))

@@ -73,3 +73,31 @@ def test_a_log_without_dxt_is_a_clear_error(tmp_path):
                         str(tmp_path / "x.pftrace")], capture_output=True, text=True, timeout=300)
     assert p.returncode == 2 and "no DXT segments" in p.stderr and "Traceback" not in p.stderr, p.stderr
     assert not os.path.exists(tmp_path / "x.pftrace")
+
+
+def test_a_cut_log_exports_what_is_whole(tmp_path):
+    """ior_hdf5_example cut inside its DXT_MPIIO region: its DXT_POSIX segments exported, one
+    slice each, the MPI-IO ones left out and said; cut before its DXT: a clear error."""
+    require_trace_processor()
+    src = DXT_LOGS[1]
+    data = open(src, "rb").read()
+    want = [w for w in segments(src) if w[1] == "posix"]
+    assert want and len(want) < len(segments(src))
+    ends = {}
+    for cut in (len(data) - 400, 2000):
+        log = tmp_path / f"cut{cut}.darshan"
+        log.write_bytes(data[:cut])
+        out = str(tmp_path / f"cut{cut}.pftrace")
+        p = subprocess.run([sys.executable, "-m", "iotrace_analyzer.export", "export", str(log), "-o", out],
+                           capture_output=True, text=True, timeout=300)
+        assert "Traceback" not in p.stderr, p.stderr
+        ends[cut] = (p, out)
+    p, out = ends[len(data) - 400]
+    assert p.returncode == 0 and "damaged: DXT_MPIIO records" in p.stderr and "DXT_POSIX" not in p.stderr, p.stderr
+    with load_trace(out) as tp:
+        rows = tp.query("select s.category as cat, count(*) as n from slice s "
+                        "where s.name in ('read', 'write') group by s.category")
+        assert {r["cat"]: r["n"] for r in rows} == {"posix": len(want)}
+    p, out = ends[2000]
+    assert p.returncode == 2 and "its DXT segments could not be read" in p.stderr, p.stderr
+    assert not os.path.exists(out)

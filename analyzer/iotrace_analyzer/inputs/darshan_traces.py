@@ -45,17 +45,24 @@ def _lanes(ts: np.ndarray, dur: np.ndarray) -> np.ndarray:
     return lane
 
 
-def write_traces(path: str, folder: str) -> list[str]:
+def write_traces(path: str, folder: str, log_to=None) -> list[str]:
     """A Darshan log's DXT segments as iotrace trace files (JSON lines, docs/trace-format.md),
     one per rank, in `folder`: what `iotrace export` reads to draw them in Perfetto (each
     segment a slice of its rank's track, named read or write, under its layer's category). A
     rank's clock is the job's wall clock (mono_ns = wall_ns: no shift); its pid is the rank + 1
     (Perfetto's pid 0 is its idle process), its name `rank N`; calls that overlap one still
-    running go on lanes of their own (_lanes). A log without DXT has
-    no calls to draw: DarshanError."""
+    running go on lanes of their own (_lanes). What of the log is damaged is said on `log_to`
+    (the segments of a damaged DXT module are left out, as the analyzer leaves them). A log
+    without DXT, or whose DXT could not be read, has no calls to draw: DarshanError."""
     log = darshan_log.read(path)
+    for _kind, detail in log.damage:
+        print(f"iotrace export: {path}: damaged: {detail}", file=log_to)
     segs = [(mod, s) for mod, s in log.dxt.items() if len(s)]
     if not segs:
+        lost = [d for _k, d in log.damage if d.startswith("DXT_")]
+        if lost:
+            raise DarshanError(f"{path}: its DXT segments could not be read ({'; '.join(lost)}): nothing to draw "
+                               "on a timeline (iotrace-analyze reads the counters that are whole)")
         raise DarshanError(f"{path}: no DXT segments (the job ran without DXT): a Darshan log without them has "
                            "counters only, nothing to draw on a timeline (iotrace-analyze reads its counters)")
     import orjson

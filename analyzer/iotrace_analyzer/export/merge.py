@@ -6,7 +6,8 @@ than one batch of a file's events (and its file names) in memory:
 1. the first line of every file (`iotrace_process`): the process tree, labels, sort order,
    which flows to draw (labels.py);
 2. with --max-events only: the times of the events the filters keep, as a histogram, to find
-   the time cut;
+   the time cut; with --max-slices: the slices per name and duration threshold (budget.py), to
+   choose what to merge (nothing when the job fits);
 3. the events of each file, read as column batches (iotrace_format.reader.iter_batches):
    filtered (filters.py), flows found (flows.py), written by the compiled writers
    (`_export`: the .pftrace packets or the JSON lines, with file names restored) into part
@@ -34,6 +35,7 @@ from iotrace_format import PROCESS_INFO_KEYS
 from iotrace_format.clock import JobClock
 
 from .. import _export, engine
+from . import budget as bud
 from . import json_out
 from .filters import TIMED, EventFilter, TimeHistogram, phases
 from .flows import Flows
@@ -68,6 +70,7 @@ class FileJob:
     flow_in: int  # flow id ending at this file's first slice (0: none)
     fork_flows: dict[int, int]  # child pid -> flow id, drawn from the fork event
     spawn_flows: list[tuple[int, int]]  # (child start ns, flow id), sorted
+    plan: bud.Plan | None = None  # the budget, when it merges
 
 
 @dataclass
@@ -96,6 +99,8 @@ class FileResult:
     flows_in: list[int] = field(default_factory=list)
     unresolved: list[str] = field(default_factory=list)  # hashes written without a path
     error: str = ""
+    merged: bud.MergeCounts | None = None  # with the budget in force
+    io_bins: dict = field(default_factory=dict)  # the file's I/O counter bins (the job's sum)
 
 
 @dataclass
@@ -120,9 +125,11 @@ class ExportResult:
     flows: int
     errors: list[str]
     described: int = 0  # files with a process record (iotrace_process)
+    budget: dict | None = None  # --max-slices: the plan and what was merged (None: no budget)
 
     def summary(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k not in ("output", "errors", "described")}
+        return {k: v for k, v in self.__dict__.items()
+                if k not in ("output", "errors", "described") and (k != "budget" or v is not None)}
 
 
 class NothingRead(ValueError):
@@ -138,11 +145,11 @@ def output_format(path: str) -> str:
 
 
 def export(inputs: list[str], output: str, filt: EventFilter | None = None,
-           jobs: int = 2, log=sys.stderr) -> ExportResult:
+           jobs: int = 2, log=sys.stderr, max_slices: int | None = None) -> ExportResult:
     """Export the traces found under `inputs` to `output` (format by suffix). The output is
     written under a temporary name beside it and renamed when complete: a failure leaves no
     partial file (and an earlier output stays as it was). NothingRead when the input gave
-    nothing to show."""
+    nothing to show. max_slices: the budget (budget.py; None or 0: none, every slice)."""
     r = reader()
     filt = filt or EventFilter()
     fmt = output_format(output)
@@ -179,10 +186,18 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
             for hist in pool.map(_histogram, kept):
                 histogram.merge(hist)
             cutoff, _ = histogram.cutoff(filt.max_events)
+        plan = None
+        if max_slices:
+            stats = bud.SliceStats()
+            kept = [(f.path, filt, f.clock, cutoff, p.pid) for p in procs for f in p.files]
+            for s in pool.map(_slice_stats, kept):
+                stats.merge(s)
+            plan = bud.plan(stats, max_slices)
 
         with tempfile.TemporaryDirectory(prefix="iotrace-export-",
                                          dir=os.path.dirname(os.path.abspath(output))) as tmp:
-            tasks = _tasks(_plan(procs, fmt, filt, cutoff), tmp)
+            tasks = _tasks(_plan(procs, fmt, filt, cutoff, plan if plan and plan.merging else None),
+                           tmp)
             if len(tasks) == 1 and jobs > 1:
                 tasks[0].threads = True
             results = list(pool.map(export_task, tasks))
@@ -191,6 +206,11 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
                 results[i] = res
             files_done = [f for res in results for f in res.files]
             result = _summarise(output, procs, files_done, cutoff)
+            job = None
+            if plan is not None:
+                result.budget = plan.describe()
+                if plan.merging:
+                    job = _job_part(tmp, fmt, procs, files_done, plan, result)
             if result.events == 0 and not (result.filtered or result.cut or result.described):
                 for err in result.errors:
                     print(f"iotrace export: {err}", file=log)
@@ -199,7 +219,7 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
                                   "place(s)); nothing written")
             notes = _notes(result, filt)
             partial = os.path.join(tmp, "output")
-            _assemble(partial, fmt, procs, tasks, results, notes, result)
+            _assemble(partial, fmt, procs, tasks, results, notes, result, job)
             os.replace(partial, output)
     for err in result.errors:
         print(f"iotrace export: {err}", file=log)
@@ -312,7 +332,28 @@ def _histogram(arg: tuple[str, EventFilter, JobClock | None]) -> TimeHistogram:
     return hist
 
 
-def _plan(procs: list[Proc], fmt: str, filt: EventFilter, cutoff: int | None) -> list[FileJob]:
+def _slice_stats(arg: tuple) -> bud.SliceStats:
+    """Pass 2 (--max-slices): the slices the filters keep, per name and duration threshold."""
+    path, filt, clock, cutoff, pid = arg
+    r = reader()
+    stats = bud.StatsPass(pid)
+    res = FileResult()
+    job = FileJob(file=None, proc=None, fmt="", filter=filt, cutoff_ns=cutoff, flow_in=0,
+                  fork_flows={}, spawn_flows=[])
+    try:
+        for batch in r.iter_batches(path):
+            if not batch.rows:
+                continue
+            cols = _export.Columns(batch)
+            _job_clock(cols, clock)
+            stats.add(cols, _rows(cols, job, res))
+    except r.TraceInputError:
+        pass
+    return stats.result()
+
+
+def _plan(procs: list[Proc], fmt: str, filt: EventFilter, cutoff: int | None,
+          plan: bud.Plan | None = None) -> list[FileJob]:
     jobs = []
     for p in procs:
         forks = {c.pid: c.flow_id for c in p.children if c.forked}
@@ -324,7 +365,7 @@ def _plan(procs: list[Proc], fmt: str, filt: EventFilter, cutoff: int | None) ->
             jobs.append(FileJob(
                 file=f, proc=alone, fmt=fmt, filter=filt, cutoff_ns=cutoff,
                 flow_in=p.flow_id if n == 0 else 0,
-                fork_flows=forks, spawn_flows=spawns))
+                fork_flows=forks, spawn_flows=spawns, plan=plan))
     return jobs
 
 
@@ -420,6 +461,8 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str],
     flows = Flows(job.flow_in, job.fork_flows, job.spawn_flows)
     meta = _Meta(res, writer)
     damage: list = []
+    budget = _Budget(job, writer, res) if job.plan is not None else None
+    meta.budget = budget
     try:
         batches = r.iter_batches(job.file.path, damage)
         for batch in _read_ahead(batches) if threads else batches:
@@ -427,19 +470,30 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str],
             res.bad_lines += batch.bad_lines
             if not batch.rows:
                 continue
+            if budget is not None:  # its rows may be kept past the batch: a pyarrow batch
+                import pyarrow as pa
+
+                batch = pa.record_batch(batch)
             cols = _export.Columns(batch)
             _job_clock(cols, job.file.clock)
             rows = _rows(cols, job, res)
+            if budget is not None:
+                rows = budget.batch(cols, batch, rows)
             no_flows = np.zeros(0, np.int64), np.zeros(0, np.uint64)
             rows, flow_rows, flow_ids = (flows.batch(cols, rows, writer) if flows.active
                                          else (rows,) + no_flows)
             writer.encode(cols, rows, flow_rows, flow_ids)
+            if budget is not None:
+                budget.write_merged()
     except r.TraceInputError as exc:
         res.error = f"{job.file.path}: {exc}"
     flows.finish(writer)
+    labels = {}
+    if budget is not None:
+        labels = budget.finish(lambda tid: _thread_label(proc, tid, meta.thread_names.get(tid)))
     tids = set(writer.tids()) | meta.thread_names.keys()
     for tid in sorted(tids):
-        writer.thread(tid, _thread_label(proc, tid, meta.thread_names.get(tid)))
+        writer.thread(tid, labels.get(tid) or _thread_label(proc, tid, meta.thread_names.get(tid)))
     writer.close()
     res.damaged = len(damage)
     res.threads = len(tids)
@@ -518,14 +572,75 @@ def _rows(cols, job: FileJob, res: FileResult) -> np.ndarray:
     return rows
 
 
+class _Budget:
+    """A file's part of --max-slices when it merges: its short calls merged (budget.Merger) and
+    its I/O counters (budget.IoCounters), written beside its events."""
+
+    def __init__(self, job: FileJob, writer, res: FileResult):
+        from iotrace_format import calls_of
+
+        from ..analyses.summary import READ_CALLS, WRITE_CALLS
+
+        self.job, self.writer, self.res = job, writer, res
+        self.merger = bud.Merger(job.plan, job.proc.pid, READ_CALLS | WRITE_CALLS)
+        self.counters = bud.IoCounters(job.plan.bin_ns)
+        self.calls = (READ_CALLS, WRITE_CALLS, calls_of("open"), calls_of("close"))
+        self.last_ns: int | None = None  # the latest event time seen (where a loss is drawn)
+        self.written = 0
+
+    def batch(self, cols, batch, rows: np.ndarray) -> np.ndarray:
+        self.counters.add(cols, rows, *self.calls)
+        if len(rows):
+            ts = cols.ints("ts_ns")
+            if ts is not None:
+                self.last_ns = int(ts[rows].max())
+        out = self.merger.batch(cols, batch, rows)
+        self.res.events -= len(rows) - len(out)
+        return out
+
+    def lost(self, events: int, mono_ns=None, total: bool = False) -> None:
+        """Events the tracer lost: told at the latest event so far (iotrace_lost has no time),
+        or at the file's end (iotrace_end's mono_ns, onto the job clock)."""
+        t = self.last_ns
+        if isinstance(mono_ns, int) and not isinstance(mono_ns, bool):
+            clock = self.job.file.clock
+            t = mono_ns + (clock.at(mono_ns) if clock is not None else 0)
+        if t is not None and events:
+            self.counters.add_lost(t, events, total)
+
+    def write_merged(self) -> None:
+        empty = np.zeros(0, np.int64), np.zeros(0, np.uint64)
+        for b in self.merger.take_batches(self.job.proc.pid):
+            cols = _export.Columns(b)
+            self.writer.encode(cols, np.arange(cols.rows, dtype=np.int64), *empty)
+            self.res.events += cols.rows
+
+    def finish(self, thread_label) -> dict[int, str]:
+        """The open runs and the counters written; the merged tracks' labels."""
+        self.merger.finish()
+        self.write_merged()
+        counters = self.counters.batch(self.job.proc.pid, self.job.proc.pid)
+        if counters is not None:
+            cols = _export.Columns(counters)
+            self.writer.encode(cols, np.arange(cols.rows, dtype=np.int64),
+                               np.zeros(0, np.int64), np.zeros(0, np.uint64))
+            self.res.events += cols.rows
+            self.res.counters += cols.rows
+        self.res.merged = self.merger.counts
+        self.res.io_bins = self.counters.bins
+        return self.merger.track_labels(thread_label)
+
+
 class _Meta:
     """A file's metadata lines as its batches go by: file names (FH: to the writer) and thread
     names (the last one a thread gave itself); process_name, iotrace_process and iotrace_end
-    are replaced by the labels."""
+    are replaced by the labels. With the budget: the events the tracer lost (iotrace_lost,
+    iotrace_end's lost and dropped) to its counter."""
 
     def __init__(self, res: FileResult, writer):
         self.res, self.writer = res, writer
         self.thread_names: dict[int, str] = {}
+        self.budget: _Budget | None = None
 
     def read(self, lines: list[bytes]) -> None:
         """Take in a batch's metadata lines."""
@@ -533,7 +648,8 @@ class _Meta:
         new = {}
         for line in lines:
             fh = b'"FH"' in line
-            if not fh and b'"thread_name"' not in line:
+            if not fh and b'"thread_name"' not in line and not (
+                    self.budget is not None and (b'"iotrace_lost"' in line or b'"iotrace_end"' in line)):
                 continue
             try:
                 ev = orjson.loads(line)
@@ -547,8 +663,17 @@ class _Meta:
                 new[str(args["value"])] = str(args.get("name"))
             elif name == "thread_name" and isinstance(ev.get("tid"), int):
                 self.thread_names[ev["tid"]] = str(args.get("name", ""))
+            elif name == "iotrace_lost" and self.budget is not None:
+                self.budget.lost(_int(args.get("events")))
+            elif name == "iotrace_end" and self.budget is not None:  # the file's totals
+                self.budget.lost(_int(args.get("lost")) + _int(args.get("dropped")),
+                                 args.get("mono_ns"), total=True)
         if new:
             self.writer.add_names(new)
+
+
+def _int(v) -> int:
+    return v if isinstance(v, int) and not isinstance(v, bool) else 0
 
 
 def _thread_label(proc: Proc, tid: int, name: str | None) -> str:
@@ -571,30 +696,118 @@ def _summarise(output: str, procs: list[Proc], results: list[FileResult],
         described=sum(1 for p in procs for f in p.files if f.info))
 
 
+JOB_VPID = 0x7FFFFFF0  # the job's own process (--max-slices: its counters, the budget)
+
+
+def budget_text(b: dict) -> str:
+    """What --max-slices did, in a sentence (the command's output and the trace's note)."""
+    if not b["merging"]:
+        return f"--max-slices {b['max_slices']}: {b['slices']} slices fit, nothing merged"
+    t = b["threshold_ns"]
+    shorter = "any length" if t is None else f"shorter than {t / 1000:g} us"
+    text = (f"--max-slices {b['max_slices']}: {b['slices']} slices -> {b['written']}: "
+            f"{b['merged_calls']} calls ({shorter}) merged into {b['merged_slices']} slices")
+    if not b["met"]:
+        text += " (the budget cannot be met: runs of one name and file are as long as they get)"
+    return text
+
+
 def _notes(result: ExportResult, filt: EventFilter) -> list[dict]:
-    """What was left out, as an instant a person sees on the timeline."""
+    """What was left out or merged, as instants a person sees on the timeline."""
+    notes = []
+    if result.budget and result.budget["merging"]:
+        notes.append({"ph": "i", "s": "g", "name": "iotrace export: " + budget_text(result.budget),
+                      "ts": result.budget["first_ns"] / 1000, "pid": 0, "tid": 0, "cat": "iotrace"})
     if not result.cut:
-        return []
+        return notes
     text = (f"iotrace export: --max-events {filt.max_events} kept the first "
             f"{result.events} events; {result.cut} later events left out")
-    return [{"ph": "i", "s": "g", "name": text, "ts": result.cutoff_us, "pid": 0, "tid": 0,
-             "cat": "iotrace"}]
+    return notes + [{"ph": "i", "s": "g", "name": text, "ts": result.cutoff_us, "pid": 0, "tid": 0,
+                     "cat": "iotrace"}]
+
+
+@dataclass
+class JobPart:
+    """The job's own process: its label, and its part (counters and the budget's instant)."""
+
+    vpid: int
+    label: str
+    sort_index: int
+    path: str
+    crc: int = 0
+    size: int = 0
+
+
+def _job_part(tmp: str, fmt: str, procs: list[Proc], files: list[FileResult], plan: bud.Plan,
+              result: ExportResult) -> JobPart:
+    """--max-slices merged: the job's I/O counters (the sum of its processes') and the budget as
+    an instant with args, on a process of their own."""
+    import pyarrow as pa
+
+    merged = [f.merged for f in files if f.merged is not None]
+    b = result.budget
+    b["merged_calls"] = sum(m.calls for m in merged)
+    b["merged_slices"] = sum(m.slices for m in merged)
+    b["written"] = b["slices"] - b["merged_calls"] + b["merged_slices"]
+    b["first_ns"] = plan.first_ns
+    part = JobPart(JOB_VPID, "job (iotrace export)", len(procs), os.path.join(tmp, "job.part"))
+    index = 1 + max((f.index for p in procs for f in p.files), default=0)
+    counters = bud.IoCounters(plan.bin_ns)
+    for f in files:
+        counters.merge(bud.IoCounters(plan.bin_ns, f.io_bins))
+    args = {k: v for k, v in b.items() if k != "first_ns"}
+    note = pa.record_batch({
+        "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(1, np.int32)), pa.array(["i"])),
+        "name": pa.DictionaryArray.from_arrays(pa.array(np.zeros(1, np.int32)),
+                                               pa.array(["iotrace export: --max-slices"])),
+        "cat": pa.DictionaryArray.from_arrays(pa.array(np.zeros(1, np.int32)), pa.array(["iotrace"])),
+        "pid": pa.array([JOB_VPID], pa.int64()), "tid": pa.array([JOB_VPID], pa.int64()),
+        "ts_ns": pa.array([plan.first_ns], pa.int64()),
+        "args": pa.array([orjson.dumps(args).decode()], pa.string())})
+    batches = [note]
+    if (c := counters.batch(JOB_VPID, JOB_VPID)) is not None:
+        batches.append(c)
+    with open(part.path, "wb") as f:
+        if fmt == "pftrace":
+            writer = _export.ProtoWriter(f.fileno(), seq=index * 8 + 1, vpid=JOB_VPID, pid=JOB_VPID,
+                                         sort_index=part.sort_index, file_index=index,
+                                         level=PFTRACE_LEVEL, batch_bytes=BATCH_BYTES)
+        else:
+            writer = _export.JsonWriter(f.fileno(), JOB_VPID, JOB_VPID,
+                                        JSON_LEVEL if fmt == "json.gz" else -1)
+        for batch in batches:
+            cols = _export.Columns(batch)
+            writer.encode(cols, np.arange(cols.rows, dtype=np.int64), np.zeros(0, np.int64),
+                          np.zeros(0, np.uint64))
+            result.events += cols.rows
+            result.counters += cols.rows if batch is not note else 0
+        writer.thread(JOB_VPID, "job · iotrace export")
+        writer.close()
+        if fmt != "pftrace":
+            part.crc, part.size = writer.crc, writer.size
+    return part
 
 
 def _assemble(output: str, fmt: str, procs: list[Proc], tasks: list[Task],
-              results: list[TaskResult], notes: list[dict], result: ExportResult) -> None:
+              results: list[TaskResult], notes: list[dict], result: ExportResult,
+              job: JobPart | None = None) -> None:
+    heads = procs + ([job] if job is not None else [])
     if fmt == "pftrace":
         with open(output, "wb", buffering=0) as out:  # unbuffered: parts are copied by fd
-            out.write(_export.process_descriptors([(p.vpid, p.label) for p in procs]))
+            out.write(_export.process_descriptors([(p.vpid, p.label) for p in heads]))
             for task in tasks:
                 _append(out, task.part_path)
+            if job is not None:
+                _append(out, job.path)
             out.write(_export.note_packets([(n["name"], round(n["ts"] * 1000)) for n in notes],
                                            NOTES_SEQ))
         return
     doc = json_out.JsonJob(output, fmt == "json.gz")
-    doc.write_head(json_out.head(procs))
+    doc.write_head(json_out.head(heads))
     for task, res in zip(tasks, results):
         doc.add_part(task.part_path, res.crc, res.size)
+    if job is not None:
+        doc.add_part(job.path, job.crc, job.size)
     doc.finish(json_out.tail(notes, result.summary()))
 
 

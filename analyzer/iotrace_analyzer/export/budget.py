@@ -1,0 +1,687 @@
+"""--max-slices: a budget of slices, so that a huge job's export opens in the Perfetto UI.
+
+The UI holds a few million slices; a job of 10^8 calls needs fewer. Every slice that is long or
+rare is kept as it is; the short calls between two long slices of a thread are merged, per name
+and file, into one slice that carries their count, bytes and summed time ("pread ×1234", args
+`merged`, `call`, `bytes`, `time_us`, `fname`), drawn on a track of their own beside the thread
+(`rank 0 · main · pread merged`: merged runs of several names overlap, and a thread's slices
+must nest). A run of one call stays the call itself.
+
+What "long" means is chosen for the job: a first pass (`SliceStats`, a file at a time, beside
+--max-events's) counts, for every duration threshold T of a log scale (`EDGES`, 2**(1/4) apart),
+the slices the export would write: the slices at least T long, the rare ones, and one slice per
+run of shorter calls, a run being the calls of one name and file on one thread with no slice of
+T or longer between them (a call starts a run when the longest slice since the previous call
+of its name and file on its thread, that one included, is T or longer: counted per threshold
+as the interval (dur, that longest] of thresholds). The smallest T whose count fits the budget
+is taken (`plan`): the export merges no more than it must, and nothing when the job fits.
+The write pass (`Merger`) applies the same rule to the same events, so it writes that count.
+
+A name is rare when the job has at most max_slices / RARE_SHARE slices of it (an open, a fork,
+a step of a long loop): those slices are always kept (they do not end runs).
+
+With the budget in force, counter tracks are added (`IoCounters`): per process and for the job
+(a process of its own, `job (iotrace export)`), read and write bandwidth (MB/s) and operations
+per second, per time bin (a power of two of ns, at most COUNTER_BINS over the job), open files
+per process, and the events the tracer lost, when it lost some (iotrace_lost, iotrace_end).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import orjson
+
+from .filters import codes_or_null, phases
+
+# Duration thresholds (ns): 1 ns to about 2**41 ns (37 min), each 2**(1/4) above the last.
+EDGES = np.unique(np.round(2.0 ** (np.arange(0, 4 * 41 + 1) / 4)).astype(np.int64))
+NO_MERGE = len(EDGES)  # the index of "no threshold": everything short (T infinite)
+NEVER = len(EDGES) + 1  # the longest-slice index of a call whose name and file are new
+WIDTH = len(EDGES) + 2  # columns of the per-name tables
+
+DEFAULT_MAX_SLICES = 2_000_000
+RARE_SHARE = 1000
+COUNTER_BINS = 2048
+MERGED_TID = 1 << 30  # tids of the merged tracks (2**30 + n: apart from threads and asyncio's)
+
+
+def dur_index(dur: np.ndarray) -> np.ndarray:
+    """The number of thresholds at or below each duration: dur < EDGES[j] iff index <= j."""
+    return np.searchsorted(EDGES, dur, side="right").astype(np.int16)
+
+
+def _ints(cols, name: str, default: int = 0) -> np.ndarray:
+    v = cols.ints(name)
+    return np.full(cols.rows, default, np.int64) if v is None else v
+
+
+def tids_of(cols, pid: int) -> np.ndarray:
+    """The tid of every row (the writers' rule: an event without one is the main thread's)."""
+    tid = cols.ints("tid")
+    if tid is None:
+        return np.full(cols.rows, pid, np.int64)
+    valid = cols.int_valid("tid")
+    return tid if valid is None else np.where(valid, tid, pid)
+
+
+class Keys:
+    """A file's (category, name) pairs and (name, file hash) keys as small ints."""
+
+    def __init__(self):
+        self.names: dict[tuple[str, str], int] = {}
+        self.keys: dict[tuple[int, str | None], int] = {}
+        self.key_list: list[tuple[int, str | None]] = []
+
+    def of(self, cols, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(name ids, key ids) of these rows."""
+        names, cats = cols.dictionary("name"), cols.dictionary("cat")
+        nc = codes_or_null(cols, "name", len(names))[rows].astype(np.int64)
+        cc = codes_or_null(cols, "cat", len(cats))[rows].astype(np.int64)
+        pairs, inv = np.unique(nc * (len(cats) + 1) + cc, return_inverse=True)
+        table = np.empty(len(pairs), np.int64)
+        for i, p in enumerate(pairs.tolist()):
+            n, c = divmod(p, len(cats) + 1)
+            key = (cats[c] if c < len(cats) else "", names[n] if n < len(names) else "")
+            table[i] = self.names.setdefault(key, len(self.names))
+        name_ids = table[inv.reshape(-1)]
+        hashes = cols.dictionary("fhash")
+        fc = codes_or_null(cols, "fhash", len(hashes))[rows].astype(np.int64)
+        pairs, inv = np.unique(name_ids * (len(hashes) + 1) + fc, return_inverse=True)
+        table = np.empty(len(pairs), np.int64)
+        for i, p in enumerate(pairs.tolist()):
+            n, f = divmod(p, len(hashes) + 1)
+            key = (n, hashes[f] if f < len(hashes) else None)
+            k = self.keys.get(key)
+            if k is None:
+                k = self.keys[key] = len(self.key_list)
+                self.key_list.append(key)
+            table[i] = k
+        return name_ids, table[inv.reshape(-1)]
+
+    def name_list(self) -> list[tuple[str, str]]:
+        out = [("", "")] * len(self.names)
+        for key, i in self.names.items():
+            out[i] = key
+        return out
+
+
+def range_max(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """max(d[lo[i] : hi[i] + 1]) for each i (lo <= hi), by a sparse table."""
+    levels = [d]
+    while (2 << (len(levels) - 1)) <= len(d):
+        prev, half = levels[-1], 1 << (len(levels) - 1)
+        levels.append(np.maximum(prev[:-half], prev[half:]))
+    level = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+    out = np.empty(len(lo), d.dtype)
+    for k in np.unique(level).tolist():
+        sel = level == k
+        a = levels[k]
+        out[sel] = np.maximum(a[lo[sel]], a[hi[sel] - (1 << k) + 1])
+    return out
+
+
+class _Barriers:
+    """One thread's calls as the batches go by: for each call, the longest slice (as a
+    dur_index) since the previous call of its key, that one included (NEVER: the first)."""
+
+    def __init__(self):
+        self.batch_max: list[int] = []
+        self.last: dict[int, tuple[int, int]] = {}  # key -> (batch no, longest since, to its end)
+
+    def longest_since(self, d: np.ndarray, keys: np.ndarray) -> np.ndarray:
+        n = len(d)
+        order = np.lexsort((np.arange(n), keys))
+        ks = keys[order]
+        same = ks[1:] == ks[:-1]
+        prev = np.full(n, -1, np.int64)
+        prev[order[1:][same]] = order[:-1][same]
+        out = np.empty(n, np.int16)
+        inner = np.flatnonzero(prev >= 0)
+        if len(inner):
+            out[inner] = range_max(d, prev[inner], inner - 1)
+        firsts = np.flatnonzero(prev < 0)
+        before = np.maximum.accumulate(d)
+        tail = np.maximum.accumulate(np.array(self.batch_max[::-1] or [-1], np.int64))[::-1]
+        tail = np.append(tail, -1) if self.batch_max else np.array([-1, -1])
+        for e, k in zip(firsts.tolist(), keys[firsts].tolist()):
+            c = self.last.get(k)
+            if c is None:
+                out[e] = NEVER
+            else:
+                b, since = c
+                out[e] = max(since, int(tail[b + 1]), int(before[e - 1]) if e else -1)
+        suffix = np.maximum.accumulate(d[::-1])[::-1]
+        ends = order[np.append(~same, True)]
+        b = len(self.batch_max)
+        for k, p in zip(keys[ends].tolist(), suffix[ends].tolist()):
+            self.last[k] = (b, p)
+        self.batch_max.append(int(d.max()))
+        return out
+
+
+def by_thread(tids: np.ndarray):
+    """(tid, indices in order) of each thread among the rows."""
+    order = np.argsort(tids, kind="stable")
+    cuts = np.flatnonzero(np.diff(tids[order])) + 1
+    for seg in np.split(order, cuts):
+        if len(seg):
+            yield int(tids[seg[0]]), seg
+
+
+@dataclass
+class SliceStats:
+    """Pass 1 of the budget for a file (or a job: merged): per (category, name), its slices
+    by dur_index (`hist`) and the run starts per threshold as differences (`diff`)."""
+
+    names: list[tuple[str, str]] = field(default_factory=list)
+    hist: np.ndarray = field(default_factory=lambda: np.zeros((0, WIDTH), np.int64))
+    diff: np.ndarray = field(default_factory=lambda: np.zeros((0, WIDTH), np.int64))
+    first_ns: int | None = None
+    last_ns: int | None = None
+
+    def merge(self, other: SliceStats) -> None:
+        index = {n: i for i, n in enumerate(self.names)}
+        rows = []
+        for n in other.names:
+            if n not in index:
+                index[n] = len(self.names)
+                self.names.append(n)
+            rows.append(index[n])
+        grow = len(self.names) - len(self.hist)
+        if grow:
+            self.hist = np.vstack([self.hist, np.zeros((grow, WIDTH), np.int64)])
+            self.diff = np.vstack([self.diff, np.zeros((grow, WIDTH), np.int64)])
+        if rows:
+            np.add.at(self.hist, np.array(rows), other.hist)
+            np.add.at(self.diff, np.array(rows), other.diff)
+        for t, pick in ((other.first_ns, min), (other.last_ns, max)):
+            if t is not None:
+                attr = "first_ns" if pick is min else "last_ns"
+                mine = getattr(self, attr)
+                setattr(self, attr, t if mine is None else pick(mine, t))
+
+    @property
+    def slices(self) -> int:
+        return int(self.hist.sum())
+
+    def counts(self) -> np.ndarray:
+        """Per name and threshold index (0 .. NO_MERGE): the slices written if not rare."""
+        long = self.hist[:, ::-1].cumsum(axis=1)[:, ::-1]  # long[j] = sum(hist[j:])
+        kept = np.zeros_like(self.hist)
+        kept[:, :-1] = long[:, 1:]  # at threshold j, the slices with dur_index > j
+        return (kept + self.diff.cumsum(axis=1))[:, : NO_MERGE + 1]
+
+
+class StatsPass:
+    """SliceStats of one file, a batch of columns at a time."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        self.keys = Keys()
+        self.threads: dict[int, _Barriers] = {}
+        self.hist = np.zeros((0, WIDTH), np.int64)
+        self.diff = np.zeros((0, WIDTH), np.int64)
+        self.first_ns: int | None = None
+        self.last_ns: int | None = None
+
+    def add(self, cols, rows: np.ndarray) -> None:
+        ts_all = _ints(cols, "ts_ns")
+        if len(rows):
+            t = ts_all[rows]
+            end = t + _ints(cols, "dur_ns")[rows]
+            self.first_ns = int(t.min()) if self.first_ns is None else min(self.first_ns, int(t.min()))
+            self.last_ns = int(end.max()) if self.last_ns is None else max(self.last_ns, int(end.max()))
+        x = rows[phases(cols, ("X",))[rows]]
+        if not len(x):
+            return
+        name_ids, key_ids = self.keys.of(cols, x)
+        d = dur_index(_ints(cols, "dur_ns")[x])
+        longest = np.empty(len(x), np.int16)
+        for tid, seg in by_thread(tids_of(cols, self.pid)[x]):
+            longest[seg] = self.threads.setdefault(tid, _Barriers()).longest_since(d[seg], key_ids[seg])
+        grow = len(self.keys.names) - len(self.hist)
+        if grow:
+            self.hist = np.vstack([self.hist, np.zeros((grow, WIDTH), np.int64)])
+            self.diff = np.vstack([self.diff, np.zeros((grow, WIDTH), np.int64)])
+        size = len(self.hist) * WIDTH
+        self.hist += np.bincount(name_ids * WIDTH + d, minlength=size).reshape(-1, WIDTH)
+        runs = longest > d
+        starts = np.bincount(name_ids[runs] * WIDTH + d[runs], minlength=size)
+        ends = np.bincount(name_ids[runs] * WIDTH + longest[runs], minlength=size)
+        self.diff += (starts - ends).reshape(-1, WIDTH)
+
+    def result(self) -> SliceStats:
+        return SliceStats(self.keys.name_list(), self.hist, self.diff, self.first_ns, self.last_ns)
+
+
+@dataclass
+class Plan:
+    """The budget as chosen for the job (pass 1), what every file's Merger applies."""
+
+    max_slices: int
+    slices: int  # in the job (after the filters)
+    expected: int  # written
+    threshold: int = NO_MERGE  # EDGES index: calls shorter than EDGES[threshold] merge
+    rare: frozenset = frozenset()  # (cat, name) always kept
+    bin_ns: int = 1  # counter bins
+    merging: bool = False
+    first_ns: int = 0  # the first event's time (where the budget's note goes)
+
+    @property
+    def threshold_ns(self) -> int | None:
+        return int(EDGES[self.threshold]) if self.threshold < NO_MERGE else None
+
+    @property
+    def met(self) -> bool:
+        return self.expected <= self.max_slices
+
+    def describe(self) -> dict:
+        """The plan as the trace's metadata and the command's output state it."""
+        return {"max_slices": self.max_slices, "slices": self.slices, "written": self.expected,
+                "merging": self.merging, "met": self.met,
+                "threshold_ns": self.threshold_ns if self.merging else None,
+                "rare_names": sorted(f"{c}:{n}" for c, n in self.rare) if self.merging else [],
+                "counter_bin_ns": self.bin_ns if self.merging else None}
+
+
+def plan(stats: SliceStats, max_slices: int) -> Plan:
+    """The smallest threshold whose slices fit the budget (or none: nothing to merge)."""
+    total = stats.slices
+    if total <= max_slices:
+        return Plan(max_slices, total, total)
+    per_name = stats.hist.sum(axis=1)
+    rare = per_name <= max_slices // RARE_SHARE
+    counts = stats.counts()
+    written = per_name[rare].sum() + counts[~rare].sum(axis=0)  # per threshold
+    fits = np.flatnonzero(written <= max_slices)
+    j = int(fits[0]) if len(fits) else int(np.argmin(written))
+    span = (stats.last_ns or 0) - (stats.first_ns or 0)
+    bin_ns = 1
+    while span // bin_ns > COUNTER_BINS:
+        bin_ns <<= 1
+    return Plan(max_slices, total, int(written[j]), j,
+                frozenset(n for n, r in zip(stats.names, rare.tolist()) if r), bin_ns, True,
+                stats.first_ns or 0)
+
+
+# --- the write pass ---------------------------------------------------------------------------
+
+
+class _Run:
+    """An open run: the calls of one key in its thread's current epoch so far."""
+
+    __slots__ = ("key", "count", "bytes", "dur", "start", "end", "row", "saved")
+
+    def __init__(self, key, count, nbytes, dur, start, end, row):
+        self.key, self.count, self.bytes, self.dur = key, count, nbytes, dur
+        self.start, self.end, self.row = start, end, row  # row: its only call's, in this batch
+        self.saved = None  # its only call, kept as a one-row batch past its own
+
+
+class _Thread:
+    def __init__(self):
+        self.epoch = 0  # slices of the threshold or longer so far
+        self.runs: dict[int, _Run] = {}  # the open runs (all of the current epoch)
+
+
+@dataclass
+class MergeCounts:
+    calls: int = 0  # calls merged
+    slices: int = 0  # merged slices written
+    singles: int = 0  # runs of one call (written as they are)
+
+
+_RUN_FIELDS = ("tid", "key", "count", "bytes", "dur", "start", "end")
+
+
+class Merger:
+    """Pass 3 of a file with the budget in force: which rows are written as they are, and the
+    merged slices as batches of their own (on tracks of their own). Runs are found a thread
+    and a batch at a time, with numpy; only the runs still open at a batch's end (one per key
+    at most) are objects."""
+
+    def __init__(self, plan: Plan, pid: int, bytes_names: frozenset):
+        self.plan, self.pid = plan, pid
+        self.keys = Keys()
+        self.threads: dict[int, _Thread] = {}
+        self.tracks: dict[tuple[int, int, int], int] = {}  # (tid, name id, lane) -> track tid
+        self.lane_ends: dict[tuple[int, int], list[int]] = {}  # (tid, name id) -> lane ends
+        self.bytes_names = bytes_names
+        self.rare_of: list[bool] = []
+        self.bytes_of: list[bool] = []
+        self.counts = MergeCounts()
+        self.out: list[list] = [[] for _ in _RUN_FIELDS]  # closed runs of two calls or more
+        self.singles: list = []  # closed runs of one call saved from earlier batches
+
+    def _names(self) -> tuple[np.ndarray, np.ndarray]:
+        names = self.keys.name_list()
+        for n in names[len(self.rare_of):]:
+            self.rare_of.append(n in self.plan.rare)
+            self.bytes_of.append(n[1] in self.bytes_names)
+        return np.array(self.rare_of, bool), np.array(self.bytes_of, bool)
+
+    def batch(self, cols, batch, rows: np.ndarray) -> np.ndarray:
+        """The rows of a batch to write as they are (the others are merged, or held in an open
+        run); the merged slices closed so far are taken with take_batches()."""
+        is_x = phases(cols, ("X",))[rows]
+        x = rows[is_x]
+        if not len(x):
+            return rows
+        name_ids, key_ids = self.keys.of(cols, x)
+        rare, counted = self._names()
+        d = dur_index(_ints(cols, "dur_ns")[x])
+        long = d > self.plan.threshold
+        short = ~long & ~rare[name_ids]
+        ts = _ints(cols, "ts_ns")[x]
+        dur = _ints(cols, "dur_ns")[x]
+        nbytes = moved_bytes(cols, x) * counted[name_ids]
+        write = ~short
+        save: list[_Run] = []
+        for tid, seg in by_thread(tids_of(cols, self.pid)[x]):
+            th = self.threads.setdefault(tid, _Thread())
+            seg_long = long[seg]
+            later = np.cumsum(seg_long) - seg_long  # long slices before each call, in the batch
+            final = int(seg_long.sum())
+            sel = short[seg]
+            members = seg[sel]
+            if not len(members):
+                if final:
+                    self._close_open(tid, th)
+                th.epoch += final
+                continue
+            grp = key_ids[members] << 32 | later[sel]
+            uniq, first, inv = np.unique(grp, return_index=True, return_inverse=True)
+            inv = inv.reshape(-1)
+            count = np.bincount(inv)
+            order = np.argsort(inv, kind="stable")
+            cuts = np.r_[0, np.cumsum(count)[:-1]]
+            g = dict(key=uniq >> 32, epoch=uniq & 0xFFFFFFFF, count=count,
+                     bytes=np.add.reduceat(nbytes[members][order], cuts),
+                     dur=np.add.reduceat(dur[members][order], cuts),
+                     start=np.minimum.reduceat(ts[members][order], cuts),
+                     end=np.maximum.reduceat((ts + dur)[members][order], cuts),
+                     row=x[members[first]])
+            # the open runs go on with this batch's calls of their key before its first long slice
+            cont = np.zeros(len(uniq), bool)
+            for key, run in th.runs.items():
+                i = int(np.searchsorted(uniq, key << 32))
+                if i < len(uniq) and uniq[i] == key << 32:
+                    cont[i] = True
+                    run.count += int(count[i])
+                    run.bytes += int(g["bytes"][i])
+                    run.dur += int(g["dur"][i])
+                    run.start, run.end = min(run.start, int(g["start"][i])), max(run.end, int(g["end"][i]))
+                    run.row, run.saved = -1, None
+            if final:
+                self._close_open(tid, th)
+            closed = (g["epoch"] < final) & ~cont
+            one = closed & (count == 1)
+            write[members[first[one]]] = True
+            self.counts.singles += int(one.sum())
+            many = closed & (count > 1)
+            if many.any():
+                self._add_out(tid, {k: v[many] for k, v in g.items()})
+            for i in np.flatnonzero((g["epoch"] == final) & ~cont).tolist():
+                run = _Run(int(g["key"][i]), int(count[i]), int(g["bytes"][i]), int(g["dur"][i]),
+                           int(g["start"][i]), int(g["end"][i]), int(g["row"][i]) if count[i] == 1 else -1)
+                th.runs[run.key] = run
+                if run.row >= 0:
+                    save.append(run)
+            th.epoch += final
+        if save:
+            self._save(batch, cols, save)
+        keep = np.ones(len(rows), bool)
+        keep[np.flatnonzero(is_x)[~write]] = False
+        return rows[keep]
+
+    def _add_out(self, tid: int, g: dict) -> None:
+        n = len(g["key"])
+        self.counts.calls += int(g["count"].sum())
+        self.counts.slices += n
+        for out, f in zip(self.out, _RUN_FIELDS):
+            out.append(np.full(n, tid, np.int64) if f == "tid" else np.asarray(g[f], np.int64))
+
+    def _close_open(self, tid: int, th: _Thread) -> None:
+        """The thread's open runs end (a long slice came, or the file)."""
+        runs = list(th.runs.values())
+        th.runs = {}
+        many = [r for r in runs if r.count > 1]
+        for r in runs:
+            if r.count == 1:
+                self.counts.singles += 1
+                if r.saved is not None:
+                    self.singles.append(r.saved)
+        if many:
+            self._add_out(tid, {f: np.array([getattr(r, f) for r in many], np.int64)
+                                for f in _RUN_FIELDS[1:]})
+
+    def _save(self, batch, cols, runs: list[_Run]) -> None:
+        """Open runs of one call of this batch: the call kept as a one-row batch of its own
+        (with the times moved onto the job clock as the columns have them)."""
+        import pyarrow as pa
+
+        rows = np.array([r.row for r in runs], np.int64)
+        taken = batch.take(pa.array(rows))
+        for col in ("ts_ns", "dur_ns"):
+            v = cols.ints(col)
+            i = taken.schema.get_field_index(col)
+            if v is not None and i >= 0:
+                taken = taken.set_column(i, col, pa.array(v[rows], pa.int64()))
+        for i, run in enumerate(runs):
+            run.saved = taken.slice(i, 1)
+            run.row = -1
+
+    def finish(self) -> None:
+        """The end of the file: every open run closes."""
+        for tid, th in self.threads.items():
+            self._close_open(tid, th)
+
+    def take_batches(self, pid: int) -> list:
+        """The runs of one call saved from earlier batches, and the merged slices closed so far
+        as one batch (on their tracks); then forgotten."""
+        out = list(self.singles)
+        self.singles = []
+        if self.out[0]:
+            runs = {f: np.concatenate(o) for f, o in zip(_RUN_FIELDS, self.out)}
+            self.out = [[] for _ in _RUN_FIELDS]
+            out.append(self._merged_batch(pid, runs))
+        return out
+
+    def _lanes(self, runs: dict) -> np.ndarray:
+        """The track of each run: the first lane of its thread and call free at its start (runs
+        of one name on several files overlap); runs in order of start."""
+        names = np.array([self.keys.key_list[k][0] for k in runs["key"].tolist()], np.int64)
+        tracks = np.empty(len(names), np.int64)
+        order = np.lexsort((runs["start"], names, runs["tid"]))
+        tid, name, start, end = runs["tid"][order], names[order], runs["start"][order], runs["end"][order]
+        cuts = np.flatnonzero((np.diff(tid) != 0) | (np.diff(name) != 0)) + 1
+        for seg in np.split(np.arange(len(order)), cuts):
+            t, n = int(tid[seg[0]]), int(name[seg[0]])
+            ends = self.lane_ends.setdefault((t, n), [])
+            s, e = start[seg], end[seg]
+            reach = np.maximum.accumulate(e)
+            if (not ends or ends[0] <= s[0]) and (s[1:] >= reach[:-1]).all():
+                lanes = np.zeros(len(seg), np.int64)  # one after the other: one lane
+                if not ends:
+                    ends.append(0)
+                ends[0] = int(reach[-1])
+            else:
+                lanes = np.empty(len(seg), np.int64)
+                for i, (a, b) in enumerate(zip(s.tolist(), e.tolist())):
+                    lane = next((k for k, last in enumerate(ends) if last <= a), len(ends))
+                    if lane == len(ends):
+                        ends.append(b)
+                    ends[lane] = b
+                    lanes[i] = lane
+            for lane in np.unique(lanes).tolist():
+                if (t, n, lane) not in self.tracks:
+                    self.tracks[(t, n, lane)] = MERGED_TID + len(self.tracks)
+                tracks[order[seg[lanes == lane]]] = self.tracks[(t, n, lane)]
+        return tracks
+
+    def _merged_batch(self, pid: int, runs: dict):
+        import pyarrow as pa
+
+        names = self.keys.name_list()
+        tracks = self._lanes(runs)
+        order = np.argsort(runs["start"], kind="stable")
+        labels, cats, args = [], [], []
+        for i in order.tolist():
+            name_id, fhash = self.keys.key_list[int(runs["key"][i])]
+            cat, name = names[name_id]
+            count = int(runs["count"][i])
+            labels.append(f"{name} ×{count}")
+            cats.append(cat)
+            a = {"merged": count, "call": name}
+            if self.bytes_of[name_id]:
+                a["bytes"] = int(runs["bytes"][i])
+            a["time_us"] = int(runs["dur"][i]) / 1000
+            if fhash is not None:
+                a["fhash"] = fhash
+            args.append(orjson.dumps(a).decode())
+        n = len(order)
+        return pa.record_batch({
+            "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["X"])),
+            "name": _dict_array(labels),
+            "cat": _dict_array(cats),
+            "pid": pa.array(np.full(n, pid, np.int64)),
+            "tid": pa.array(tracks[order]),
+            "ts_ns": pa.array(runs["start"][order]),
+            "dur_ns": pa.array((runs["end"] - runs["start"])[order]),
+            "args": pa.array(args, pa.string()),
+        })
+
+    def track_labels(self, thread_label) -> dict[int, str]:
+        """The merged tracks' names: `<thread> · <call> merged` (and the lane, from the second)."""
+        names = self.keys.name_list()
+        return {track: f"{thread_label(tid)} · {names[name_id][1]} merged" + (f" {lane + 1}" if lane else "")
+                for (tid, name_id, lane), track in self.tracks.items()}
+
+
+def _dict_array(values: list[str]):
+    import pyarrow as pa
+
+    uniq = sorted(set(values))
+    index = {v: i for i, v in enumerate(uniq)}
+    return pa.DictionaryArray.from_arrays(pa.array(np.array([index[v] for v in values], np.int32)),
+                                          pa.array(uniq, pa.string()))
+
+
+def moved_bytes(cols, rows: np.ndarray) -> np.ndarray:
+    """Bytes a data call moved (the analyzer's rule): `bytes` if present, else `ret` when > 0."""
+    nbytes = cols.ints("bytes")
+    ret = cols.ints("ret")
+    r = np.zeros(len(rows), np.int64) if ret is None else np.maximum(ret[rows], 0)
+    if ret is not None and (valid := cols.int_valid("ret")) is not None:
+        r = np.where(valid[rows], r, 0)
+    if nbytes is None:
+        return r
+    valid = cols.int_valid("bytes")
+    return nbytes[rows] if valid is None else np.where(valid[rows], nbytes[rows], r)
+
+
+# --- counter tracks ---------------------------------------------------------------------------
+
+
+@dataclass
+class IoCounters:
+    """A file's (or the job's) read and write bytes and calls per time bin, open files at the end
+    of each bin, and the events the tracer lost (time, total so far)."""
+
+    bin_ns: int
+    bins: dict[int, np.ndarray] = field(default_factory=dict)  # bin -> [rbytes, wbytes, rops, wops]
+    open_files: dict[int, int] = field(default_factory=dict)  # bin -> open at its end
+    lost: list[tuple[int, int]] = field(default_factory=list)
+    _open: int = 0
+    _opens_seen: bool = False
+
+    def add(self, cols, rows: np.ndarray, reads: frozenset, writes: frozenset,
+            opens: frozenset, closes: frozenset) -> None:
+        x = rows[phases(cols, ("X",))[rows]]
+        if not len(x):
+            return
+        names = cols.dictionary("name")
+        codes = codes_or_null(cols, "name", len(names))[x]
+        kind = np.array([(n in reads) + 2 * (n in writes) + 4 * (n in opens) + 8 * (n in closes)
+                         for n in names] + [0], np.int8)[codes]
+        if not kind.any():
+            return
+        ts = _ints(cols, "ts_ns")[x]
+        b = ts // self.bin_ns
+        nbytes = moved_bytes(cols, x)
+        for col, sel, weights in ((0, kind == 1, nbytes), (1, kind == 2, nbytes),
+                                  (2, kind == 1, None), (3, kind == 2, None)):
+            if not sel.any():
+                continue
+            keys, inv = np.unique(b[sel], return_inverse=True)
+            sums = np.bincount(inv.reshape(-1), None if weights is None else weights[sel].astype(np.float64))
+            for k, v in zip(keys.tolist(), sums.tolist()):
+                self.bins.setdefault(k, np.zeros(4))[col] += v
+        oc = (kind == 4) | (kind == 8)
+        if oc.any():
+            self._opens_seen = True
+            failed = np.zeros(int(oc.sum()), bool)  # a call with errno failed (the analyzer's rule)
+            if cols.ints("errno") is not None:
+                valid = cols.int_valid("errno")
+                failed |= True if valid is None else valid[x][oc]
+            step = np.where(kind[oc] == 4, 1, -1) * ~failed
+            level = self._open + np.cumsum(step)
+            ends = (ts + _ints(cols, "dur_ns")[x])[oc] // self.bin_ns
+            last = np.append(ends[1:] != ends[:-1], True)
+            for k, v in zip(ends[last].tolist(), level[last].tolist()):
+                self.open_files[k] = v
+            self._open = int(level[-1])
+
+    def add_lost(self, ts_ns: int, events: int, total: bool = False) -> None:
+        """`events` more lost at ts_ns (total: the file's total so far, as iotrace_end says)."""
+        before = self.lost[-1][1] if self.lost else 0
+        now = max(before, events) if total else before + events
+        if now > before:
+            self.lost.append((ts_ns, now))
+
+    def merge(self, other: IoCounters) -> None:
+        for k, v in other.bins.items():
+            self.bins.setdefault(k, np.zeros(4))
+            self.bins[k] += v
+
+    def batch(self, pid: int, tid: int):
+        """The counter events, as a batch (None: none): the bins with calls and the empty
+        bin after each (the tracks fall back to 0), open files, lost events."""
+        import pyarrow as pa
+
+        ts, args = [], []
+        scale = 1e9 / self.bin_ns
+        keys = sorted(self.bins)
+        for i, k in enumerate(keys):
+            rb, wb, ro, wo = self.bins[k].tolist()
+            ts.append(k * self.bin_ns)
+            args.append({"read MB/s": rb * scale / 1e6, "write MB/s": wb * scale / 1e6,
+                         "read ops/s": ro * scale, "write ops/s": wo * scale})
+            if i + 1 == len(keys) or keys[i + 1] != k + 1:
+                ts.append((k + 1) * self.bin_ns)
+                args.append({"read MB/s": 0.0, "write MB/s": 0.0, "read ops/s": 0.0,
+                             "write ops/s": 0.0})
+        names = ["io"] * len(ts)
+        if self._opens_seen:
+            for k in sorted(self.open_files):
+                ts.append((k + 1) * self.bin_ns)
+                args.append({"open": self.open_files[k]})
+                names.append("files")
+        for t, total in self.lost:
+            ts.append(t)
+            args.append({"lost events": total})
+            names.append("iotrace")
+        if not ts:
+            return None
+        order = np.argsort(np.array(ts, np.int64), kind="stable")
+        n = len(ts)
+        return pa.record_batch({
+            "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["C"])),
+            "name": _dict_array([names[i] for i in order]),
+            "pid": pa.array(np.full(n, pid, np.int64)),
+            "tid": pa.array(np.full(n, tid, np.int64)),
+            "ts_ns": pa.array(np.array(ts, np.int64)[order]),
+            "args": pa.array([orjson.dumps(args[i]).decode() for i in order], pa.string()),
+        })

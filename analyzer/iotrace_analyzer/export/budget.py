@@ -280,6 +280,7 @@ class Plan:
     def describe(self) -> dict:
         """The plan as the trace's metadata and the command's output state it."""
         return {"max_slices": self.max_slices, "slices": self.slices, "written": self.expected,
+                "planned": self.expected,
                 "merging": self.merging, "met": self.met,
                 "threshold_ns": self.threshold_ns if self.merging else None,
                 "rare_names": sorted(f"{c}:{n}" for c, n in self.rare) if self.merging else [],

@@ -125,11 +125,13 @@ class ExportResult:
     flows: int
     errors: list[str]
     described: int = 0  # files with a process record (iotrace_process)
-    budget: dict | None = None  # --max-slices: the plan and what was merged (None: no budget)
+    # --max-slices: the plan and what was merged (None: no budget); in the JSON's metadata when
+    # it merged (a job that fits is written as without a budget)
+    budget: dict | None = None
 
     def summary(self) -> dict:
         return {k: v for k, v in self.__dict__.items()
-                if k not in ("output", "errors", "described") and (k != "budget" or v is not None)}
+                if k not in ("output", "errors", "described") and (k != "budget" or v and v["merging"])}
 
 
 class NothingRead(ValueError):
@@ -586,27 +588,33 @@ class _Budget:
         self.counters = bud.IoCounters(job.plan.bin_ns)
         self.calls = (READ_CALLS, WRITE_CALLS, calls_of("open"), calls_of("close"))
         self.last_ns: int | None = None  # the latest event time seen (where a loss is drawn)
-        self.written = 0
+        self.lost_told: list[tuple[int | None, int]] = []  # iotrace_lost: (time, events)
+        self.lost_end: tuple[int | None, int] | None = None  # iotrace_end: (time, total)
 
     def batch(self, cols, batch, rows: np.ndarray) -> np.ndarray:
         self.counters.add(cols, rows, *self.calls)
-        if len(rows):
-            ts = cols.ints("ts_ns")
-            if ts is not None:
-                self.last_ns = int(ts[rows].max())
+        ts = cols.ints("ts_ns")
+        if len(rows) and ts is not None:
+            # losses told in this batch's metadata, before any event: at its first event
+            first = int(ts[rows].min())
+            self.lost_told = [(first if t is None else t, n) for t, n in self.lost_told]
+            self.last_ns = int(ts[rows].max())
         out = self.merger.batch(cols, batch, rows)
         self.res.events -= len(rows) - len(out)
         return out
 
     def lost(self, events: int, mono_ns=None, total: bool = False) -> None:
-        """Events the tracer lost: told at the latest event so far (iotrace_lost has no time),
-        or at the file's end (iotrace_end's mono_ns, onto the job clock)."""
-        t = self.last_ns
-        if isinstance(mono_ns, int) and not isinstance(mono_ns, bool):
-            clock = self.job.file.clock
-            t = mono_ns + (clock.at(mono_ns) if clock is not None else 0)
-        if t is not None and events:
-            self.counters.add_lost(t, events, total)
+        """Events the tracer lost: an iotrace_lost record (no time of its own: drawn at the
+        latest event before it, or the first of its batch), or iotrace_end's totals (at the
+        file's end, its mono_ns on the job clock)."""
+        if total:
+            t = self.last_ns
+            if isinstance(mono_ns, int) and not isinstance(mono_ns, bool):
+                clock = self.job.file.clock
+                t = mono_ns + (clock.at(mono_ns) if clock is not None else 0)
+            self.lost_end = (t, events)
+        elif events:
+            self.lost_told.append((self.last_ns, events))
 
     def write_merged(self) -> None:
         empty = np.zeros(0, np.int64), np.zeros(0, np.uint64)
@@ -619,6 +627,12 @@ class _Budget:
         """The open runs and the counters written; the merged tracks' labels."""
         self.merger.finish()
         self.write_merged()
+        told = sorted((self.last_ns if t is None else t, n) for t, n in self.lost_told)
+        for t, n in told:
+            if t is not None:
+                self.counters.add_lost(t, n)
+        if self.lost_end is not None and self.lost_end[0] is not None:
+            self.counters.add_lost(self.lost_end[0], self.lost_end[1], total=True)
         counters = self.counters.batch(self.job.proc.pid, self.job.proc.pid)
         if counters is not None:
             cols = _export.Columns(counters)

@@ -3,6 +3,8 @@
 
     python benchmarks/export_bench.py [--events 10000000] [--traces DIR] [--keep DIR]
         [--filtered] [--processes 5000] [--keep-processes DIR]
+    python benchmarks/export_bench.py --budget-events 100000000 [--budget-traces DIR]
+        [--keep-budget DIR] [--max-slices 2000000] [--full] [--ui] [--check]
 
 Without --traces it writes a job in the documented per-process format
 (docs/trace-format.md, JSON lines in zstd frames as the tracer writes them): rank 0..3, each
@@ -13,6 +15,16 @@ filtered .pftrace export (`--cat posix --min-dur 1`).
 The many-processes case runs benchmarks/gen_events.c under the tracer (compiled with cc):
 PROCESSES forked children of ~200 events each (lseek + pread rounds), PROCESSES + 1 compact
 traces; --processes 0 skips it.
+
+The budget case (--budget-events N: only it runs) is the analyzer benchmark's one-process shape:
+gen_events under the tracer, one process of N calls (N/2 lseek + pread rounds), exported with
+`--max-slices` (default: the command's, 2000000). It prints the seconds, the output's size, the
+peak RSS of the export (its process and its workers, summed, sampled every 20 ms) and the slices
+before and after; --full also exports every slice (--max-slices 0: what the export did before
+the budget); --ui opens the budgeted output in the real Perfetto UI, headless
+(tests/perfetto_ui.py), and prints its load time and counter tracks; --check compares the calls
+and bytes per process of the budgeted output (Perfetto's trace processor, tests/perfetto_tp.py; a
+merged slice counting its `merged` calls and `bytes`) with iotrace-analyze's summary.
 """
 
 from __future__ import annotations
@@ -168,6 +180,133 @@ def timed_export(label: str, traces: str, out: str, jobs: int, filters: dict | N
           f"{res.flows} flows", flush=True)
 
 
+class PeakRss:
+    """The peak of the summed RSS of this process and its children, sampled by a thread."""
+
+    def __init__(self, every: float = 0.02):
+        import threading
+
+        import psutil
+
+        self.me, self.every, self.peak = psutil.Process(), every, 0
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self):
+        import psutil
+
+        while not self.stop.is_set():
+            total = 0
+            for p in [self.me, *self.me.children(recursive=True)]:
+                try:
+                    total += p.memory_info().rss
+                except psutil.Error:
+                    pass
+            self.peak = max(self.peak, total)
+            self.stop.wait(self.every)
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+
+def check_sums(traces: str, out: str, work: str) -> None:
+    """Calls and bytes read and written per process: the budgeted export against the analysis."""
+    import json
+    import subprocess
+
+    from perfetto_tp import load_trace
+
+    summary = os.path.join(work, "summary.json")
+    t = time.perf_counter()
+    subprocess.run(["iotrace-analyze", traces, "--summary", summary, "-q", "--no-findings"], check=True)
+    analysis = {p["pid"]: (p["io_events"], p["bytes_read"], p["bytes_written"])
+                for p in json.load(open(summary))["processes"] if p["io_events"]}
+    took = time.perf_counter() - t
+    with load_trace(out) as tp:
+        rows = tp.query("""
+            select p.pid, coalesce(extract_arg(s.arg_set_id, 'debug.call'), s.name) as call,
+                   sum(coalesce(extract_arg(s.arg_set_id, 'debug.merged'), 1)) as calls,
+                   sum(coalesce(extract_arg(s.arg_set_id, 'debug.bytes'),
+                                max(coalesce(extract_arg(s.arg_set_id, 'debug.ret'), 0), 0))) as bytes
+            from slice s join thread_track tt on s.track_id = tt.id join thread using (utid)
+            join process p using (upid) where s.category in ('posix', 'stdio') group by 1, 2""")
+    from iotrace_analyzer.analyses.summary import READ_CALLS, WRITE_CALLS
+
+    exported: dict = {}
+    for r in rows:
+        calls, rb, wb = exported.get(r["pid"], (0, 0, 0))
+        exported[r["pid"]] = (calls + r["calls"], rb + r["bytes"] * (r["call"] in READ_CALLS),
+                              wb + r["bytes"] * (r["call"] in WRITE_CALLS))
+    same = exported == analysis
+    print(f"check: calls, bytes read and written per process {'equal' if same else 'DIFFER'}: "
+          f"export {exported}, analysis {analysis} (analysis {took:.1f} s)")
+
+
+def budget_case(args, work: str) -> None:
+    """One process of N calls, exported within the budget (and in full with --full)."""
+    from iotrace_analyzer.export.budget import DEFAULT_MAX_SLICES
+    from iotrace_analyzer.export.filters import EventFilter
+    from iotrace_analyzer.export.merge import budget_text, export
+
+    traces = args.budget_traces
+    if not traces:
+        traces = args.keep_budget or os.path.join(work, "budget-traces")
+        os.makedirs(traces, exist_ok=True)
+        if not os.listdir(traces):
+            t = time.perf_counter()
+            make_processes(traces, 1, work, rounds=args.budget_events // 2)
+            print(f"generated {args.budget_events} events in {time.perf_counter() - t:.1f} s")
+    size_in = sum(os.path.getsize(os.path.join(traces, f)) for f in os.listdir(traces))
+    print(f"input: {len(os.listdir(traces))} files, {size_in / 1e6:.1f} MB")
+    budget = DEFAULT_MAX_SLICES if args.max_slices is None else args.max_slices
+    runs = [("budget", budget)] + ([("full", 0)] if args.full else [])
+    out = os.path.join(args.keep_budget or work, "budget.pftrace")
+    for label, max_slices in runs:
+        path = out if max_slices else os.path.join(work, "full.pftrace")
+        cpu = _cpu_seconds()
+        with PeakRss() as rss:
+            t = time.perf_counter()
+            res = export([traces], path, EventFilter(), jobs=args.jobs, max_slices=max_slices)
+            took = time.perf_counter() - t
+        b = res.budget
+        slices = (f"slices {b['slices']} -> {b['written']}" if b else
+                  f"slices {res.events - res.counters} (every one)")
+        print(f"{label:8s} {took:7.1f} s  (cpu {_cpu_seconds() - cpu:6.1f} s)  "
+              f"{os.path.getsize(path) / 2**20:8.1f} MiB  peak RSS {rss.peak / 2**20:6.0f} MiB  "
+              f"{slices}", flush=True)
+        if b:
+            print(f"         {budget_text(b)}")
+        if not max_slices:
+            os.remove(path)
+    import sys
+
+    sys.path.insert(0, os.path.join(os.path.dirname(HERE), "tests"))
+    if args.check:
+        check_sums(traces, out, work)
+    if args.ui:
+        from perfetto_ui import open_in_ui, unavailable_reason
+
+        why = unavailable_reason()
+        if why:
+            print(f"Perfetto UI: skipped ({why})")
+            return
+        seen = open_in_ui(out, os.path.join(args.keep_budget or work, "budget-ui.png"), settle=15, queries=(
+            "select count(*) as n from slice",
+            "select t.name, count(*) as n from counter c join counter_track t on c.track_id = t.id "
+            "group by 1 order by 1"))
+        if not seen["loaded"]:
+            print(f"Perfetto UI: not loaded in {seen['load_s']:.0f} s: {seen['error']}")
+            return
+        counters = ", ".join(f"{r['name']} ({r['n']})" for r in seen["queries"][1])
+        print(f"Perfetto UI: loaded in {seen['load_s']:.1f} s, {seen['queries'][0][0]['n']} slices; "
+              f"counter tracks: {counters}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--events", type=int, default=10_000_000)
@@ -182,9 +321,24 @@ def main() -> None:
                     help="the many-processes case: this many traced children (0: skip it)")
     ap.add_argument("--process-traces", help="existing traces of that case (skip generation)")
     ap.add_argument("--keep-processes", help="write the many-processes traces here and keep them")
+    ap.add_argument("--budget-events", type=int, default=0,
+                    help="the budget case alone: one traced process of this many calls")
+    ap.add_argument("--budget-traces", help="existing traces of that case (skip generation)")
+    ap.add_argument("--keep-budget", help="write its traces and output here and keep them")
+    ap.add_argument("--max-slices", type=int, help="the budget (default: the command's)")
+    ap.add_argument("--full", action="store_true", help="also export every slice (no budget)")
+    ap.add_argument("--ui", action="store_true", help="open the output in the Perfetto UI, headless")
+    ap.add_argument("--check", action="store_true",
+                    help="compare calls and bytes per process with iotrace-analyze's summary")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="iotrace-export-bench-")
+    if args.budget_events or args.budget_traces:
+        try:
+            budget_case(args, work)
+        finally:
+            shutil.rmtree(work)
+        return
     try:
         traces = args.traces
         if not traces:

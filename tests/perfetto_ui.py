@@ -4,7 +4,7 @@ the network cut off but for the trace server on 127.0.0.1.
 
     seen = open_in_ui("job.pftrace", "shot.png")
     seen["tracks"]       # the titles of the tracks the UI made (the workspace's, flattened)
-    seen["query"](sql)   # not kept: queries run while the page is open, through `queries`
+    seen["queries"]      # the answers to open_in_ui(..., queries=(sql, ...)), asked of the UI
 
 The UI is the one a person would use: it loads the trace into its own trace processor
 (WebAssembly, in the page) and lays the tracks out. `window.app` is the UI's own handle
@@ -63,9 +63,10 @@ def unavailable_reason() -> str | None:
 
 
 def open_in_ui(trace: str, screenshot: str | None = None, queries: tuple[str, ...] = (),
-               timeout: float = 600) -> dict:
+               timeout: float = 600, settle: float = 2) -> dict:
     """Load `trace` in the UI; returns the seconds it took to load, the tracks' titles (every
-    group expanded), the answers to `queries` (lists of rows) and the console's errors."""
+    group expanded, then `settle` seconds to draw them), the answers to `queries` (lists of
+    rows) and the console's errors."""
     from iotrace.view import TraceServer, find_local_ui
     from selenium import webdriver
     from selenium.webdriver.chrome.service import Service
@@ -96,7 +97,7 @@ def open_in_ui(trace: str, screenshot: str | None = None, queries: tuple[str, ..
                "served": server.served.is_set()}
         if out["loaded"]:
             out["tracks"] = d.execute_script(TRACKS_JS)
-            time.sleep(2)  # the expanded tracks drawn
+            time.sleep(settle)  # the expanded tracks drawn
             out["tracks"] = d.execute_script(TRACKS_JS)
             out["queries"] = []
             for sql in queries:

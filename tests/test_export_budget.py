@@ -307,3 +307,23 @@ def test_lost_events_become_a_counter(tmp_path):
     assert [r["value"] for r in lost] == [7, 12]
     assert lost[-1]["ts"] == int((perfetto_job.T0 + 3000) * 1000)
     assert reads == 301
+
+
+def test_the_perfetto_ui_opens_the_merged_export_and_draws_its_counters(merged_export, tmp_path):
+    """The real UI (headless chromium, tests/perfetto_ui.py) loads the merged trace: the slices
+    it holds, the merged tracks and the counter tracks laid out."""
+    from perfetto_ui import open_in_ui, unavailable_reason
+
+    if why := unavailable_reason():
+        pytest.skip(why)
+    out, res = merged_export
+    seen = open_in_ui(out, str(tmp_path / "ui.png"), queries=(
+        "select count(*) as n from slice where category != 'iotrace'",
+        "select distinct t.name from counter c join counter_track t on c.track_id = t.id"), timeout=300)
+    assert seen["loaded"] and not seen["error"], seen
+    assert seen["queries"][0] == [{"n": res.budget["written"]}]
+    names = {"io read MB/s", "io read ops/s", "io write MB/s", "io write ops/s", "files open"}
+    assert names <= {r["name"] for r in seen["queries"][1]} <= names | {"iotrace lost events"}
+    assert names <= set(seen["tracks"])
+    assert sum(" merged " in t for t in seen["tracks"]) >= 2 * PROCS  # '… · pread merged <tid>'
+    assert "job (iotrace export)" in " ".join(seen["tracks"])

@@ -8,7 +8,7 @@ and file, into one slice that carries their count, bytes and summed time ("pread
 must nest). A run of one call stays the call itself.
 
 What "long" means is chosen for the job: a first pass (`SliceStats`, a file at a time, beside
---max-events's) counts, for every duration threshold T of a log scale (`EDGES`, 2**(1/4) apart),
+--max-events's) counts, for every duration threshold T of a log scale (`EDGES`, 2**(1/8) apart),
 the slices the export would write: the slices at least T long, the rare ones, and one slice per
 run of shorter calls, a run being the calls of one name and file on one thread with no slice of
 T or longer between them (a call starts a run when the longest slice since the previous call
@@ -35,8 +35,9 @@ import orjson
 
 from .filters import codes_or_null, phases
 
-# Duration thresholds (ns): 1 ns to about 2**41 ns (37 min), each 2**(1/4) above the last.
-EDGES = np.unique(np.round(2.0 ** (np.arange(0, 4 * 41 + 1) / 4)).astype(np.int64))
+# Duration thresholds (ns): 1 ns to about 2**41 ns (37 min), each 2**(1/8) above the last (9%:
+# the budget is filled to within about that).
+EDGES = np.unique(np.round(2.0 ** (np.arange(0, 8 * 41 + 1) / 8)).astype(np.int64))
 NO_MERGE = len(EDGES)  # the index of "no threshold": everything short (T infinite)
 NEVER = len(EDGES) + 1  # the longest-slice index of a call whose name and file are new
 WIDTH = len(EDGES) + 2  # columns of the per-name tables
@@ -55,6 +56,34 @@ def dur_index(dur: np.ndarray) -> np.ndarray:
 def _ints(cols, name: str, default: int = 0) -> np.ndarray:
     v = cols.ints(name)
     return np.full(cols.rows, default, np.int64) if v is None else v
+
+
+def stable_order(keys: np.ndarray) -> np.ndarray:
+    """The positions grouped by key, in order within a key (a stable argsort: radix sort when
+    the keys fit 16 bits, as a file's name and file keys mostly do)."""
+    if len(keys) and 0 <= keys.min() and keys.max() < 1 << 15:
+        return np.argsort(keys.astype(np.int16), kind="stable")
+    return np.argsort(keys, kind="stable")
+
+
+def _present(codes: np.ndarray, size: int) -> tuple[np.ndarray, np.ndarray | None]:
+    """The distinct values of codes (0 <= codes < size), and each row's index among them (None
+    when the values are few enough to index a table by: then use the values themselves)."""
+    if size <= max(1 << 16, 4 * len(codes)):
+        return np.flatnonzero(np.bincount(codes, minlength=size)), None
+    uniq, inv = np.unique(codes, return_inverse=True)
+    return uniq, inv.reshape(-1)
+
+
+def _lookup(codes: np.ndarray, size: int, make) -> np.ndarray:
+    """make(value) for each distinct code, spread over the rows."""
+    values, inv = _present(codes, size)
+    ids = np.array([make(v) for v in values.tolist()], np.int64)
+    if inv is not None:
+        return ids[inv]
+    table = np.zeros(size, np.int64)
+    table[values] = ids
+    return table[codes]
 
 
 def tids_of(cols, pid: int) -> np.ndarray:
@@ -79,26 +108,27 @@ class Keys:
         names, cats = cols.dictionary("name"), cols.dictionary("cat")
         nc = codes_or_null(cols, "name", len(names))[rows].astype(np.int64)
         cc = codes_or_null(cols, "cat", len(cats))[rows].astype(np.int64)
-        pairs, inv = np.unique(nc * (len(cats) + 1) + cc, return_inverse=True)
-        table = np.empty(len(pairs), np.int64)
-        for i, p in enumerate(pairs.tolist()):
+
+        def name_id(p: int) -> int:
             n, c = divmod(p, len(cats) + 1)
             key = (cats[c] if c < len(cats) else "", names[n] if n < len(names) else "")
-            table[i] = self.names.setdefault(key, len(self.names))
-        name_ids = table[inv.reshape(-1)]
+            return self.names.setdefault(key, len(self.names))
+
+        name_ids = _lookup(nc * (len(cats) + 1) + cc, (len(names) + 1) * (len(cats) + 1), name_id)
         hashes = cols.dictionary("fhash")
         fc = codes_or_null(cols, "fhash", len(hashes))[rows].astype(np.int64)
-        pairs, inv = np.unique(name_ids * (len(hashes) + 1) + fc, return_inverse=True)
-        table = np.empty(len(pairs), np.int64)
-        for i, p in enumerate(pairs.tolist()):
+
+        def key_id(p: int) -> int:
             n, f = divmod(p, len(hashes) + 1)
             key = (n, hashes[f] if f < len(hashes) else None)
             k = self.keys.get(key)
             if k is None:
                 k = self.keys[key] = len(self.key_list)
                 self.key_list.append(key)
-            table[i] = k
-        return name_ids, table[inv.reshape(-1)]
+            return k
+
+        size = (int(name_ids.max()) + 1) * (len(hashes) + 1)
+        return name_ids, _lookup(name_ids * (len(hashes) + 1) + fc, size, key_id)
 
     def name_list(self) -> list[tuple[str, str]]:
         out = [("", "")] * len(self.names)
@@ -108,17 +138,23 @@ class Keys:
 
 
 def range_max(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """max(d[lo[i] : hi[i] + 1]) for each i (lo <= hi), by a sparse table."""
+    """max(d[lo[i] : hi[i] + 1]) for each i (lo <= hi), by a sparse table built as high as the
+    longest range needs (calls of a few kinds interleaved: ranges of one or two)."""
+    length = hi - lo + 1
+    top = int(length.max()).bit_length() - 1
     levels = [d]
-    while (2 << (len(levels) - 1)) <= len(d):
+    while len(levels) <= top:
         prev, half = levels[-1], 1 << (len(levels) - 1)
         levels.append(np.maximum(prev[:-half], prev[half:]))
-    level = np.floor(np.log2(hi - lo + 1)).astype(np.int64)
+    if top == 0:
+        return d[lo]
+    level = np.floor(np.log2(length)).astype(np.int8)
     out = np.empty(len(lo), d.dtype)
-    for k in np.unique(level).tolist():
-        sel = level == k
-        a = levels[k]
-        out[sel] = np.maximum(a[lo[sel]], a[hi[sel] - (1 << k) + 1])
+    for k in range(top + 1):
+        sel = np.flatnonzero(level == k)
+        if len(sel):
+            a = levels[k]
+            out[sel] = np.maximum(a[lo[sel]], a[hi[sel] - (1 << k) + 1])
     return out
 
 
@@ -132,7 +168,7 @@ class _Barriers:
 
     def longest_since(self, d: np.ndarray, keys: np.ndarray) -> np.ndarray:
         n = len(d)
-        order = np.lexsort((np.arange(n), keys))
+        order = stable_order(keys)
         ks = keys[order]
         same = ks[1:] == ks[:-1]
         prev = np.full(n, -1, np.int64)
@@ -163,7 +199,12 @@ class _Barriers:
 
 def by_thread(tids: np.ndarray):
     """(tid, indices in order) of each thread among the rows."""
-    order = np.argsort(tids, kind="stable")
+    if not len(tids) or tids.min() == tids.max():  # one thread: most batches
+        if len(tids):
+            yield int(tids[0]), np.arange(len(tids))
+        return
+    _u, inv = np.unique(tids, return_inverse=True)
+    order = stable_order(inv.reshape(-1))
     cuts = np.flatnonzero(np.diff(tids[order])) + 1
     for seg in np.split(order, cuts):
         if len(seg):
@@ -392,13 +433,14 @@ class Merger:
                     self._close_open(tid, th)
                 th.epoch += final
                 continue
-            grp = key_ids[members] << 32 | later[sel]
-            uniq, first, inv = np.unique(grp, return_index=True, return_inverse=True)
-            inv = inv.reshape(-1)
-            count = np.bincount(inv)
-            order = np.argsort(inv, kind="stable")
-            cuts = np.r_[0, np.cumsum(count)[:-1]]
-            g = dict(key=uniq >> 32, epoch=uniq & 0xFFFFFFFF, count=count,
+            # groups: a key's calls between two long slices (by key, then in order: by epoch)
+            order = stable_order(key_ids[members])
+            gk, ge = key_ids[members][order], later[sel][order]
+            cuts = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]) | (ge[1:] != ge[:-1])])
+            count = np.diff(np.r_[cuts, len(order)])
+            first = order[cuts]
+            uniq = gk[cuts] << 32 | ge[cuts]  # increasing
+            g = dict(key=gk[cuts], epoch=ge[cuts], count=count,
                      bytes=np.add.reduceat(nbytes[members][order], cuts),
                      dur=np.add.reduceat(dur[members][order], cuts),
                      start=np.minimum.reduceat(ts[members][order], cuts),
@@ -612,13 +654,18 @@ class IoCounters:
         ts = _ints(cols, "ts_ns")[x]
         b = ts // self.bin_ns
         nbytes = moved_bytes(cols, x)
-        for col, sel, weights in ((0, kind == 1, nbytes), (1, kind == 2, nbytes),
-                                  (2, kind == 1, None), (3, kind == 2, None)):
-            if not sel.any():
+        reading, writing = kind == 1, kind == 2
+        for col, sel, weights in ((0, reading, nbytes), (1, writing, nbytes),
+                                  (2, reading, None), (3, writing, None)):
+            if col in (0, 2) and not reading.any() or col in (1, 3) and not writing.any():
                 continue
-            keys, inv = np.unique(b[sel], return_inverse=True)
-            sums = np.bincount(inv.reshape(-1), None if weights is None else weights[sel].astype(np.float64))
-            for k, v in zip(keys.tolist(), sums.tolist()):
+            base = int(b[sel].min())
+            keys, inv = _present(b[sel] - base, int(b[sel].max()) - base + 1)
+            inv = b[sel] - base if inv is None else inv
+            sums = np.bincount(inv, None if weights is None else weights[sel].astype(np.float64))
+            if len(sums) > len(keys):
+                sums = sums[keys]
+            for k, v in zip((keys + base).tolist(), sums.tolist()):
                 self.bins.setdefault(k, np.zeros(4))[col] += v
         oc = (kind == 4) | (kind == 8)
         if oc.any():

@@ -45,7 +45,9 @@ WIDTH = len(EDGES) + 2  # columns of the per-name tables
 DEFAULT_MAX_SLICES = 2_000_000
 RARE_SHARE = 1000
 COUNTER_BINS = 2048
-MERGED_TID = 1 << 30  # tids of the merged tracks (2**30 + n: apart from threads and asyncio's)
+# tids of the merged tracks: 2**30 + the file's number (14 bits) * 2**14 + n, apart from threads,
+# asyncio's virtual tids (2**26 + n) and the merged tracks of the process's other files (exec)
+MERGED_TID = 1 << 30
 
 
 def dur_index(dur: np.ndarray) -> np.ndarray:
@@ -384,8 +386,9 @@ class Merger:
     and a batch at a time, with numpy; only the runs still open at a batch's end (one per key
     at most) are objects."""
 
-    def __init__(self, plan: Plan, pid: int, bytes_names: frozenset):
+    def __init__(self, plan: Plan, pid: int, bytes_names: frozenset, file_index: int = 0):
         self.plan, self.pid = plan, pid
+        self.track_base = MERGED_TID | (file_index & 0x3FFF) << 14
         self.keys = Keys()
         self.threads: dict[int, _Thread] = {}
         self.tracks: dict[tuple[int, int, int], int] = {}  # (tid, name id, lane) -> track tid
@@ -560,7 +563,7 @@ class Merger:
                     lanes[i] = lane
             for lane in np.unique(lanes).tolist():
                 if (t, n, lane) not in self.tracks:
-                    self.tracks[(t, n, lane)] = MERGED_TID + len(self.tracks)
+                    self.tracks[(t, n, lane)] = self.track_base + (len(self.tracks) & 0x3FFF)
                 tracks[order[seg[lanes == lane]]] = self.tracks[(t, n, lane)]
         return tracks
 

@@ -164,7 +164,7 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
         with tempfile.TemporaryDirectory(prefix="iotrace-darshan-") as conv:
             for p in logs:
                 darshan_traces.write_traces(p, conv, log)
-            return export([conv], output, filt, jobs, log)
+            return export([conv], output, filt, jobs, log, max_slices)
     for d in r.settle_live(inputs)[1]:  # dead processes' traces finished; the others said
         print(f"iotrace export: {d.path}: {d.detail}", file=log)
     paths = r.find_traces(inputs)

@@ -254,6 +254,25 @@ def test_window_is_every_event_of_it(gen_job, tmp_path, capsys):
         cli.main(["export", traces, "-o", out, "--window", "0.3:0.2"])
 
 
+def test_a_trace_of_too_many_call_file_pairs_gets_no_budget(tmp_path, monkeypatch):
+    """Runs are of one call on one file: a trace of more (call, file) pairs than the budget's
+    pass counts (a million files read once) is written in full, and the result says why (that
+    pass held ~1 KiB per pair: 10 GiB and 10 min for the million files' export)."""
+    from iotrace_analyzer.export import budget
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    perfetto_job.write_job(str(folder), compression="zstd")
+    monkeypatch.setattr(budget, "MAX_KEYS", 2)
+    a, b = str(tmp_path / "a.pftrace"), str(tmp_path / "b.pftrace")
+    res = export([str(folder)], a, EventFilter(), max_slices=4)  # would merge
+    export([str(folder)], b, EventFilter(), max_slices=0)
+    assert res.budget["merging"] is False and res.budget["met"] is False
+    assert "more than 2 (call, file) pairs" in res.budget["skipped"]
+    with open(a, "rb") as x, open(b, "rb") as y:
+        assert x.read() == y.read()
+
+
 @pytest.mark.parametrize("fmt", ["pftrace", "json.gz"])
 def test_a_job_within_the_budget_is_written_as_without_one(tmp_path, fmt):
     folder = tmp_path / "job"

@@ -160,6 +160,9 @@ def run_export(args: argparse.Namespace) -> int:
           f"{res.events} events, {res.flows} flows", file=sys.stderr)
     if res.budget and res.budget["merging"]:
         print("budget: " + budget_text(res.budget), file=sys.stderr)
+    elif res.budget and res.budget.get("skipped"):
+        print(f"budget: --max-slices {res.budget['max_slices']} not applied: {res.budget['skipped']}",
+              file=sys.stderr)
     elif args.window:
         print(f"window {args.window[0] / 1e6:g}-{args.window[1] / 1e6:g} s: every event, no budget",
               file=sys.stderr)

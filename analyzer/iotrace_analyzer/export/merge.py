@@ -188,13 +188,16 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
             for hist in pool.map(_histogram, kept):
                 histogram.merge(hist)
             cutoff, _ = histogram.cutoff(filt.max_events)
-        plan = None
+        plan, too_many = None, False
         if max_slices:
             stats = bud.SliceStats()
             kept = [(f.path, filt, f.clock, cutoff, p.pid) for p in procs for f in p.files]
             for s in pool.map(_slice_stats, kept):
                 stats.merge(s)
-            plan = bud.plan(stats, max_slices)
+            if stats.too_many_keys:
+                too_many = True
+            else:
+                plan = bud.plan(stats, max_slices)
 
         with tempfile.TemporaryDirectory(prefix="iotrace-export-",
                                          dir=os.path.dirname(os.path.abspath(output))) as tmp:
@@ -209,6 +212,10 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
             files_done = [f for res in results for f in res.files]
             result = _summarise(output, procs, files_done, cutoff)
             job = None
+            if too_many:
+                result.budget = {"max_slices": max_slices, "merging": False, "met": False,
+                                 "skipped": f"a trace has more than {bud.MAX_KEYS} (call, file) pairs: "
+                                            "runs of one call on one file would not shorten it"}
             if plan is not None:
                 result.budget = plan.describe()
                 if plan.merging:
@@ -351,6 +358,8 @@ def _slice_stats(arg: tuple) -> bud.SliceStats:
             stats.add(cols, _rows(cols, job, res))
     except r.TraceInputError:
         pass
+    except bud.TooManyKeys:
+        return bud.SliceStats(too_many_keys=True)
     return stats.result()
 
 

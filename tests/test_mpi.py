@@ -294,3 +294,45 @@ def test_fortran_program_traced(tmp_path):
                        ("MPI_Barrier", None, None), ("MPI_Finalize", None, None)]
         assert [c["args"]["at"] for c in f.records if c.get("name") == "iotrace_clock"] == ["MPI_Init", "MPI_Finalize"]
     assert (tmp_path / "shared.dat").stat().st_size == 64 * K + RANKS * 8 * K
+
+
+VIEWS = """
+import sys
+from mpi4py import MPI
+import numpy as np
+comm = MPI.COMM_WORLD
+r = comm.Get_rank()
+f = MPI.File.Open(comm, sys.argv[1], MPI.MODE_CREATE | MPI.MODE_RDWR)
+f.Write_at(r * 8, np.full(8, r, np.uint8))                 # the default view: offsets are bytes
+f.Set_view(1024 + r * 4096, MPI.INT, MPI.INT)              # a displacement and 4-byte etypes
+f.Write_at(3, np.arange(16, dtype=np.int32))               # etype 3: byte 1024 + r * 4096 + 12
+comm.Barrier()
+buf = np.zeros(1024, np.int32)
+f.Read_at(1024 * (comm.Get_size() + 1), buf)               # past the end: nothing moved
+f.Close()
+"""
+
+
+def test_offsets_through_a_view_and_a_read_past_the_end(tmp_path):
+    """A write's offset in etypes is its byte offset while the file has the view MPI_File_open
+    gives, and goes through the view after MPI_File_set_view (displacement + etypes of 4
+    bytes); a successful write moved what it asked; a read past the end moved nothing."""
+    pytest.importorskip("mpi4py")
+    import sys
+
+    script = tmp_path / "v.py"
+    script.write_text(VIEWS)
+    out = tmp_path / "traces"
+    env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
+    p = subprocess.run([*mpirun(RANKS), sys.executable, str(script), str(tmp_path / "v.dat")], env=env,
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    ts = tracing.TraceSet.load(out)
+    by_rank = {f.header["mpi_rank"]: f for f in ts.files if "mpi_rank" in f.header}
+    assert sorted(by_rank) == list(range(RANKS))
+    for r, f in by_rank.items():
+        got = [(e["name"], e["args"].get("size"), e["args"].get("bytes"), e["args"].get("offset"))
+               for e in f.events() if e.get("cat") == "mpiio" and "_at" in e["name"]]
+        assert got == [("MPI_File_write_at", 8, 8, r * 8),
+                       ("MPI_File_write_at", 64, 64, 1024 + r * 4096 + 12),
+                       ("MPI_File_read_at", 4096, 0, 1024 + r * 4096 + 4 * 1024 * (RANKS + 1))]

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include <atomic>
+#include <type_traits>
 
 #include "interpose.h"
 #include "mpi_clock.h"
@@ -146,6 +147,11 @@ constexpr uint32_t kFiles = 1024;
 constexpr H kFree = 0, kTomb = 1, kBusy = 2;
 std::atomic<H> g_fh[kFiles];
 Str* g_fname[kFiles];
+// The file's view is still the one MPI_File_open gives (displacement 0, etype and filetype
+// MPI_BYTE): an offset in etypes is then its byte offset, with no query of the library
+// (MPI_File_get_byte_offset was a third of a recorded write's cost). Any MPI_File_set_view
+// clears it, recorded or not.
+std::atomic<bool> g_plain[kFiles];
 
 uint32_t slot_hash(H fh) { return uint32_t((uint64_t(fh) * 0x9E3779B97F4A7C15ull) >> 54); }
 
@@ -156,6 +162,7 @@ void file_add(H fh, Str* name) {
     if ((cur == kFree || cur == kTomb) &&
         g_fh[i].compare_exchange_strong(cur, kBusy, std::memory_order_acquire)) {
       g_fname[i] = name;
+      g_plain[i].store(true, std::memory_order_relaxed);
       g_fh[i].store(fh, std::memory_order_release);
       return;
     }
@@ -168,6 +175,22 @@ Str* file_of(H fh) {
     if (cur == kFree) return nullptr;
   }
   return nullptr;
+}
+// The slot of a file, or -1.
+int file_slot(H fh) {
+  for (uint32_t i = slot_hash(fh), k = 0; k < kFiles; k++, i = (i + 1) % kFiles) {
+    H cur = g_fh[i].load(std::memory_order_acquire);
+    if (cur == fh) return int(i);
+    if (cur == kFree) return -1;
+  }
+  return -1;
+}
+void file_viewed(H fh) {
+  if (int i = file_slot(fh); i >= 0) g_plain[i].store(false, std::memory_order_release);
+}
+bool file_plain(H fh) {
+  int i = file_slot(fh);
+  return i >= 0 && g_plain[i].load(std::memory_order_acquire);
 }
 void file_drop(H fh) {
   for (uint32_t i = slot_hash(fh), k = 0; k < kFiles; k++, i = (i + 1) % kFiles) {
@@ -202,6 +225,7 @@ int64_t moved(const void* status) {
 }
 // The absolute byte offset of `off` etypes into the file's view (-1: not known).
 int64_t byte_offset(H fh, Offset off) {
+  if (file_plain(fh)) return int64_t(off);
   Offset b = 0;
   return p_MPI_File_get_byte_offset()(fh, off, &b) == 0 ? int64_t(b) : -1;
 }
@@ -228,7 +252,9 @@ int traced_mpi(CallId id, Call&& call, Fill&& fill) {
   return ret;
 }
 
-// A data call's record: file, bytes asked, bytes moved, offset (-1: none), the error code.
+// A data call's record: file, bytes asked, bytes moved, offset (-1: none), the error code. A
+// blocking write that succeeds moved what it asked (an MPI-IO write is not short; a read can
+// end at the file's end): its status is not asked (MPI_Get_count, a third of its cost).
 bool fill_xfer(IoRec& r, H fh, int64_t asked, int64_t done, int64_t offset, int ret) {
   Str* f = file_of(fh);
   r.set_file(f);
@@ -241,7 +267,7 @@ bool fill_xfer(IoRec& r, H fh, int64_t asked, int64_t done, int64_t offset, int 
 
 // Blocking calls: at an explicit offset, at the individual pointer, at the shared pointer.
 template <class Real>
-int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st) {
+int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st, bool write) {
   if (!mpi_rec() || t_guard) return real(fh, off, st);
   Status mine;
   void* s = status_for(st, mine);
@@ -249,11 +275,12 @@ int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st)
   return traced_mpi(
       id, [&] { return real(fh, off, s); },
       [&](IoRec& r, int ret, int) {
-        return fill_xfer(r, fh, bytes_of(count, type), ret == 0 ? moved(s) : 0, at, ret);
+        int64_t asked = bytes_of(count, type);
+        return fill_xfer(r, fh, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
       });
 }
 template <class Real>
-int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shared) {
+int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shared, bool write) {
   if (!mpi_rec() || t_guard) return real(st);
   Status mine;
   void* s = status_for(st, mine);
@@ -261,7 +288,8 @@ int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shar
   return traced_mpi(
       id, [&] { return real(s); },
       [&](IoRec& r, int ret, int) {
-        return fill_xfer(r, fh, bytes_of(count, type), ret == 0 ? moved(s) : 0, at, ret);
+        int64_t asked = bytes_of(count, type);
+        return fill_xfer(r, fh, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
       });
 }
 // Starts of split and non-blocking calls: bytes asked (and so counted), not yet moved.
@@ -463,6 +491,7 @@ IOT_EXPORT int MPI_File_get_size(H fh, Offset* size) {
       C_MPI_File_get_size, [&] { return p_MPI_File_get_size()(fh, size); }, fh);
 }
 IOT_EXPORT int MPI_File_set_view(H fh, Offset disp, H etype, H ftype, const char* rep, H info) {
+  file_viewed(fh);  // before the call: a reader in another thread never takes the new view as plain
   return on_file(
       C_MPI_File_set_view, [&] { return p_MPI_File_set_view()(fh, disp, etype, ftype, rep, info); },
       fh);
@@ -484,7 +513,7 @@ IOT_EXPORT int MPI_File_seek_shared(H fh, Offset off, int whence) {
   IOT_EXPORT int fn(H fh, Offset off, bufT buf, int count, H type, void* st) {                   \
     return xfer_at(                                                                              \
         C_##fn, [&](H f, Offset o, void* s) { return p_##fn()(f, o, buf, count, type, s); }, fh, \
-        off, count, type, st);                                                                   \
+        off, count, type, st, std::is_same<bufT, const void*>::value);                           \
   }
 MPI_AT(MPI_File_read_at, void*)
 MPI_AT(MPI_File_read_at_all, void*)
@@ -497,7 +526,7 @@ MPI_AT(MPI_File_write_at_all, const void*)
   IOT_EXPORT int fn(H fh, bufT buf, int count, H type, void* st) {                               \
     return xfer_here(                                                                            \
         C_##fn, [&](void* s) { return p_##fn()(fh, buf, count, type, s); }, fh, count, type, st, \
-        shared);                                                                                 \
+        shared, std::is_same<bufT, const void*>::value);                                         \
   }
 MPI_HERE(MPI_File_read, void*, false)
 MPI_HERE(MPI_File_read_all, void*, false)

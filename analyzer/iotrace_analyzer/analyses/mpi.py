@@ -33,6 +33,18 @@ COLLECTIVE_FILE_CALLS = ("MPI_File_open", "MPI_File_close", "MPI_File_set_view",
                          "MPI_File_preallocate", "MPI_File_sync", "MPI_File_seek_shared")
 
 
+
+def _file_shape(out: dict, files: list[dict]) -> None:
+    """The MPI-IO files, most bytes first (20 kept), and the job's shape: shared file, file
+    per process, both or none."""
+    files.sort(key=lambda r: (-(r["bytes_read"] + r["bytes_written"]), r["file"] or ""))
+    shared = [f for f in files if f["processes"] > 1]
+    per_proc = [f for f in files if f["processes"] == 1]
+    out["shape"] = ("shared file" if shared and not per_proc else "file per process" if per_proc and not shared
+                    else "both" if files else "none")
+    out["shared_files"], out["per_process_files"] = len(shared), len(per_proc)
+    out["files"] = files[:20]
+
 def collective(name: str) -> bool:
     """A collective MPI-IO data call: every rank of the file's communicator makes it (`_all`,
     `_ordered`, their split and non-blocking forms)."""
@@ -219,13 +231,7 @@ def summarize(parts: list[MpiPart], names_of, procs: dict, own: dict, size_edges
             independent_bytes=int(moved[ind].sum()), independent_time_us=units.us(int(dur[ind].sum())),
             bytes_read=int(moved[data][is_read[data]].sum()), bytes_written=int(moved[data][is_write[data]].sum()),
             time_us=units.us(int(dur[rows].sum()))))
-    files.sort(key=lambda r: (-(r["bytes_read"] + r["bytes_written"]), r["file"] or ""))
-    shared = [f for f in files if f["processes"] > 1]
-    per_proc = [f for f in files if f["processes"] == 1]
-    out["shape"] = ("shared file" if shared and not per_proc else "file per process" if per_proc and not shared
-                    else "both" if files else "none")
-    out["shared_files"], out["per_process_files"] = len(shared), len(per_proc)
-    out["files"] = files[:20]
+    _file_shape(out, files)
 
     # collective operations: the k-th call of a name on a file (or of an MPI collective) on
     # each rank; how long the others waited in it for the last to arrive, and for a slower one
@@ -368,13 +374,7 @@ def summarize_counters(t: pa.Table, sizes: list, names_of, procs: dict, own: dic
             independent_time_us=units.us(int((data_ns[r] * ind_share).round().sum())),
             bytes_read=int(c["bytes_read"][r].sum()), bytes_written=int(c["bytes_written"][r].sum()),
             time_us=units.us(int((data_ns + c["meta_ns"])[r].sum()))))
-    files.sort(key=lambda r: (-(r["bytes_read"] + r["bytes_written"]), r["file"] or ""))
-    shared = [f for f in files if f["processes"] > 1]
-    per_proc = [f for f in files if f["processes"] == 1]
-    out["shape"] = ("shared file" if shared and not per_proc else "file per process" if per_proc and not shared
-                    else "both" if files else "none")
-    out["shared_files"], out["per_process_files"] = len(shared), len(per_proc)
-    out["files"] = files[:20]
+    _file_shape(out, files)
     out["collective_ops"] = dict(calls=0, wait_us=0.0, slow_wait_us=0.0, unmatched_calls=0, top=[])
     # per rank
     ranks = []

@@ -319,45 +319,44 @@ def _keeps_process(filt: EventFilter, p: Proc) -> bool:
     return filt.keeps_process(p.pid, rank, [n.pid for n in chain[1:]])
 
 
+def _columns(path: str, clock: JobClock | None):
+    """The file's non-empty batches as columns on the job's clock, up to any damage (the
+    write pass reports it)."""
+    r = reader()
+    try:
+        for batch in r.iter_batches(path):
+            if batch.rows:
+                cols = _export.Columns(batch)
+                _job_clock(cols, clock)
+                yield cols
+    except r.TraceInputError:
+        return
+
+
 def _histogram(arg: tuple[str, EventFilter, JobClock | None]) -> TimeHistogram:
     """Pass 2 (--max-events): the times of the file's events that the filters keep."""
     path, filt, clock = arg
-    r = reader()
     hist = TimeHistogram()
-    try:
-        for batch in r.iter_batches(path):
-            if not batch.rows:
-                continue
-            cols = _export.Columns(batch)
-            _job_clock(cols, clock)
-            keep = phases(cols, TIMED)
-            mask = filt.mask(cols)
-            if mask is not None:
-                keep &= mask
-            ts = cols.ints("ts_ns")
-            hist.add_ns(ts[keep] if ts is not None else np.zeros(int(keep.sum()), np.int64))
-    except r.TraceInputError:
-        pass
+    for cols in _columns(path, clock):
+        keep = phases(cols, TIMED)
+        mask = filt.mask(cols)
+        if mask is not None:
+            keep &= mask
+        ts = cols.ints("ts_ns")
+        hist.add_ns(ts[keep] if ts is not None else np.zeros(int(keep.sum()), np.int64))
     return hist
 
 
 def _slice_stats(arg: tuple) -> bud.SliceStats:
     """Pass 2 (--max-slices): the slices the filters keep, per name and duration threshold."""
     path, filt, clock, cutoff, pid = arg
-    r = reader()
     stats = bud.StatsPass(pid)
     res = FileResult()
     job = FileJob(file=None, proc=None, fmt="", filter=filt, cutoff_ns=cutoff, flow_in=0,
                   fork_flows={}, spawn_flows=[])
     try:
-        for batch in r.iter_batches(path):
-            if not batch.rows:
-                continue
-            cols = _export.Columns(batch)
-            _job_clock(cols, clock)
+        for cols in _columns(path, clock):
             stats.add(cols, _rows(cols, job, res))
-    except r.TraceInputError:
-        pass
     except bud.TooManyKeys:
         return bud.SliceStats(too_many_keys=True)
     return stats.result()

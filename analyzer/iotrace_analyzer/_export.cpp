@@ -8,6 +8,7 @@
 #include <zlib.h>
 
 #include <memory>
+#include <queue>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -258,5 +259,43 @@ PYBIND11_MODULE(_export, m) {
         return py::bytes(out.data(), out.size());
       },
       "The zlib stream compressed_packets hold (FastDeflate), of any bytes: for tests");
+  m.def(
+      "first_free_lanes",
+      [](py::array_t<int64_t, py::array::c_style | py::array::forcecast> start,
+         py::array_t<int64_t, py::array::c_style | py::array::forcecast> end, std::vector<int64_t> ends) {
+        // Runs in order of start each take the lowest lane free at their start (a lane is free
+        // once its last run has ended); `ends` are the lanes' last ends from earlier batches.
+        // Two heaps: O(n log lanes), where scanning the lanes per run cost O(n * lanes).
+        const int64_t n = start.size();
+        const int64_t* s = start.data();
+        const int64_t* e = end.data();
+        py::array_t<int64_t> lanes(n);
+        int64_t* out = lanes.mutable_data();
+        using Busy = std::pair<int64_t, int64_t>;  // (end, lane)
+        std::priority_queue<Busy, std::vector<Busy>, std::greater<Busy>> busy;
+        std::priority_queue<int64_t, std::vector<int64_t>, std::greater<int64_t>> free_lanes;
+        for (size_t k = 0; k < ends.size(); ++k) busy.push({ends[k], int64_t(k)});
+        for (int64_t i = 0; i < n; ++i) {
+          while (!busy.empty() && busy.top().first <= s[i]) {
+            free_lanes.push(busy.top().second);
+            busy.pop();
+          }
+          int64_t lane;
+          if (free_lanes.empty()) {
+            lane = int64_t(ends.size());
+            ends.push_back(0);
+          } else {
+            lane = free_lanes.top();
+            free_lanes.pop();
+          }
+          ends[lane] = e[i];
+          busy.push({e[i], lane});
+          out[i] = lane;
+        }
+        return py::make_tuple(lanes, ends);
+      },
+      py::arg("start"), py::arg("end"), py::arg("ends"),
+      "(lanes, ends): the lowest lane free at each start (runs sorted by start), and the lanes' "
+      "last ends after them");
   m.attr("MAX_INTERNED_STRING") = iotx::kMaxInternedString;
 }

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import orjson
 
+from .. import _export
 from .filters import codes_or_null, phases
 
 # Duration thresholds (ns): 1 ns to about 2**41 ns (37 min), each 2**(1/8) above the last (9%:
@@ -552,65 +553,67 @@ class Merger:
     def _lanes(self, runs: dict) -> np.ndarray:
         """The track of each run: the first lane of its thread and call free at its start (runs
         of one name on several files overlap); runs in order of start."""
-        names = np.array([self.keys.key_list[k][0] for k in runs["key"].tolist()], np.int64)
+        key_names = np.fromiter((n for n, _f in self.keys.key_list), np.int64, len(self.keys.key_list))
+        names = key_names[runs["key"]]
         tracks = np.empty(len(names), np.int64)
         order = np.lexsort((runs["start"], names, runs["tid"]))
         tid, name, start, end = runs["tid"][order], names[order], runs["start"][order], runs["end"][order]
         cuts = np.flatnonzero((np.diff(tid) != 0) | (np.diff(name) != 0)) + 1
-        for seg in np.split(np.arange(len(order)), cuts):
-            t, n = int(tid[seg[0]]), int(name[seg[0]])
-            ends = self.lane_ends.setdefault((t, n), [])
-            s, e = start[seg], end[seg]
-            reach = np.maximum.accumulate(e)
-            if (not ends or ends[0] <= s[0]) and (s[1:] >= reach[:-1]).all():
-                lanes = np.zeros(len(seg), np.int64)  # one after the other: one lane
-                if not ends:
-                    ends.append(0)
-                ends[0] = int(reach[-1])
-            else:
-                lanes = np.empty(len(seg), np.int64)
-                for i, (a, b) in enumerate(zip(s.tolist(), e.tolist())):
-                    lane = next((k for k, last in enumerate(ends) if last <= a), len(ends))
-                    if lane == len(ends):
-                        ends.append(b)
-                    ends[lane] = b
-                    lanes[i] = lane
+        for lo, hi in zip(np.r_[0, cuts].tolist(), np.r_[cuts, len(order)].tolist()):
+            t, n = int(tid[lo]), int(name[lo])
+            lanes, self.lane_ends[(t, n)] = _export.first_free_lanes(
+                start[lo:hi], end[lo:hi], self.lane_ends.get((t, n), []))
             for lane in np.unique(lanes).tolist():
                 if (t, n, lane) not in self.tracks:
                     self.tracks[(t, n, lane)] = self.track_base + (len(self.tracks) & 0x3FFF)
-                tracks[order[seg[lanes == lane]]] = self.tracks[(t, n, lane)]
+            track_of = np.array([self.tracks.get((t, n, k), 0) for k in range(int(lanes.max()) + 1)], np.int64)
+            tracks[order[lo:hi]] = track_of[lanes]
         return tracks
 
     def _merged_batch(self, pid: int, runs: dict):
+        """The merged slices as a batch: `pread ×1234`, args {merged, call, bytes (of the calls
+        that move data), time_us, fhash}, the JSON put together column-wise by Arrow."""
         import pyarrow as pa
+        import pyarrow.compute as pc
 
-        names = self.keys.name_list()
         tracks = self._lanes(runs)
         order = np.argsort(runs["start"], kind="stable")
-        labels, cats, args = [], [], []
-        for i in order.tolist():
-            name_id, fhash = self.keys.key_list[int(runs["key"][i])]
-            cat, name = names[name_id]
-            count = int(runs["count"][i])
-            labels.append(f"{name} ×{count}")
-            cats.append(cat)
-            a = {"merged": count, "call": name}
-            if self.bytes_of[name_id]:
-                a["bytes"] = int(runs["bytes"][i])
-            a["time_us"] = int(runs["dur"][i]) / 1000
-            if fhash is not None:
-                a["fhash"] = fhash
-            args.append(orjson.dumps(a).decode())
+        runs = {f: v[order] for f, v in runs.items()}
         n = len(order)
+        names = self.keys.name_list()
+        key_list = self.keys.key_list
+        name_of_key = np.fromiter((k for k, _f in key_list), np.int64, len(key_list))
+        name_id = name_of_key[runs["key"]]
+        call = pa.DictionaryArray.from_arrays(pa.array(name_id.astype(np.int32)),
+                                              pa.array([nm for _c, nm in names], pa.string())).cast(pa.string())
+        cat = pa.DictionaryArray.from_arrays(pa.array(name_id.astype(np.int32)),
+                                             pa.array([c for c, _nm in names], pa.string()))
+        count = pc.cast(pa.array(runs["count"]), pa.string())
+        fhashes = [f for _n, f in key_list]
+        fhash = pa.DictionaryArray.from_arrays(pa.array(runs["key"].astype(np.int32)),
+                                               pa.array(fhashes, pa.string())).cast(pa.string())
+        with_bytes = np.array(self.bytes_of, bool)[name_id]
+        nbytes = pc.if_else(pa.array(with_bytes),
+                            pc.binary_join_element_wise(',"bytes":', pc.cast(pa.array(runs["bytes"]), pa.string()), ""),
+                            "")
+        # time_us as Python prints dur / 1000: the whole µs, a point, the ns without trailing 0s
+        dur = runs["dur"]
+        frac = pc.utf8_rtrim(pc.utf8_lpad(pc.cast(pa.array(dur % 1000), pa.string()), 3, "0"), "0")
+        frac = pc.if_else(pc.equal(pc.utf8_length(frac), 0), "0", frac)
+        time_us = pc.binary_join_element_wise(pc.cast(pa.array(dur // 1000), pa.string()), frac, ".")
+        fhash_part = pc.if_else(pc.is_valid(fhash), pc.binary_join_element_wise(',"fhash":"', fhash, '"', ""), "")
+        args = pc.binary_join_element_wise('{"merged":', count, ',"call":"', call, '"', nbytes,
+                                           ',"time_us":', time_us, fhash_part, "}", "")
+        label = pc.dictionary_encode(pc.binary_join_element_wise(call, count, " ×"))
         return pa.record_batch({
             "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["X"])),
-            "name": _dict_array(labels),
-            "cat": _dict_array(cats),
+            "name": label,
+            "cat": cat,
             "pid": pa.array(np.full(n, pid, np.int64)),
             "tid": pa.array(tracks[order]),
-            "ts_ns": pa.array(runs["start"][order]),
-            "dur_ns": pa.array((runs["end"] - runs["start"])[order]),
-            "args": pa.array(args, pa.string()),
+            "ts_ns": pa.array(runs["start"]),
+            "dur_ns": pa.array(runs["end"] - runs["start"]),
+            "args": args,
         })
 
     def track_labels(self, thread_label) -> dict[int, str]:

@@ -132,6 +132,9 @@ def families(r: int) -> list[tuple]:
         ("MPI_File_write_at", own, 64 * K, 64 * K, 64 * K),
         ("MPI_File_seek", own, None, None, None),
         ("MPI_File_read", own, 64 * K, 64 * K, 0),
+        ("MPI_File_write_at", own, 32, 32, 128 * K),  # 2 of a 16-byte derived type
+        ("MPI_File_write_at", own, 48, 48, 128 * K + 32),  # 1 of a 48-byte one, made after that one's free
+        ("MPI_File_write_at", own, 16, 16, 128 * K + 80),  # 4 ints
         ("MPI_File_close", own, None, None, None),
         ("MPI_Barrier", None, None, None, None),
         ("MPI_Finalize", None, None, None, None),

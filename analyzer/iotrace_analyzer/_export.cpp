@@ -262,7 +262,8 @@ PYBIND11_MODULE(_export, m) {
   m.def(
       "first_free_lanes",
       [](py::array_t<int64_t, py::array::c_style | py::array::forcecast> start,
-         py::array_t<int64_t, py::array::c_style | py::array::forcecast> end, std::vector<int64_t> ends) {
+         py::array_t<int64_t, py::array::c_style | py::array::forcecast> end,
+         std::vector<int64_t> ends) {
         // Runs in order of start each take the lowest lane free at their start (a lane is free
         // once its last run has ended); `ends` are the lanes' last ends from earlier batches.
         // Two heaps: O(n log lanes), where scanning the lanes per run cost O(n * lanes).

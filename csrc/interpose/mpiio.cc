@@ -142,65 +142,55 @@ PMPI_FN(MPI_File_get_position, int (*)(H, Offset*))
 
 // MPI files by handle: the file's name, interned at MPI_File_open. Open addressing over a
 // fixed table (a job opens few MPI files at once); a slot is claimed with one CAS and freed
-// to a tombstone at close; readers take no lock.
+// to a tombstone at close; readers take no lock. A slot's handle, name and view flag share a
+// cache line: a data call looks its file up once.
 constexpr uint32_t kFiles = 1024;
 constexpr H kFree = 0, kTomb = 1, kBusy = 2;
-std::atomic<H> g_fh[kFiles];
-Str* g_fname[kFiles];
-// The file's view is still the one MPI_File_open gives (displacement 0, etype and filetype
-// MPI_BYTE): an offset in etypes is then its byte offset, with no query of the library
-// (MPI_File_get_byte_offset was a third of a recorded write's cost). Any MPI_File_set_view
-// clears it, recorded or not.
-std::atomic<bool> g_plain[kFiles];
+struct alignas(32) FileSlot {
+  std::atomic<H> fh;
+  Str* name;
+  // The file's view is still the one MPI_File_open gives (displacement 0, etype and filetype
+  // MPI_BYTE): an offset in etypes is then its byte offset, with no query of the library
+  // (MPI_File_get_byte_offset was a third of a recorded write's cost). Any MPI_File_set_view
+  // clears it, recorded or not.
+  std::atomic<bool> plain;
+};
+FileSlot g_files[kFiles];
 
 uint32_t slot_hash(H fh) { return uint32_t((uint64_t(fh) * 0x9E3779B97F4A7C15ull) >> 54); }
 
 void file_add(H fh, Str* name) {
   if (fh <= kBusy) return;
   for (uint32_t i = slot_hash(fh), k = 0; k < kFiles; k++, i = (i + 1) % kFiles) {
-    H cur = g_fh[i].load(std::memory_order_relaxed);
+    FileSlot& f = g_files[i];
+    H cur = f.fh.load(std::memory_order_relaxed);
     if ((cur == kFree || cur == kTomb) &&
-        g_fh[i].compare_exchange_strong(cur, kBusy, std::memory_order_acquire)) {
-      g_fname[i] = name;
-      g_plain[i].store(true, std::memory_order_relaxed);
-      g_fh[i].store(fh, std::memory_order_release);
+        f.fh.compare_exchange_strong(cur, kBusy, std::memory_order_acquire)) {
+      f.name = name;
+      f.plain.store(true, std::memory_order_relaxed);
+      f.fh.store(fh, std::memory_order_release);
       return;
     }
   }
 }
-Str* file_of(H fh) {
+// The slot of a file, or null.
+FileSlot* file_slot(H fh) {
   for (uint32_t i = slot_hash(fh), k = 0; k < kFiles; k++, i = (i + 1) % kFiles) {
-    H cur = g_fh[i].load(std::memory_order_acquire);
-    if (cur == fh) return g_fname[i];
+    H cur = g_files[i].fh.load(std::memory_order_acquire);
+    if (cur == fh) return &g_files[i];
     if (cur == kFree) return nullptr;
   }
   return nullptr;
 }
-// The slot of a file, or -1.
-int file_slot(H fh) {
-  for (uint32_t i = slot_hash(fh), k = 0; k < kFiles; k++, i = (i + 1) % kFiles) {
-    H cur = g_fh[i].load(std::memory_order_acquire);
-    if (cur == fh) return int(i);
-    if (cur == kFree) return -1;
-  }
-  return -1;
+Str* file_of(H fh) {
+  FileSlot* f = file_slot(fh);
+  return f ? f->name : nullptr;
 }
 void file_viewed(H fh) {
-  if (int i = file_slot(fh); i >= 0) g_plain[i].store(false, std::memory_order_release);
-}
-bool file_plain(H fh) {
-  int i = file_slot(fh);
-  return i >= 0 && g_plain[i].load(std::memory_order_acquire);
+  if (FileSlot* f = file_slot(fh)) f->plain.store(false, std::memory_order_release);
 }
 void file_drop(H fh) {
-  for (uint32_t i = slot_hash(fh), k = 0; k < kFiles; k++, i = (i + 1) % kFiles) {
-    H cur = g_fh[i].load(std::memory_order_acquire);
-    if (cur == fh) {
-      g_fh[i].store(kTomb, std::memory_order_release);
-      return;
-    }
-    if (cur == kFree) return;
-  }
+  if (FileSlot* f = file_slot(fh)) f->fh.store(kTomb, std::memory_order_release);
 }
 
 // An MPI file name as the path it is: ROMIO's file system prefix ("ufs:", "lustre:") dropped.
@@ -212,7 +202,64 @@ Str* mpi_path(const char* name) {
   return intern_path(name);
 }
 
+// Predefined datatypes neither go away nor change size, so theirs is kept: MPICH's builtin
+// handles carry it (bits 8-15, mpi.h's MPI_INT 0x4c000405), Open MPI's are objects in the
+// library's own data (derived ones are on the heap: those are asked each time, their handles
+// being reused after MPI_Type_free). A size kept is one relaxed 64-bit word: (offset of the
+// object in that data + 1) << 32 | size.
+struct TypeData {
+  std::atomic<int> state{0};  // 0 not looked for, 1 found, 2 not found, 3 being looked for
+  uintptr_t lo = 0, hi = 0;   // the writable segment that holds ompi_mpi_byte
+};
+TypeData g_type_data;
+std::atomic<uint64_t> g_type_size[64];
+
+int find_type_data(struct dl_phdr_info* info, size_t, void* arg) {
+  auto* d = static_cast<TypeData*>(arg);
+  uintptr_t byte = abi().byte;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
+    uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+    if (byte >= lo && byte < hi) {
+      d->lo = lo;
+      d->hi = hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+bool predefined_open_mpi(H type) {
+  int st = g_type_data.state.load(std::memory_order_acquire);
+  if (__builtin_expect(st == 0, 0)) {
+    if (!g_type_data.state.compare_exchange_strong(st, 3, std::memory_order_acq_rel)) return false;
+    TypeData d;  // looked for once, by the thread that set state 3 (the others ask meanwhile)
+    bool found =
+        abi().byte && dl_iterate_phdr(find_type_data, &d) == 1 && d.hi - d.lo < (uint64_t(1) << 32);
+    g_type_data.lo = d.lo;
+    g_type_data.hi = d.hi;
+    g_type_data.state.store(found ? 1 : 2, std::memory_order_release);
+    return false;
+  }
+  return st == 1 && type >= g_type_data.lo && type < g_type_data.hi;
+}
+
 int64_t bytes_of(int count, H type) {
+  if (abi().status_ignore == 1) {  // the MPICH ABI: a builtin handle's size is in it
+    uint32_t h = uint32_t(type);
+    if ((h & 0xc0000000u) == 0x40000000u && ((h >> 8) & 0xff))
+      return int64_t(count) * ((h >> 8) & 0xff);
+  } else if (predefined_open_mpi(type)) {
+    uint64_t key = uint64_t(type - g_type_data.lo) + 1;
+    std::atomic<uint64_t>& slot = g_type_size[(key * 0x9E3779B97F4A7C15ull) >> 58];
+    uint64_t kept = slot.load(std::memory_order_relaxed);
+    if ((kept >> 32) == key) return int64_t(count) * int64_t(kept & 0xffffffffu);
+    int s = 0;
+    if (p_MPI_Type_size()(type, &s) != 0) return -1;
+    if (s >= 0) slot.store(key << 32 | uint32_t(s), std::memory_order_relaxed);
+    return int64_t(count) * s;
+  }
   int s = 0;
   if (p_MPI_Type_size()(type, &s) != 0) return -1;
   return int64_t(count) * s;
@@ -224,15 +271,17 @@ int64_t moved(const void* status) {
   return n;
 }
 // The absolute byte offset of `off` etypes into the file's view (-1: not known).
-int64_t byte_offset(H fh, Offset off) {
-  if (file_plain(fh)) return int64_t(off);
+int64_t byte_offset(H fh, Offset off, const FileSlot* f) {
+  if (f && f->plain.load(std::memory_order_acquire)) return int64_t(off);
   Offset b = 0;
   return p_MPI_File_get_byte_offset()(fh, off, &b) == 0 ? int64_t(b) : -1;
 }
-int64_t here(H fh) {
+int64_t byte_offset(H fh, Offset off) { return byte_offset(fh, off, file_slot(fh)); }
+int64_t here(H fh, const FileSlot* f) {
   Offset pos = 0;
-  return p_MPI_File_get_position()(fh, &pos) == 0 ? byte_offset(fh, pos) : -1;
+  return p_MPI_File_get_position()(fh, &pos) == 0 ? byte_offset(fh, pos, f) : -1;
 }
+int64_t here(H fh) { return here(fh, file_slot(fh)); }
 
 // A status to hand the library when the caller ignores its own: the bytes moved are read from
 // it. Large enough for either ABI's MPI_Status (Open MPI 24 bytes, MPICH 20).
@@ -255,8 +304,7 @@ int traced_mpi(CallId id, Call&& call, Fill&& fill) {
 // A data call's record: file, bytes asked, bytes moved, offset (-1: none), the error code. A
 // blocking write that succeeds moved what it asked (an MPI-IO write is not short; a read can
 // end at the file's end): its status is not asked (MPI_Get_count, a third of its cost).
-bool fill_xfer(IoRec& r, H fh, int64_t asked, int64_t done, int64_t offset, int ret) {
-  Str* f = file_of(fh);
+bool fill_xfer(IoRec& r, Str* f, int64_t asked, int64_t done, int64_t offset, int ret) {
   r.set_file(f);
   if (asked >= 0) r.set_size(asked);
   if (done >= 0) r.set_bytes(done);
@@ -271,12 +319,14 @@ int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st,
   if (!mpi_rec() || t_guard) return real(fh, off, st);
   Status mine;
   void* s = status_for(st, mine);
-  int64_t at = byte_offset(fh, off);
+  const FileSlot* f = file_slot(fh);
+  int64_t at = byte_offset(fh, off, f);
+  Str* name = f ? f->name : nullptr;
   return traced_mpi(
       id, [&] { return real(fh, off, s); },
       [&](IoRec& r, int ret, int) {
         int64_t asked = bytes_of(count, type);
-        return fill_xfer(r, fh, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
+        return fill_xfer(r, name, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
       });
 }
 template <class Real>
@@ -284,12 +334,14 @@ int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shar
   if (!mpi_rec() || t_guard) return real(st);
   Status mine;
   void* s = status_for(st, mine);
-  int64_t at = shared ? -1 : here(fh);
+  const FileSlot* f = file_slot(fh);
+  int64_t at = shared ? -1 : here(fh, f);
+  Str* name = f ? f->name : nullptr;
   return traced_mpi(
       id, [&] { return real(s); },
       [&](IoRec& r, int ret, int) {
         int64_t asked = bytes_of(count, type);
-        return fill_xfer(r, fh, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
+        return fill_xfer(r, name, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
       });
 }
 // Starts of split and non-blocking calls: bytes asked (and so counted), not yet moved.
@@ -297,7 +349,7 @@ template <class Real>
 int xfer_start(CallId id, Real real, H fh, int64_t at, int count, H type) {
   return traced_mpi(id, real, [&](IoRec& r, int ret, int) {
     int64_t n = bytes_of(count, type);
-    return fill_xfer(r, fh, n, n, at, ret);
+    return fill_xfer(r, file_of(fh), n, n, at, ret);
   });
 }
 // Ends of split calls: bytes moved by the status.
@@ -309,7 +361,7 @@ int xfer_end(CallId id, Real real, H fh, void* st) {
   return traced_mpi(
       id, [&] { return real(s); },
       [&](IoRec& r, int ret, int) {
-        return fill_xfer(r, fh, -1, ret == 0 ? moved(s) : 0, -1, ret);
+        return fill_xfer(r, file_of(fh), -1, ret == 0 ? moved(s) : 0, -1, ret);
       });
 }
 

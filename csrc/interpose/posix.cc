@@ -353,15 +353,18 @@ FD_PAIR_MAKER(socketpair, (int d, int t, int p, int fds[2]), (d, t, p, fds))
 // --- data transfer -----------------------------------------------------------------------------
 
 IOT_EXPORT ssize_t read(int fd, void* buf, size_t n) {
+  if (!posix_on() || t_guard) return real_read()(fd, buf, n);  // before any closure is built
   return on_fd<ssize_t>(
       C_read, fd, [&] { return real_read()(fd, buf, n); }, seq_xfer(int64_t(n)));
 }
 IOT_EXPORT ssize_t write(int fd, const void* buf, size_t n) {
+  if (!posix_on() || t_guard) return real_write()(fd, buf, n);  // before any closure is built
   return on_fd<ssize_t>(
       C_write, fd, [&] { return real_write()(fd, buf, n); }, seq_xfer(int64_t(n)));
 }
 #define PXFER(fn, id, bufT, offT)                                                                  \
   IOT_EXPORT ssize_t fn(int fd, bufT buf, size_t n, offT off) {                                    \
+    if (!posix_on() || t_guard) return real_##fn()(fd, buf, n, off); /* before any closure */      \
     return on_fd<ssize_t>(                                                                         \
         id, fd, [&] { return real_##fn()(fd, buf, n, off); }, pos_xfer(int64_t(n), int64_t(off))); \
   }

@@ -9,7 +9,10 @@
  *               write_shared    1 KiB, write_ordered 1 KiB            (shared pointer)
  *               read_at 4 KiB at r*4K, read_at_all 8 KiB at 64K + r*8K,
  *               iread_at + MPI_Wait 4 KiB at 256K + r*4K, sync, get_size
- *   r<rank>.dat write_at 2 x 64 KiB at 0 and 64K, seek 0 + read 64 KiB (MPI_COMM_SELF)
+ *   r<rank>.dat write_at 2 x 64 KiB at 0 and 64K, seek 0 + read 64 KiB (MPI_COMM_SELF);
+ *               write_at of derived types: 2 x 16 B at 128K, the type freed, then 1 x 48 B at
+ *               128K + 32 (a new type, likely where the freed one was: its size is not the old
+ *               one's), then 4 MPI_INTs at 128K + 80 (a predefined type again)
  * Usage: mpi_io_families DIR */
 #include <mpi.h>
 #include <stdio.h>
@@ -59,6 +62,16 @@ int main(int argc, char** argv) {
   MPI_File_write_at(fh, 64 * K, buf, 64 * K, MPI_BYTE, MPI_STATUS_IGNORE);
   MPI_File_seek(fh, 0, MPI_SEEK_SET);
   MPI_File_read(fh, buf, 64 * K, MPI_BYTE, MPI_STATUS_IGNORE);
+  MPI_Datatype t;
+  MPI_Type_contiguous(16, MPI_BYTE, &t);
+  MPI_Type_commit(&t);
+  MPI_File_write_at(fh, 128 * K, buf, 2, t, MPI_STATUS_IGNORE);
+  MPI_Type_free(&t);
+  MPI_Type_contiguous(48, MPI_BYTE, &t);
+  MPI_Type_commit(&t);
+  MPI_File_write_at(fh, 128 * K + 32, buf, 1, t, MPI_STATUS_IGNORE);
+  MPI_Type_free(&t);
+  MPI_File_write_at(fh, 128 * K + 80, buf, 4, MPI_INT, MPI_STATUS_IGNORE);
   MPI_File_close(&fh);
 
   MPI_Barrier(MPI_COMM_WORLD);

@@ -146,9 +146,12 @@ uint64_t writer_threshold() {
 // A chunk for a thread's next `need` bytes. At the cap, the producer waits for the writer
 // (back-pressure), but never more than ~50 ms per chunk: the writer may be unable to free
 // anything (its only candidates are not sealed yet), and the traced program must never hang.
+constexpr int kStuckWaits = 5000;  // waits of 200 us: a writer that wrote nothing for 1 s is stuck
+
 live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
   uint32_t want = ts->want ? ts->want : kFirstChunk;  // the chunk's bytes, its header included
-  for (int waits = 0;; waits++) {
+  uint64_t seen = g_written.load(std::memory_order_relaxed);
+  for (int waits = 0, stuck = 0;; waits++) {
     if (live::Chunk* c = region_take(need, want, ts->tid)) {
       uint32_t max = uint32_t(g_config.buffer_size);
       // The thread's name, for the trace and for a reader of the live file: at its first chunk
@@ -162,8 +165,16 @@ live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
       return c;
     }
     if (waits == 0) writer_maybe_start();
+    // Memory in flight is at its cap: wait for the writer as long as it gets on (on a loaded
+    // machine it can be off the CPU for tens of ms, and the 50 ms this waited at most lost
+    // events), and drop (counted) only once it has written nothing for kStuckWaits waits.
+    uint64_t w = g_written.load(std::memory_order_relaxed);
+    if (w != seen) {
+      seen = w;
+      stuck = 0;
+    }
     if (!g_recording.load(std::memory_order_relaxed) ||
-        g_wstate.load(std::memory_order_relaxed) != kRunning || waits >= 250 ||
+        g_wstate.load(std::memory_order_relaxed) != kRunning || ++stuck > kStuckWaits ||
         region_in_use() == 0)
       return nullptr;
     wake_writer();

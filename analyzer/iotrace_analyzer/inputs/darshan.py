@@ -32,7 +32,7 @@ from ..analyses import summary
 from ..analyses.activity import binned
 from ..analyses.summary import SIZE_LABELS, Partial, ProcState
 from . import darshan_log
-from .darshan_log import SUFFIX, DarshanError, Log, is_log, job_end, logs_in
+from .darshan_log import SUFFIX, DarshanError, Log, file_hash, is_log, job_end, logs_in
 
 __all__ = ["SUFFIX", "DarshanError", "DarshanLog", "is_log", "logs_in"]
 
@@ -88,7 +88,7 @@ class DarshanLog:
     def batches(self, damage: list) -> Iterator:
         log = darshan_log.read(self.path)
         damage += [Damage(self.path, -1, k, d) for k, d in log.damage]
-        names = {_hex(i): n for i, n in log.names.items()}
+        names = {file_hash(i): n for i, n in log.names.items()}
         for b in dxt_batches(log):
             yield _Batch(b, names)
 
@@ -116,7 +116,7 @@ class DarshanLog:
         parts = []
         if out_dir is not None and log.dxt:
             out = ParquetOut(out_dir, index, threaded=False)
-            names = {_hex(i): n for i, n in log.names.items()}
+            names = {file_hash(i): n for i, n in log.names.items()}
             try:
                 for b in dxt_batches(log):
                     out.put(b, _host(log), names)
@@ -144,11 +144,6 @@ def _json(s: str) -> bytes:
     import orjson
 
     return orjson.dumps(s)
-
-
-def _hex(i: int) -> str:
-    """A Darshan record id as iotrace's file hash: 16 hex digits (both are 64-bit hashes of the path)."""
-    return f"{int(i):016x}"
 
 
 def _host(log: Log) -> str:
@@ -196,10 +191,10 @@ def partial(log: Log, key: int) -> Partial:
     nprocs = max(int(log.job["nprocs"]), 1)
     start, end = log.job["start_ns"], job_end(log)
     P.start, P.end = start, end
-    names = {_hex(i): n for i, n in log.names.items()}
+    names = {file_hash(i): n for i, n in log.names.items()}
     for i, n in log.names.items():
         if n in ("<STDOUT>", "<STDERR>"):
-            P.stdio.add(_hex(i))
+            P.stdio.add(file_hash(i))
     P.fh = [names]
     hosts = {}
     for s in log.dxt.values():
@@ -291,7 +286,7 @@ def partial(log: Log, key: int) -> Partial:
         g = t.group_by(["fh", "pid"]).aggregate(summary.FILE_AGG)
         t = pa.table({"fh": g.column("fh"), "pid": g.column("pid"),
                       **{k: g.column(f"{k}_{a}") for k, a in summary.FILE_AGG}})
-        fh = pa.array([_hex(x) for x in t.column("fh").to_numpy()], pa.string())
+        fh = pa.array([file_hash(x) for x in t.column("fh").to_numpy()], pa.string())
         P.files = [pa.table({"fhash": fh, "pid": t.column("pid"), **{k: t.column(k) for k in summary.FILE_SUMS}})]
         # per rank: its calls, bytes and time (the I/O of a rank is the sum of its calls' times:
         # Darshan keeps no intervals, and a rank's calls rarely overlap)
@@ -318,7 +313,7 @@ def partial(log: Log, key: int) -> Partial:
         keep = cnts > 0
         st = pa.table({"fh": ids[rec][keep], "pid": rank[keep], "bin": b[rec][keep], "count": cnts[keep]})
         st = st.group_by(["fh", "pid", "bin"]).aggregate([("count", "sum")])
-        P.file_sizes = [pa.table({"fhash": pa.array([_hex(x) for x in st.column("fh").to_numpy()], pa.string()),
+        P.file_sizes = [pa.table({"fhash": pa.array([file_hash(x) for x in st.column("fh").to_numpy()], pa.string()),
                                   "pid": st.column("pid"), "bin": st.column("bin"),
                                   "count": st.column("count_sum")})]
     if calls:
@@ -474,8 +469,8 @@ def file_counters(log: Log) -> pa.Table:
         np.maximum.at(cols["ranks"], row, np.where(no_posix[row], ways, 0))
     names = [log.names.get(int(i)) for i in ids]
     cols["time_us"] = cols["time_us"].round(3)
-    return pa.table({"fhash": pa.array([_hex(i) for i in ids], pa.string()),
-                     "file": pa.array([nm if nm is not None else f"<unknown {_hex(i)}>" for nm, i in zip(names, ids)],
+    return pa.table({"fhash": pa.array([file_hash(i) for i in ids], pa.string()),
+                     "file": pa.array([nm if nm is not None else f"<unknown {file_hash(i)}>" for nm, i in zip(names, ids)],
                                       pa.string()), **cols})
 
 
@@ -512,7 +507,7 @@ def _mpi(log: Log, P: Partial, key: int, nprocs: int) -> None:
                read_ns=ns("MPIIO_F_READ_TIME"), write_ns=ns("MPIIO_F_WRITE_TIME"), meta_ns=ns("MPIIO_F_META_TIME"))
     cols = {k: _share(v, rec, rank, ways) for k, v in src.items()}
     t = pa.table({"file_key": np.full(len(rec), key, np.int64), "pid": rank.astype(np.int64),
-                  "fhash": pa.array([_hex(x) for x in R.ids[rec]], pa.string()),
+                  "fhash": pa.array([file_hash(x) for x in R.ids[rec]], pa.string()),
                   "processes": ways[rec].astype(np.int64), **cols})
     sizes = {}
     for d in ("READ", "WRITE"):
@@ -545,7 +540,7 @@ def dxt_batches(log: Log, rows: int = 1 << 18) -> Iterator[pa.RecordBatch]:
             ids = s.ids[o]
             u, inv = np.unique(ids, return_inverse=True)
             fh = pa.DictionaryArray.from_arrays(pa.array(inv.astype(np.int32)),
-                                                pa.array([_hex(x) for x in u], pa.string()))
+                                                pa.array([file_hash(x) for x in u], pa.string()))
             names = pa.DictionaryArray.from_arrays(pa.array(np.where(s.write[o], 1, 0).astype(np.int32)),
                                                    pa.array(["read", "write"]))
             null_i = pa.nulls(m, pa.int64())

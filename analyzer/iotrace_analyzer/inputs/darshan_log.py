@@ -486,6 +486,11 @@ def _segments(ffi, lib, h, name: str, index: int, log: Log) -> Segments:
                     a["end"].copy(), hosts)
 
 
+def file_hash(record_id: int) -> str:
+    """A Darshan record id as iotrace's file hash: 16 hex digits (both are 64-bit hashes of the path)."""
+    return f"{int(record_id):016x}"
+
+
 def job_end(log: Log) -> int:
     """The job's end, ns: its record's, or later when a record's last call ended later (older
     runtimes keep whole seconds: a job of less than a second ran 0 s)."""

@@ -9,11 +9,7 @@ import os
 import numpy as np
 
 from . import darshan_log
-from .darshan_log import SUFFIX, DarshanError, job_end
-
-
-def _hex(i: int) -> str:
-    return f"{int(i):016x}"
+from .darshan_log import SUFFIX, DarshanError, file_hash, job_end
 
 
 LANE_TID = 1 << 24  # the tid of a rank's k-th lane of overlapping calls: its pid + k * LANE_TID
@@ -119,7 +115,7 @@ def write_traces(path: str, folder: str, log_to=None) -> list[str]:
                         e_dur[k] // 1000, e_dur[k] % 1000, ids[k], ln[k], off[k], ln[k]) for k in range(len(e_ts))]
         for i in sorted(used):
             lines.append(orjson.dumps(dict(ph="M", name="FH", pid=pid, tid=pid,
-                                           args=dict(name=names.get(i, f"<unknown {_hex(i)}>"), value=_hex(i))))
+                                           args=dict(name=names.get(i, f"<unknown {file_hash(i)}>"), value=file_hash(i))))
                          + b",")
         lines += [body[k] for k in np.argsort(ts, kind="stable")]
         end = max(job_end(log), int(ts.max()))

@@ -470,8 +470,8 @@ def file_counters(log: Log) -> pa.Table:
     names = [log.names.get(int(i)) for i in ids]
     cols["time_us"] = cols["time_us"].round(3)
     return pa.table({"fhash": pa.array([file_hash(i) for i in ids], pa.string()),
-                     "file": pa.array([nm if nm is not None else f"<unknown {file_hash(i)}>" for nm, i in zip(names, ids)],
-                                      pa.string()), **cols})
+                     "file": pa.array([nm if nm is not None else f"<unknown {file_hash(i)}>"
+                                       for nm, i in zip(names, ids)], pa.string()), **cols})
 
 
 # --------------------------------------------------------------------------- MPI-IO

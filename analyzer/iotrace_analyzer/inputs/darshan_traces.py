@@ -114,8 +114,9 @@ def write_traces(path: str, folder: str, log_to=None) -> list[str]:
                      % (b"write" if w[k] else b"read", cat, pid, tid[k], e_ts[k] // 1000, e_ts[k] % 1000,
                         e_dur[k] // 1000, e_dur[k] % 1000, ids[k], ln[k], off[k], ln[k]) for k in range(len(e_ts))]
         for i in sorted(used):
+            h = file_hash(i)
             lines.append(orjson.dumps(dict(ph="M", name="FH", pid=pid, tid=pid,
-                                           args=dict(name=names.get(i, f"<unknown {file_hash(i)}>"), value=file_hash(i))))
+                                           args=dict(name=names.get(i, f"<unknown {h}>"), value=h)))
                          + b",")
         lines += [body[k] for k in np.argsort(ts, kind="stable")]
         end = max(job_end(log), int(ts.max()))

@@ -19,15 +19,16 @@ import tracing  # noqa: E402
 
 
 def pytest_configure(config):
-    """A suite started in the background (`cmd &`, nohup) inherits SIGINT and SIGQUIT
+    """A suite started in the background (`cmd &`, nohup) inherits SIGINT, SIGQUIT and SIGHUP
     ignored, and so would every program it runs: the tests of default signal actions compare
     traced and untraced runs of programs that must start with the defaults."""
     import signal
 
     if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
-    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
-        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+    for sig in (signal.SIGQUIT, signal.SIGHUP):  # nohup ignores SIGHUP
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, signal.SIG_DFL)
 
 
 @pytest.fixture

@@ -360,7 +360,14 @@ def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, d
     preads = sum(1 for e in f.events() if e["name"] == "pread")
     assert f.end is not None and f.end["reason"] == "exit" and f.end["events"] == len(f.records) - 1
     lost = f.end["lost"]
-    assert 0 < preads < n and preads + lost >= n
+    # The live file (the records in flight) is on the same small disk. A JSON frame is cut at
+    # 4 MiB of text or at the flush interval, and the live file can fill the disk first: then
+    # no frame of preads is kept, only the header and the count of what was lost (1 run in 3 to
+    # 5 on 2026-11-28, with this session's library and the one before it). A compact frame
+    # is small enough to come first.
+    assert preads < n and preads + lost >= n
+    if form == "default":
+        assert preads > 0
     assert sum(r["args"]["events"] for r in lost_records) >= lost - 100
     a = subprocess.run(["iotrace-analyze", str(out), "-q", "--summary", str(tmp_path / "s.json")],
                        capture_output=True, text=True, timeout=120)

@@ -144,9 +144,13 @@ uint64_t writer_threshold() {
 }
 
 // A chunk for a thread's next `need` bytes. At the cap, the producer waits for the writer
-// (back-pressure), but never more than ~50 ms per chunk: the writer may be unable to free
-// anything (its only candidates are not sealed yet), and the traced program must never hang.
+// (back-pressure) as long as the writer gets on. It may be unable to free anything (its only
+// candidates are not sealed yet), and the traced program must never hang: once it has written
+// nothing for kStuckWaits waits the chunk is refused (events dropped, counted), and so is every
+// chunk asked for at once until it writes again (g_stuck_at), so such a spell costs 1 s, not
+// 1 s per chunk.
 constexpr int kStuckWaits = 5000;  // waits of 200 us: a writer that wrote nothing for 1 s is stuck
+std::atomic<uint64_t> g_stuck_at{UINT64_MAX};  // g_written when a wait last gave up
 
 live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
   uint32_t want = ts->want ? ts->want : kFirstChunk;  // the chunk's bytes, its header included
@@ -173,9 +177,13 @@ live::Chunk* take_chunk(ThreadState* ts, uint32_t need) {
       seen = w;
       stuck = 0;
     }
+    if (w == g_stuck_at.load(std::memory_order_relaxed)) return nullptr;  // still stuck
+    if (++stuck > kStuckWaits) {
+      g_stuck_at.store(w, std::memory_order_relaxed);
+      return nullptr;
+    }
     if (!g_recording.load(std::memory_order_relaxed) ||
-        g_wstate.load(std::memory_order_relaxed) != kRunning || ++stuck > kStuckWaits ||
-        region_in_use() == 0)
+        g_wstate.load(std::memory_order_relaxed) != kRunning || region_in_use() == 0)
       return nullptr;
     wake_writer();
     struct timespec t = {0, 200000};
@@ -1017,6 +1025,7 @@ bool writer_child_after_fork() {
   g_conv.forget();
   g_exec_closed = false;
   g_written.store(0);
+  g_stuck_at.store(UINT64_MAX);
   g_dropped.store(0);
   g_recorded_dead.store(0);
   g_asked.store(0);

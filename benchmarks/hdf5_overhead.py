@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 
+import callgrind_count
 import iotrace
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -48,11 +49,7 @@ def run(exe: str, target: str, blocks: int, env: dict) -> list[float]:
 
 
 def instructions(exe: str, target: str, blocks: int, env: dict) -> int:
-    """Instructions the workload ran (callgrind's total)."""
-    r = subprocess.run(["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", exe, target,
-                        str(blocks)], env=env, check=True, capture_output=True, text=True)
-    line = next(x for x in r.stderr.splitlines() if "refs:" in x)
-    return int(line.split()[-1].replace(",", ""))
+    return callgrind_count.instructions([exe, target, str(blocks)], env)
 
 
 def count(exe: str, target: str, traced: dict, base: dict) -> None:

@@ -19,6 +19,10 @@ Sets (each a folder of tests/golden/):
   on, also tests/golden/workload_hdf5.c (every HDF5 call the tracer records; built against the
   HDF5 ``pkg-config`` finds: hdf5-serial, hdf5-openmpi or hdf5) in the three forms,
   ``<form>-hdf5.<suffix>``.
+* ``live<N>/``: tests/golden/live_workload.c under the current library, killed by SIGKILL
+  after a known set of calls: its trace file (the header only) and its live file, as they were
+  left; N is the layout version of the live file (csrc/format/live.h). A reader must finish
+  that trace from the live file of every version (tests/test_golden.py).
 * ``dftracer2/``: the same workload under DFTracer 2.x (the pip package ``dftracer``), without
   and with ``DFTRACER_INC_METADATA=1``: ``no-metadata.pfw.gz``, ``with-metadata.pfw.gz``.
   The package is found with ``--dftracer`` (its package folder, or a Python that has it
@@ -54,6 +58,7 @@ HERE = Path(__file__).resolve().parent
 GOLDEN = HERE / "golden"
 WORKLOAD_SRC = GOLDEN / "workload.c"
 WORKLOAD_HDF5_SRC = GOLDEN / "workload_hdf5.c"
+LIVE_WORKLOAD_SRC = GOLDEN / "live_workload.c"
 HDF5_FROM_VERSION = 7  # the first format version with HDF5 calls: its sets hold their traces
 DATA_DIR = Path("/tmp/iotrace-golden-data")
 BUILD_DIR = Path("/tmp/iotrace-golden-build")
@@ -281,6 +286,57 @@ def make_iotrace_set(lib: str | os.PathLike, exe: Path, want_version: int | None
     return f"{set_name}: written from {lib}: {sorted(p.name for p in dest.iterdir())}"
 
 
+def live_version(path: Path) -> int:
+    """The layout version a live file says (csrc/format/live.h: after the 8-byte magic)."""
+    head = path.read_bytes()[:12]
+    if head[:8] != b"IOTLIVE\n":
+        raise GoldenError(f"{path}: not a live file")
+    return int.from_bytes(head[8:12], "little")
+
+
+def make_live_set(lib: str | os.PathLike, regenerate: set[str]) -> str:
+    """tests/golden/live_workload.c under `lib`, killed by its own SIGKILL: its trace file (the
+    header frame only) and its live file, as they were left, into golden/live<N>/ (N: the live
+    file's layout version). A 1 MiB cap keeps the live file at about that size."""
+    exe = BUILD_DIR / "live_workload"
+    subprocess.run(["cc", "-O0", "-fno-builtin", "-D_GNU_SOURCE", "-o", str(exe), str(LIVE_WORKLOAD_SRC)],
+                   check=True)
+    reset_data_dir()
+    out = BUILD_DIR / "traces-live"
+    if out.exists():
+        shutil.rmtree(out)
+    env = clean_env()
+    env.update({"LD_PRELOAD": str(lib), "IOTRACE_DIR": str(out), "IOTRACE_INCLUDE": str(DATA_DIR),
+                "IOTRACE_MAX_BUFFERED": "1M", "IOTRACE_FLUSH_INTERVAL_MS": "60000"})
+    r = subprocess.run([str(exe), str(DATA_DIR)], env=env, cwd=str(BUILD_DIR), timeout=60)
+    if r.returncode != -9:
+        raise GoldenError(f"{exe} under {lib}: exit {r.returncode}, not SIGKILL")
+    files = sorted(p for p in out.iterdir() if p.is_file())
+    lives = [p for p in files if p.name.endswith(".live")]
+    if len(files) != 2 or len(lives) != 1:
+        raise GoldenError(f"{lib}: expected a trace file and its live file, got {[p.name for p in files]}")
+    set_name = f"live{live_version(lives[0])}"
+    dest = GOLDEN / set_name
+    if dest.exists() and set_name not in regenerate:
+        return f"{set_name}: kept (exists; --regenerate {set_name} to overwrite)"
+    if dest.exists():
+        shutil.rmtree(dest)
+    dest.mkdir()
+    for p in files:
+        shutil.copyfile(p, dest / p.name)
+    # The file past its last segment is a hole (its size was set at start, for segments to
+    # come): cut there, so the repository holds 72 KiB, not 2 MiB of zeros.
+    live = dest / lives[0].name
+    data = live.read_bytes()
+    n = int.from_bytes(data[384:388], "little")  # live::Header::n_segments, then its segments
+    end = max(int.from_bytes(data[392 + 16 * i:400 + 16 * i], "little")
+              + int.from_bytes(data[400 + 16 * i:408 + 16 * i], "little") for i in range(n))
+    if any(data[end:]):
+        raise GoldenError(f"{live}: bytes past its last segment")
+    live.write_bytes(data[:end])
+    return f"{set_name}: written from {lib}: {[p.name for p in files]}"
+
+
 def _has_traces(d: Path) -> bool:
     return d.is_dir() and any(p.name.endswith(TRACE_SUFFIXES) for p in d.iterdir())
 
@@ -445,6 +501,7 @@ def main(argv=None) -> int:
     else:
         report.append(make_iotrace_set(args.old_lib, exe, 3, regenerate))
     report.append(make_iotrace_set(iotrace.preload_path(), exe, None, regenerate))
+    report.append(make_live_set(iotrace.preload_path(), regenerate))
     dft = find_dftracer(args.dftracer)
     if _has_traces(GOLDEN / "dftracer2") and "dftracer2" not in regenerate:
         report.append("dftracer2: kept (exists; --regenerate dftracer2 to overwrite)")

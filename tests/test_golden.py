@@ -126,6 +126,62 @@ def test_current_set_has_every_hdf5_call():
         assert seen == want, f"{form}: missing {sorted(want - seen)}"
 
 
+# -- live files of every layout version -------------------------------------------------------
+
+LIVE_SETS = sorted(d for d in GOLDEN.glob("live[0-9]*") if d.is_dir())
+# tests/golden/live_workload.c's calls, in order: (name, size, offset, ret, file, flags, mode,
+# second file); the file by its name under the data folder.
+LIVE_CALLS = [
+    ("open", None, None, 3, "live.bin", 577, 0o644, None),  # O_CREAT|O_WRONLY|O_TRUNC
+    ("pwrite", 100, 0, 100, "live.bin", None, None, None),
+    ("pwrite", 100, 100, 100, "live.bin", None, None, None),
+    ("pwrite", 100, 200, 100, "live.bin", None, None, None),
+    ("fsync", None, None, 0, "live.bin", None, None, None),
+    ("close", None, None, 0, "live.bin", None, None, None),
+    ("rename", None, None, 0, "live.bin", None, None, "moved.bin"),
+    ("open", None, None, 3, "moved.bin", 0, None, None),
+    ("pread", 50, 25, 50, "moved.bin", None, None, None),
+    ("read", 10, 0, 10, "moved.bin", None, None, None),
+    ("close", None, None, 0, "moved.bin", None, None, None),
+]
+
+
+def test_live_sets_present():
+    import iotrace_format  # noqa: F401  (the readers' package is what reads them)
+
+    names = {d.name for d in LIVE_SETS}
+    assert {"live1", "live2"} <= names, f"live file sets missing in {GOLDEN}: have {sorted(names)}"
+
+
+@pytest.mark.parametrize("live_set", LIVE_SETS, ids=lambda d: d.name)
+def test_live_file_of_every_version_is_finished(live_set, tmp_path):
+    """A process killed with its records only in its live file, by the library of each live
+    layout version: `iotrace recover --force` finishes its trace with every call it made, in
+    order, with its sizes, offsets, results, flags, mode and both files of the rename (the long
+    form of a version-2 record beside the short one), and says it was killed (13 events: the
+    11 calls and the names of the 2 files)."""
+    from iotrace_format import reader
+
+    for p in live_set.iterdir():
+        shutil.copyfile(p, tmp_path / p.name)
+    r = subprocess.run(IOTRACE + ["recover", "--force", str(tmp_path)], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "13 events added, ended: killed" in r.stdout, (r.stdout, r.stderr)
+    assert not list(tmp_path.glob("*.live"))
+    (trace,) = list(tmp_path.glob("*.iotc.zst"))
+    lines = [json.loads(line.rstrip(",]")) for block in reader.iter_blocks(trace)
+             for line in block.decode().split("\n") if line.strip() and line not in ("[", "]")]
+    names = {e["args"]["value"]: e["args"]["name"] for e in lines if e.get("name") == "FH"}
+    events = [e for e in lines if e.get("ph") == "X"]
+    got = [(e["name"], e["args"].get("size"), e["args"].get("offset"), e["args"].get("ret"),
+            os.path.basename(names[e["args"]["fhash"]]), e["args"].get("flags"), e["args"].get("mode"),
+            os.path.basename(names[e["args"]["fhash2"]]) if "fhash2" in e["args"] else None)
+           for e in events]
+    assert got == LIVE_CALLS
+    (end,) = [e for e in lines if e.get("name") == "iotrace_end"]
+    assert end["args"]["reason"] == "killed" and end["args"]["events"] == len(lines) - 1
+
+
 # -- iotrace traces of every version -------------------------------------------------------
 
 

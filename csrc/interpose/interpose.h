@@ -117,7 +117,8 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
     if (fill(r, ret, err) && rec) {
       Str* f1 = (r.fields & F_FHASH) ? r.file : nullptr;
       Str* f2 = (r.fields & F_FHASH2) ? r.file2 : nullptr;
-      commit(ts, sizeof(IoRec));
+      r.h.size = r.packed_size();
+      commit(ts, r.h.size);
       name_string(ts, f1);
       name_string(ts, f2);
     }

@@ -62,7 +62,7 @@ bool map_live(const char* path, LiveMap* m, RecoverResult* out) {
     out->why = "not a live file (no magic)";
     return false;
   }
-  if (h->version != live::kVersion) {
+  if (h->version < live::kOldestVersion || h->version > live::kVersion) {
     out->error = EPROTO;
     out->why = "a live file of another version";
     return false;
@@ -281,10 +281,53 @@ bool same_host_as(const char* host) {
   return strcmp(mine, host) == 0;
 }
 
-// A copy of a record with its string addresses made this process's Str pointers.
-const RecHeader* translate(const RecHeader* r, Out& scratch, Strings& strs) {
+// An R_IO record as version 1 of the live file laid it out: always whole, the two files first.
+struct IoRecV1 {
+  RecHeader h;
+  uint32_t fields;
+  int32_t err;
+  int64_t start, dur;
+  Str* file;
+  Str* file2;
+  int64_t fd, fd2, size, offset, ret, bytes, flags, mode;
+};
+static_assert(sizeof(IoRecV1) == 112, "version 1's R_IO record");
+
+// A version-1 R_IO record in this version's layout (record.h: IoRec), into `scratch`.
+void io_from_v1(const RecHeader* r, Out& scratch) {
+  IoRecV1 v;
+  memcpy(&v, r, sizeof v);
+  IoRec io;
+  memset(&io, 0, sizeof io);
+  io.h = v.h;
+  io.h.size = sizeof(IoRec);
+  io.fields = v.fields;
+  io.err = v.err;
+  io.start = v.start;
+  io.dur = v.dur;
+  io.file = v.file;
+  io.file2 = v.file2;
+  io.fd = v.fd;
+  io.fd2 = v.fd2;
+  io.size = v.size;
+  io.offset = v.offset;
+  io.ret = v.ret;
+  io.bytes = v.bytes;
+  io.flags = v.flags;
+  io.mode = v.mode;
+  scratch.put(reinterpret_cast<const char*>(&io), sizeof io);
+}
+
+// A copy of a record with its string addresses made this process's Str pointers; a record of
+// an older layout (`version` of the live file) in this one's.
+const RecHeader* translate(const RecHeader* r, uint32_t version, Out& scratch, Strings& strs) {
   scratch.n = 0;
-  scratch.put(reinterpret_cast<const char*>(r), r->size);
+  if (version == 1 && r->kind == R_IO) {
+    if (r->size < sizeof(IoRecV1)) return nullptr;
+    io_from_v1(r, scratch);
+  } else {
+    scratch.put(reinterpret_cast<const char*>(r), r->size);
+  }
   if (!scratch.p) return nullptr;
   auto look = [&](Str* p) -> Str* {
     if (!p) return nullptr;
@@ -292,7 +335,7 @@ const RecHeader* translate(const RecHeader* r, Out& scratch, Strings& strs) {
     return s ? s : strs.unknown();
   };
   auto* h = reinterpret_cast<RecHeader*>(scratch.p);
-  if (h->kind == R_IO && r->size >= sizeof(IoRec)) {
+  if (h->kind == R_IO && io_rec_whole(reinterpret_cast<const IoRec*>(h), h->size)) {
     auto* io = reinterpret_cast<IoRec*>(h);
     if (io->fields & F_FHASH) io->file = look(io->file);
     if (io->fields & F_FHASH2) io->file2 = look(io->file2);
@@ -452,7 +495,7 @@ bool live_finish(const char* live_path, const char* reason, RecoverResult* out) 
     }
     each_record(c, from, to, [&](const RecHeader* r) {
       if (r->kind == R_STR) return;
-      if (const RecHeader* t = translate(r, scratch, strs))
+      if (const RecHeader* t = translate(r, h->version, scratch, strs))
         out->events += uint64_t(conv->record(t, c->tid, clk));
     });
   }

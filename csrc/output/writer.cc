@@ -809,8 +809,10 @@ void append_nested(ThreadState* ts) {
       if (r->h.kind != R_IO) continue;  // filtered out
       ThreadState* t;
       if (char* p = reserve(sizeof(IoRec), &t)) {
-        memcpy(p, r, sizeof(IoRec));
-        commit(t, sizeof(IoRec));
+        uint32_t size = r->packed_size();
+        memcpy(p, r, size);
+        reinterpret_cast<IoRec*>(p)->h.size = size;
+        commit(t, size);
         if (r->fields & F_FHASH) name_string(t, r->file);
         if (r->fields & F_FHASH2) name_string(t, r->file2);
       }

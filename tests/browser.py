@@ -3,7 +3,10 @@ with the network cut off: what its plots hold, what the console said, what it as
 network for, and a screenshot of the whole page."""
 from __future__ import annotations
 
+import contextlib
+import os
 import shutil
+import tempfile
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
@@ -20,11 +23,26 @@ return Array.from(document.querySelectorAll('.js-plotly-plot')).map(gd => ({
 """
 
 
+@contextlib.contextmanager
+def chromium(options):
+    """A headless Chromium driven by chromedriver, with a temporary folder of its own (TMPDIR),
+    removed when it quits (else each run leaves its SingletonSocket folder in /tmp)."""
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+
+    home = tempfile.mkdtemp(prefix="iotrace-chromium-")  # chromedriver makes its profile there
+    d = webdriver.Chrome(service=Service(CHROMEDRIVER, env=dict(os.environ, TMPDIR=home)), options=options)
+    try:
+        yield d
+    finally:
+        d.quit()
+        shutil.rmtree(home, ignore_errors=True)
+
+
 def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
     """Load `path` from a file:// URL; returns plots, console entries, the URLs requested,
     the findings' rule ids and evidence links, and the ids of the page's elements."""
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
 
     o = webdriver.ChromeOptions()
     o.binary_location = CHROMIUM
@@ -33,8 +51,7 @@ def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
               "--host-resolver-rules=MAP * ~NOTFOUND", "--proxy-server=127.0.0.1:9", "--no-first-run"):
         o.add_argument(a)
     o.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
-    try:
+    with chromium(o) as d:
         d.set_page_load_timeout(60)
         d.get("file://" + path)
         d.execute_async_script("const done = arguments[0]; requestAnimationFrame(() => setTimeout(done, 200));")
@@ -60,8 +77,6 @@ def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
         d.set_window_size(width, d.execute_script("return document.body.scrollHeight"))
         d.save_screenshot(screenshot)
         return out
-    finally:
-        d.quit()
 
 
 def _requests(perf: list) -> list[str]:

@@ -14,12 +14,10 @@ The UI is the one a person would use: it loads the trace into its own trace proc
 from __future__ import annotations
 
 import os
-import shutil
 import threading
 import time
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
+from browser import CHROMEDRIVER, CHROMIUM, chromium
 
 QUERY_JS = """
 const [sql, done] = arguments;
@@ -69,7 +67,6 @@ def open_in_ui(trace: str, screenshot: str | None = None, queries: tuple[str, ..
     rows) and the console's errors."""
     from iotrace.view import TraceServer, find_local_ui
     from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
 
     server = TraceServer(trace, port=0, ui_dir=find_local_ui())
     serving = threading.Thread(target=server.serve_forever, daemon=True)
@@ -80,36 +77,35 @@ def open_in_ui(trace: str, screenshot: str | None = None, queries: tuple[str, ..
               "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE 127.0.0.1", "--no-first-run"):
         o.add_argument(a)
     o.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    d = webdriver.Chrome(service=Service(CHROMEDRIVER), options=o)
     try:
-        d.set_script_timeout(timeout)
-        d.set_page_load_timeout(120)
-        t0 = time.monotonic()
-        d.get(server.base + "/")
-        state = {}
-        while time.monotonic() - t0 < timeout:
-            state = d.execute_script(LOADED_JS)
-            if state["loaded"] or state["error"]:
-                break
-            time.sleep(0.5)
-        load_s = time.monotonic() - t0
-        out = {"loaded": bool(state.get("loaded")), "error": state.get("error"), "load_s": load_s,
-               "served": server.served.is_set()}
-        if out["loaded"]:
-            out["tracks"] = d.execute_script(TRACKS_JS)
-            time.sleep(settle)  # the expanded tracks drawn
-            out["tracks"] = d.execute_script(TRACKS_JS)
-            out["queries"] = []
-            for sql in queries:
-                res = d.execute_async_script(QUERY_JS, sql)
-                if "error" in res:
-                    raise RuntimeError(f"{sql}: {res['error']}")
-                out["queries"].append(res["rows"])
-        if screenshot:
-            d.save_screenshot(screenshot)
-        out["console"] = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
-        return out
+        with chromium(o) as d:
+            d.set_script_timeout(timeout)
+            d.set_page_load_timeout(120)
+            t0 = time.monotonic()
+            d.get(server.base + "/")
+            state = {}
+            while time.monotonic() - t0 < timeout:
+                state = d.execute_script(LOADED_JS)
+                if state["loaded"] or state["error"]:
+                    break
+                time.sleep(0.5)
+            load_s = time.monotonic() - t0
+            out = {"loaded": bool(state.get("loaded")), "error": state.get("error"), "load_s": load_s,
+                   "served": server.served.is_set()}
+            if out["loaded"]:
+                out["tracks"] = d.execute_script(TRACKS_JS)
+                time.sleep(settle)  # the expanded tracks drawn
+                out["tracks"] = d.execute_script(TRACKS_JS)
+                out["queries"] = []
+                for sql in queries:
+                    res = d.execute_async_script(QUERY_JS, sql)
+                    if "error" in res:
+                        raise RuntimeError(f"{sql}: {res['error']}")
+                    out["queries"].append(res["rows"])
+            if screenshot:
+                d.save_screenshot(screenshot)
+            out["console"] = [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+            return out
     finally:
-        d.quit()
         server.shutdown()
         server.server_close()

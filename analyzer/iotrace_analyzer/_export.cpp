@@ -5,9 +5,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
+#include <stdio.h>
 #include <zlib.h>
 
 #include <memory>
+#include <optional>
 #include <queue>
 #include <stdexcept>
 #include <string>
@@ -298,5 +300,69 @@ PYBIND11_MODULE(_export, m) {
       py::arg("start"), py::arg("end"), py::arg("ends"),
       "(lanes, ends): the lowest lane free at each start (runs sorted by start), and the lanes' "
       "last ends after them");
+  m.def(
+      "merged_args",
+      [](py::array_t<int64_t, py::array::c_style | py::array::forcecast> count,
+         py::array_t<int64_t, py::array::c_style | py::array::forcecast> key,
+         py::array_t<int64_t, py::array::c_style | py::array::forcecast> name_of_key,
+         py::array_t<int64_t, py::array::c_style | py::array::forcecast> nbytes,
+         py::array_t<int64_t, py::array::c_style | py::array::forcecast> dur,
+         const std::vector<std::string>& calls, const std::vector<bool>& with_bytes,
+         const std::vector<std::optional<std::string>>& fhashes) {
+        // The merged slices' args objects, as budget.py's Merger writes them: {"merged":N,
+        // "call":"pread"[,"bytes":B],"time_us":U[,"fhash":"..."]}, time_us the summed ns as
+        // Python prints ns / 1000 (whole µs, a point, the ns without trailing zeros). As an
+        // Arrow utf8 array's buffers: (offsets, data).
+        const int64_t n = count.size();
+        const int64_t *c = count.data(), *k = key.data(), *nk = name_of_key.data();
+        const int64_t *b = nbytes.data(), *d = dur.data();
+        const int64_t n_keys = name_of_key.size(), n_calls = int64_t(calls.size());
+        py::array_t<int32_t> offsets(n + 1);
+        int32_t* off = offsets.mutable_data();
+        std::string out;
+        out.reserve(size_t(n) * 96);
+        char num[32];
+        auto put_int = [&](int64_t v) {
+          out.append(num, size_t(snprintf(num, sizeof num, "%lld", (long long)v)));
+        };
+        off[0] = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          if (k[i] < 0 || k[i] >= n_keys || nk[k[i]] < 0 || nk[k[i]] >= n_calls)
+            throw std::out_of_range("merged_args: a key or call out of range");
+          const int64_t call = nk[k[i]];
+          out += "{\"merged\":";
+          put_int(c[i]);
+          out += ",\"call\":\"";
+          out += calls[size_t(call)];
+          out += '"';
+          if (with_bytes[size_t(call)]) {
+            out += ",\"bytes\":";
+            put_int(b[i]);
+          }
+          out += ",\"time_us\":";
+          int64_t q = d[i] / 1000, r = d[i] % 1000;
+          if (r < 0) q -= 1, r += 1000;  // floor, as numpy's // and %
+          put_int(q);
+          out += '.';
+          char frac[4] = {char('0' + r / 100), char('0' + r / 10 % 10), char('0' + r % 10), 0};
+          int len = 3;
+          while (len > 1 && frac[len - 1] == '0') len--;
+          out.append(frac, size_t(len));
+          const std::optional<std::string>& fh = fhashes[size_t(k[i])];
+          if (fh) {
+            out += ",\"fhash\":\"";
+            out += *fh;
+            out += '"';
+          }
+          out += '}';
+          if (out.size() > size_t(INT32_MAX))
+            throw std::length_error("merged_args: over 2 GiB of args");
+          off[i + 1] = int32_t(out.size());
+        }
+        return py::make_tuple(offsets, py::bytes(out));
+      },
+      py::arg("count"), py::arg("key"), py::arg("name_of_key"), py::arg("nbytes"), py::arg("dur"),
+      py::arg("calls"), py::arg("with_bytes"), py::arg("fhashes"),
+      "(offsets, data): the utf8 args objects of merged slices (export/budget.py)");
   m.attr("MAX_INTERNED_STRING") = iotx::kMaxInternedString;
 }

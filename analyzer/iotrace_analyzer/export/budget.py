@@ -572,9 +572,8 @@ class Merger:
 
     def _merged_batch(self, pid: int, runs: dict):
         """The merged slices as a batch: `pread ×1234`, args {merged, call, bytes (of the calls
-        that move data), time_us, fhash}, the JSON put together column-wise by Arrow."""
+        that move data), time_us, fhash}, the JSON written by a kernel (_export.merged_args)."""
         import pyarrow as pa
-        import pyarrow.compute as pc
 
         tracks = self._lanes(runs)
         order = np.argsort(runs["start"], kind="stable")
@@ -584,27 +583,17 @@ class Merger:
         key_list = self.keys.key_list
         name_of_key = np.fromiter((k for k, _f in key_list), np.int64, len(key_list))
         name_id = name_of_key[runs["key"]]
-        call = pa.DictionaryArray.from_arrays(pa.array(name_id.astype(np.int32)),
-                                              pa.array([nm for _c, nm in names], pa.string())).cast(pa.string())
         cat = pa.DictionaryArray.from_arrays(pa.array(name_id.astype(np.int32)),
                                              pa.array([c for c, _nm in names], pa.string()))
-        count = pc.cast(pa.array(runs["count"]), pa.string())
-        fhashes = [f for _n, f in key_list]
-        fhash = pa.DictionaryArray.from_arrays(pa.array(runs["key"].astype(np.int32)),
-                                               pa.array(fhashes, pa.string())).cast(pa.string())
-        with_bytes = np.array(self.bytes_of, bool)[name_id]
-        nbytes = pc.if_else(pa.array(with_bytes),
-                            pc.binary_join_element_wise(',"bytes":', pc.cast(pa.array(runs["bytes"]), pa.string()), ""),
-                            "")
-        # time_us as Python prints dur / 1000: the whole µs, a point, the ns without trailing 0s
-        dur = runs["dur"]
-        frac = pc.utf8_rtrim(pc.utf8_lpad(pc.cast(pa.array(dur % 1000), pa.string()), 3, "0"), "0")
-        frac = pc.if_else(pc.equal(pc.utf8_length(frac), 0), "0", frac)
-        time_us = pc.binary_join_element_wise(pc.cast(pa.array(dur // 1000), pa.string()), frac, ".")
-        fhash_part = pc.if_else(pc.is_valid(fhash), pc.binary_join_element_wise(',"fhash":"', fhash, '"', ""), "")
-        args = pc.binary_join_element_wise('{"merged":', count, ',"call":"', call, '"', nbytes,
-                                           ',"time_us":', time_us, fhash_part, "}", "")
-        label = pc.dictionary_encode(pc.binary_join_element_wise(call, count, " ×"))
+        offsets, data = _export.merged_args(runs["count"], runs["key"], name_of_key, runs["bytes"], runs["dur"],
+                                            [nm for _c, nm in names], self.bytes_of, [f for _n, f in key_list])
+        args = pa.Array.from_buffers(pa.string(), n, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+        # `pread ×1234`: one string per distinct (call, count), not per slice
+        span = int(runs["count"].max(initial=0)) + 1
+        pairs, which = np.unique(name_id * span + runs["count"], return_inverse=True)
+        label = pa.DictionaryArray.from_arrays(
+            pa.array(which.reshape(-1).astype(np.int32)),
+            pa.array([f"{names[p // span][1]} ×{p % span}" for p in pairs.tolist()], pa.string()))
         return pa.record_batch({
             "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["X"])),
             "name": label,

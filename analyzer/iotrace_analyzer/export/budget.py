@@ -452,28 +452,36 @@ class Merger:
                 th.epoch += final
                 continue
             # groups: a key's calls between two long slices (by key, then in order: by epoch)
-            order = stable_order(key_ids[members])
-            gk, ge = key_ids[members][order], later[sel][order]
+            member_keys = key_ids[members]
+            order = stable_order(member_keys)
+            mo = members[order]  # each column indexed once, not through members and then order
+            gk, ge = member_keys[order], later[sel][order]
             cuts = np.flatnonzero(np.r_[True, (gk[1:] != gk[:-1]) | (ge[1:] != ge[:-1])])
             count = np.diff(np.r_[cuts, len(order)])
             first = order[cuts]
             uniq = gk[cuts] << 32 | ge[cuts]  # increasing
+            mts, mdur = ts[mo], dur[mo]
             g = dict(key=gk[cuts], epoch=ge[cuts], count=count,
-                     bytes=np.add.reduceat(nbytes[members][order], cuts),
-                     dur=np.add.reduceat(dur[members][order], cuts),
-                     start=np.minimum.reduceat(ts[members][order], cuts),
-                     end=np.maximum.reduceat((ts + dur)[members][order], cuts),
-                     row=x[members[first]])
+                     bytes=np.add.reduceat(nbytes[mo], cuts),
+                     dur=np.add.reduceat(mdur, cuts),
+                     start=np.minimum.reduceat(mts, cuts),
+                     end=np.maximum.reduceat(mts + mdur, cuts),
+                     row=x[mo[cuts]])
             # the open runs go on with this batch's calls of their key before its first long slice
             cont = np.zeros(len(uniq), bool)
-            for key, run in th.runs.items():
-                i = int(np.searchsorted(uniq, key << 32))
-                if i < len(uniq) and uniq[i] == key << 32:
-                    cont[i] = True
-                    run.count += int(count[i])
-                    run.bytes += int(g["bytes"][i])
-                    run.dur += int(g["dur"][i])
-                    run.start, run.end = min(run.start, int(g["start"][i])), max(run.end, int(g["end"][i]))
+            if th.runs:  # looked up at once (hundreds of open runs: one per name and file)
+                open_keys = np.fromiter(th.runs, np.int64, len(th.runs))
+                at = np.minimum(np.searchsorted(uniq, open_keys << 32), len(uniq) - 1)
+                hit = uniq[at] == open_keys << 32
+                at = at[hit]
+                cont[at] = True
+                for key, c, b, du, st, en in zip(open_keys[hit].tolist(), count[at].tolist(), g["bytes"][at].tolist(),
+                                                 g["dur"][at].tolist(), g["start"][at].tolist(), g["end"][at].tolist()):
+                    run = th.runs[key]
+                    run.count += c
+                    run.bytes += b
+                    run.dur += du
+                    run.start, run.end = min(run.start, st), max(run.end, en)
                     run.row, run.saved = -1, None
             if final:
                 self._close_open(tid, th)

@@ -105,6 +105,11 @@ class Keys:
         self.names: dict[tuple[str, str], int] = {}
         self.keys: dict[tuple[int, str | None], int] = {}
         self.key_list: list[tuple[int, str | None]] = []
+        # A key id by (name id, file hash id), -1: none yet; the batch's fhash dictionary as
+        # hash ids (a file's batches mostly share one dictionary: made once, not per batch).
+        self.hash_ids: dict[str | None, int] = {None: 0}
+        self.table = np.full((0, 1), -1, np.int32)
+        self.last_hashes: tuple[list, np.ndarray] | None = None
 
     def of(self, cols, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(name ids, key ids) of these rows."""
@@ -120,18 +125,32 @@ class Keys:
         name_ids = _lookup(nc * (len(cats) + 1) + cc, (len(names) + 1) * (len(cats) + 1), name_id)
         hashes = cols.dictionary("fhash")
         fc = codes_or_null(cols, "fhash", len(hashes))[rows].astype(np.int64)
-
-        def key_id(p: int) -> int:
-            n, f = divmod(p, len(hashes) + 1)
-            key = (n, hashes[f] if f < len(hashes) else None)
-            k = self.keys.get(key)
-            if k is None:
-                k = self.keys[key] = len(self.key_list)
-                self.key_list.append(key)
-            return k
-
-        size = (int(name_ids.max()) + 1) * (len(hashes) + 1)
-        return name_ids, _lookup(name_ids * (len(hashes) + 1) + fc, size, key_id)
+        if self.last_hashes is None or self.last_hashes[0] != hashes:
+            ids = [self.hash_ids.setdefault(h, len(self.hash_ids)) for h in hashes]
+            self.last_hashes = (hashes, np.array(ids + [0], np.int64))  # the last: no file
+        hash_id = self.last_hashes[1][fc]
+        rows_needed, cols_needed = int(name_ids.max()) + 1, len(self.hash_ids)
+        if rows_needed > self.table.shape[0] or cols_needed > self.table.shape[1]:
+            grown = np.full((max(rows_needed, self.table.shape[0]), max(cols_needed, 2 * self.table.shape[1])),
+                            -1, np.int32)
+            grown[:self.table.shape[0], :self.table.shape[1]] = self.table
+            self.table = grown
+        key_ids = self.table[name_ids, hash_id].astype(np.int64)
+        missing = key_ids < 0
+        if missing.any():
+            # new keys numbered in the order of (name id, the hash's code in this batch), as the
+            # rows' distinct pairs sorted
+            width = len(hashes) + 1
+            for p in np.unique(name_ids[missing] * width + fc[missing]).tolist():
+                n, f = divmod(p, width)
+                key = (n, hashes[f] if f < len(hashes) else None)
+                k = self.keys.get(key)
+                if k is None:
+                    k = self.keys[key] = len(self.key_list)
+                    self.key_list.append(key)
+                self.table[n, self.last_hashes[1][f]] = k
+            key_ids = self.table[name_ids, hash_id].astype(np.int64)
+        return name_ids, key_ids
 
     def name_list(self) -> list[tuple[str, str]]:
         out = [("", "")] * len(self.names)

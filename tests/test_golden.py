@@ -147,8 +147,6 @@ LIVE_CALLS = [
 
 
 def test_live_sets_present():
-    import iotrace_format  # noqa: F401  (the readers' package is what reads them)
-
     names = {d.name for d in LIVE_SETS}
     assert {"live1", "live2"} <= names, f"live file sets missing in {GOLDEN}: have {sorted(names)}"
 
@@ -160,7 +158,7 @@ def test_live_file_of_every_version_is_finished(live_set, tmp_path):
     order, with its sizes, offsets, results, flags, mode and both files of the rename (the long
     form of a version-2 record beside the short one), and says it was killed (13 events: the
     11 calls and the names of the 2 files)."""
-    from iotrace_format import reader
+    from tracing import TraceSet
 
     for p in live_set.iterdir():
         shutil.copyfile(p, tmp_path / p.name)
@@ -168,18 +166,13 @@ def test_live_file_of_every_version_is_finished(live_set, tmp_path):
                        timeout=120)
     assert r.returncode == 0 and "13 events added, ended: killed" in r.stdout, (r.stdout, r.stderr)
     assert not list(tmp_path.glob("*.live"))
-    (trace,) = list(tmp_path.glob("*.iotc.zst"))
-    lines = [json.loads(line.rstrip(",]")) for block in reader.iter_blocks(trace)
-             for line in block.decode().split("\n") if line.strip() and line not in ("[", "]")]
-    names = {e["args"]["value"]: e["args"]["name"] for e in lines if e.get("name") == "FH"}
-    events = [e for e in lines if e.get("ph") == "X"]
-    got = [(e["name"], e["args"].get("size"), e["args"].get("offset"), e["args"].get("ret"),
-            os.path.basename(names[e["args"]["fhash"]]), e["args"].get("flags"), e["args"].get("mode"),
-            os.path.basename(names[e["args"]["fhash2"]]) if "fhash2" in e["args"] else None)
-           for e in events]
+    (f,) = TraceSet.load(tmp_path).files
+    base = lambda p: os.path.basename(p) if p else None  # noqa: E731
+    got = [(e["name"], e["args"].get("size"), e["args"].get("offset"), e["args"].get("ret"), base(e["fname"]),
+            e["args"].get("flags"), e["args"].get("mode"), base(e["fname2"]))
+           for e in f.events() if e["ph"] == "X"]
     assert got == LIVE_CALLS
-    (end,) = [e for e in lines if e.get("name") == "iotrace_end"]
-    assert end["args"]["reason"] == "killed" and end["args"]["events"] == len(lines) - 1
+    assert f.closed and f.end["reason"] == "killed" and f.end["events"] == len(f.records) - 1
 
 
 # -- iotrace traces of every version -------------------------------------------------------

@@ -454,7 +454,8 @@ live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
   // (a fresh chunk's header is written once its blocks are had: its class is the one asked)
   const uint64_t bytes = c ? uint64_t(1) << (fresh ? cls : int(c->size_class)) : 0;
   g.in_use += bytes;
-  Ahead ahead = c ? ahead_wanted(ahead_step(), ahead_step()) : Ahead{};
+  const uint64_t step = ahead_step();
+  Ahead ahead = c ? ahead_wanted(step, step) : Ahead{};
   pthread_mutex_unlock(&g.mu);
   if (ahead.addr) populate_ahead(ahead);
   if (!c) return nullptr;

@@ -103,9 +103,8 @@ class Keys:
 
     def __init__(self):
         self.names: dict[tuple[str, str], int] = {}
-        self.keys: dict[tuple[int, str | None], int] = {}
         self.key_list: list[tuple[int, str | None]] = []
-        # A key id by (name id, file hash id), -1: none yet; the batch's fhash dictionary as
+        # The key id of (name id, file hash id), -1: none yet; the batch's fhash dictionary as
         # hash ids (a file's batches mostly share one dictionary: made once, not per batch).
         self.hash_ids: dict[str | None, int] = {None: 0}
         self.table = np.full((0, 1), -1, np.int32)
@@ -143,12 +142,10 @@ class Keys:
             width = len(hashes) + 1
             for p in np.unique(name_ids[missing] * width + fc[missing]).tolist():
                 n, f = divmod(p, width)
-                key = (n, hashes[f] if f < len(hashes) else None)
-                k = self.keys.get(key)
-                if k is None:
-                    k = self.keys[key] = len(self.key_list)
-                    self.key_list.append(key)
-                self.table[n, self.last_hashes[1][f]] = k
+                h = self.last_hashes[1][f]
+                if self.table[n, h] < 0:
+                    self.table[n, h] = len(self.key_list)
+                    self.key_list.append((n, hashes[f] if f < len(hashes) else None))
             key_ids = self.table[name_ids, hash_id].astype(np.int64)
         return name_ids, key_ids
 

@@ -15,9 +15,12 @@ constexpr int kSlots = 64;
 
 struct alignas(64) Slot {
   std::atomic<bool> busy{false};
-  char* page = nullptr;  // mapped by its first holder and kept; only the holder touches it
 };
 Slot g_slots[kSlots];
+// The slots' memory, in the library's zero-filled data: its pages come when first touched,
+// with no mapping to make (a mapping per slot took the mmap lock for writing 64 times, each
+// queued behind the program's thread starts and holding up their page faults).
+alignas(4096) char g_pages[kSlots][kScratchBytes];
 
 // Each thread starts its search at a slot of its own (a hash of a thread-local's address), so
 // that threads rarely contend for the same slot.
@@ -39,12 +42,7 @@ Scratch::Scratch(size_t n) {
       if (s.busy.load(std::memory_order_relaxed) ||
           s.busy.exchange(true, std::memory_order_acquire))
         continue;
-      if (!s.page) s.page = static_cast<char*>(sys_map(kScratchBytes));
-      if (!s.page) {
-        s.busy.store(false, std::memory_order_release);
-        return;  // no memory for a page: none for a mapping of its own either
-      }
-      p_ = s.page;
+      p_ = g_pages[k];
       slot_ = k;
       return;
     }

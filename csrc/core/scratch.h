@@ -4,10 +4,10 @@
 // on it: a PATH_MAX buffer there overflows it. So the tracer keeps to a few hundred bytes of
 // stack and takes its page-sized buffers from here.
 //
-// A fixed pool of slots, each taken with one atomic exchange and mapped on first use (sys_map):
-// no malloc, no lock, async-signal-safe. A handler that interrupts a holder takes another slot;
-// when every slot is held (thousands of threads on a slow path at once) or a request is larger
-// than a slot, the holder maps pages of its own and unmaps them after use.
+// A fixed pool of slots in the library's zero-filled data, each taken with one atomic exchange:
+// no malloc, no lock, no system call, async-signal-safe. A handler that interrupts a holder takes
+// another slot; when every slot is held (thousands of threads on a slow path at once) or a request
+// is larger than a slot, the holder maps pages of its own and unmaps them after use.
 #pragma once
 #include <limits.h>
 #include <stddef.h>

@@ -9,11 +9,14 @@ from __future__ import annotations
 
 import os
 import random
+import shutil
 import signal
 import subprocess
 import sys
 import time
 
+import psutil
+import pytest
 from tracing import TraceSet, fresh_dir, run_traced, tracer_env
 
 import iotrace_format.reader as reader
@@ -150,6 +153,46 @@ time.sleep(60)
     for i in range(64):
         evs = ts.events(name=("pwrite", "pwrite64"), fname=data_dir / f"t{i}")
         assert [e["args"]["offset"] for e in evs] == list(range(2000)), i
+        assert len({e["tid"] for e in evs}) == 1
+
+
+def test_segments_the_writer_had_ahead_keep_their_records(cprog, tmp_path, data_dir):
+    """A pool of 512 threads recording 11 MB at once: once the live file's last segment is half
+    carved, the writer has the next one ahead (its pages written with zeros, through an fd of
+    its own, into a range of the file it reserved first) and the threads carve it. strace shows
+    those writes; after SIGKILL every write of every thread is in the finished trace once, in
+    order: none of the zeros landed on a chunk a thread had already carved."""
+    if not shutil.which("strace"):
+        pytest.skip("strace is not installed")
+    exe = cprog("pool_killed.c", name="pool_killed", flags=("-pthread",))
+    out, log = fresh_dir(tmp_path), tmp_path / "strace.log"
+    threads, writes = 512, 300
+    p = subprocess.Popen(["strace", "-f", "-qq", "-y", "--seccomp-bpf", "-e", "trace=pwritev", "-o", log,
+                          exe, data_dir, str(threads), str(writes)], stdout=subprocess.PIPE, text=True,
+                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=[data_dir]))
+    try:
+        assert p.stdout.readline() == "ready\n"
+        (pool,) = psutil.Process(p.pid).children()
+        pool.kill()
+        p.wait(timeout=30)
+    finally:
+        p.kill()
+    zeros = [line for line in log.read_text().splitlines() if "pwritev(" in line and ".live>" in line
+             and "/pool_killed-" in line]  # strace's own image in that process had one too
+    assert all('iov_base="\\0\\0\\0\\0' in line for line in zeros)  # zeros, nothing else
+    # The first part of the file, by the process as it starts; the rest by its writer, ahead.
+    first = [line for line in zeros if line.startswith(f"{pool.pid} ")]
+    assert len(first) == 1 and ", 0) = " in first[0]
+    assert [line for line in zeros if not line.startswith(f"{pool.pid} ")]
+    ts = TraceSet.load(out)
+    (f,) = [f for f in ts.files if f.pid == pool.pid and f.name.startswith("pool_killed")]  # after the exec
+    assert f.end["reason"] == "killed" and not f.bad_lines
+    by_file = {}
+    for e in ts.events(name="write", under=data_dir):
+        by_file.setdefault(e["fname"], []).append(e)
+    for i in range(threads):
+        evs = by_file[str(data_dir / f"t{i}")]
+        assert [e["args"]["offset"] for e in evs] == list(range(writes)), i
         assert len({e["tid"] for e in evs}) == 1
 
 

@@ -15,6 +15,7 @@
 #include <sys/stat.h>
 #include <sys/statfs.h>
 #include <sys/syscall.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include "buffer.h"
@@ -45,6 +46,14 @@ bool failed(long r) { return r < 0 && r > -4096; }
 struct Mapping {
   char* addr;
   uint64_t size;
+  uint64_t end_off;  // the file offset just past it
+};
+
+// The next segment, made ready by the writer before a thread needs it (make_spare): mapped and
+// its pages written, but not in the header until a thread carves past the last segment.
+struct Spare {
+  char* addr = nullptr;
+  uint64_t off = 0, size = 0;
 };
 
 struct Region {
@@ -56,6 +65,9 @@ struct Region {
   live::Chunk* free_list[kMaxClass + 1] = {};
   uint64_t in_use = 0, chunk_bytes = 0, max = 0;
   uint64_t file_size = 0;  // the size set at creation: segments stay within it
+  uint64_t next_off = 0;   // where the next segment goes in the file (past the spare's range)
+  Spare spare;
+  bool making_spare = false;  // the writer is writing the spare's range, unlocked
   uint64_t dev = 0, ino = 0;
   char path[PATH_MAX] = "";
   char exec_entry[PATH_MAX + 32] = "";
@@ -84,6 +96,29 @@ long reopen() {
     return -1;
   }
   return fd;
+}
+
+// Zeros written over `size` bytes of the file at `off`: a write has a range's pages and blocks
+// at once, 1.4 us a page here, where a populate or a first touch of a shared mapping costs
+// 3.5-5 us a page (the file system is asked page by page) and, through madvise, holds the mmap
+// lock that the program's thread starts queue behind. Only ever on a range nobody has carved.
+bool write_zeros(long fd, uint64_t off, uint64_t size) {
+  static char zeros[16 << 10];  // only read: its pages are the kernel's zero page
+  struct iovec iov[16];         // up to 256 KiB a call, from 16 KiB of address space
+  for (uint64_t at = 0; at < size;) {
+    int k = 0;
+    for (uint64_t n = 0; k < 16 && at + n < size; k++) {
+      uint64_t len = size - at - n < sizeof zeros ? size - at - n : sizeof zeros;
+      iov[k] = iovec{zeros, len};
+      n += len;
+    }
+    long w = syscall(SYS_pwritev, fd, iov, k, long(off + at), 0L);
+    if (w > 0)
+      at += uint64_t(w);
+    else if (w == 0 || errno != EINTR)
+      return false;
+  }
+  return true;
 }
 
 // Faults on the live file read nothing worth having (its pages are new): no read-around, which
@@ -156,24 +191,26 @@ bool chunk_ready(uint64_t at, uint64_t bytes) {
 // A new segment of `size` bytes after the last one, mapped from the last page of the mapping
 // before it (mremap of a shared mapping with old size 0 maps the same file again, from that
 // page on), so no fd is needed.
+// The segment is at `next_off`, which is past a spare's range while the writer makes one (the
+// mapping from the last page then spans that range too, unmapped at once).
 __attribute__((noinline)) char* grow(uint64_t size) {
   live::Header* h = g.h;
   uint32_t n = h->n_segments.load(std::memory_order_relaxed);
   if (n >= uint32_t(live::kMaxSegments) || g.n_maps >= live::kMaxSegments) return nullptr;
-  const live::Segment& last = h->segment[n - 1];
-  uint64_t off = last.offset + last.size;
+  uint64_t off = g.next_off;
   if (off + size > g.file_size) return nullptr;
   const Mapping& m = g.map[g.n_maps - 1];
+  const uint64_t skip = kPage + (off - m.end_off);  // the last page, and a spare's range
   long r = g.anon ? syscall(SYS_mmap, nullptr, size, PROT_READ | PROT_WRITE,
                             MAP_PRIVATE | MAP_ANONYMOUS, -1, 0L)
-                  : syscall(SYS_mremap, m.addr + m.size - kPage, 0, kPage + size, MREMAP_MAYMOVE);
+                  : syscall(SYS_mremap, m.addr + m.size - kPage, 0, skip + size, MREMAP_MAYMOVE);
   char* p = nullptr;
   if (g.anon) {
     if (failed(r)) return nullptr;
     p = reinterpret_cast<char*>(r);
   } else if (!failed(r)) {
-    syscall(SYS_munmap, reinterpret_cast<char*>(r), kPage);
-    p = reinterpret_cast<char*>(r) + kPage;
+    syscall(SYS_munmap, reinterpret_cast<char*>(r), skip);
+    p = reinterpret_cast<char*>(r) + skip;
   } else {
     long fd = reopen();
     if (fd < 0) return nullptr;
@@ -196,7 +233,8 @@ __attribute__((noinline)) char* grow(uint64_t size) {
     }
     ready = true;
   }
-  g.map[g.n_maps++] = Mapping{p, size};
+  g.map[g.n_maps++] = Mapping{p, size, off + size};
+  g.next_off = off + size;
   g.seg_ready[n] = ready;
   g.seg_addr[n] = p;
   h->segment[n] = live::Segment{off, size};
@@ -205,6 +243,27 @@ __attribute__((noinline)) char* grow(uint64_t size) {
   g.seg_populated = g.per_chunk > 0 ? kPage : 0;  // the probe had the first page
   g.chunk_bytes += size;
   return p;
+}
+
+// The spare, when the writer has made one that holds `bytes`, as the next segment: its pages are
+// there already (no populate, no first-touch cost for the threads that carve it).
+bool take_spare(uint64_t bytes) {
+  live::Header* h = g.h;
+  uint32_t n = h->n_segments.load(std::memory_order_relaxed);
+  if (!g.spare.addr || g.spare.size < bytes || n >= uint32_t(live::kMaxSegments) ||
+      g.n_maps >= live::kMaxSegments)
+    return false;
+  const Spare s = g.spare;
+  g.spare = Spare{};
+  g.map[g.n_maps++] = Mapping{s.addr, s.size, s.off + s.size};
+  g.seg_ready[n] = true;
+  g.seg_addr[n] = s.addr;
+  h->segment[n] = live::Segment{s.off, s.size};
+  h->n_segments.store(n + 1, std::memory_order_release);
+  g.seg_used = 0;
+  g.seg_populated = s.size;
+  g.chunk_bytes += s.size;
+  return true;
 }
 
 // A segment of at most half the free space of the live file's disk: the trace file must still
@@ -250,12 +309,14 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
       }
     }
     // The next segment doubles what there is (fewer, bigger mappings), within the cap, and
-    // within half the room left on the disk.
-    uint64_t want = g.chunk_bytes;
-    if (want < bytes) want = bytes;
-    if (g.chunk_bytes + want > g.max) want = g.max > g.chunk_bytes ? g.max - g.chunk_bytes : 0;
-    want = within_free_space(want);
-    if (want < bytes || !grow(want)) return nullptr;
+    // within half the room left on the disk; the writer's spare when it has one.
+    if (!take_spare(bytes)) {
+      uint64_t want = g.chunk_bytes;
+      if (want < bytes) want = bytes;
+      if (g.chunk_bytes + want > g.max) want = g.max > g.chunk_bytes ? g.max - g.chunk_bytes : 0;
+      want = within_free_space(want);
+      if (want < bytes || !grow(want)) return nullptr;
+    }
   }
   n = g.h->n_segments.load(std::memory_order_relaxed);
   auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
@@ -273,6 +334,9 @@ live::Chunk* pop(int cls) {
 
 void unmap_all() {
   for (int i = 0; i < g.n_maps; i++) syscall(SYS_munmap, g.map[i].addr, g.map[i].size);
+  if (g.spare.addr) syscall(SYS_munmap, g.spare.addr, g.spare.size);
+  g.spare = Spare{};
+  g.making_spare = false;
   g.n_maps = 0;
   g.h = nullptr;
 }
@@ -307,7 +371,8 @@ bool region_create(const RegionSetup& s) {
   if (fd >= 0 && syscall(SYS_fstatfs, fd, &sfs) == 0) note_free_space(sfs);
   bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
             syscall(SYS_ftruncate, fd, long(size)) == 0 &&
-            syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0;
+            syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0 &&
+            write_zeros(fd, 0, head_bytes + first);  // its pages too: the first threads' chunks
   int err = errno;
   long m = ok ? syscall(SYS_mmap, nullptr, head_bytes + first, PROT_READ | PROT_WRITE, MAP_SHARED,
                         fd, 0L)
@@ -335,7 +400,8 @@ bool region_create(const RegionSetup& s) {
   g.file_size = size;
   char* base = reinterpret_cast<char*>(m);
   advise(base, head_bytes + first);
-  g.map[0] = Mapping{base, head_bytes + first};
+  g.map[0] = Mapping{base, head_bytes + first, head_bytes + first};
+  g.next_off = head_bytes + first;
   g.n_maps = 1;
   auto* h = reinterpret_cast<live::Header*>(base);
   memcpy(h->magic, live::kMagic, sizeof h->magic);
@@ -429,6 +495,68 @@ __attribute__((noinline)) void populate_ahead(const Ahead& a) {
   pthread_mutex_unlock(&g.mu);
 }
 
+namespace {
+// `size` bytes of the live file at `off` written with zeros and mapped, through an fd of the
+// writer's (its own fd table). NULL: no room (what was had is given back).
+char* map_zeros(uint64_t off, uint64_t size) {
+  long fd = reopen();
+  if (fd < 0) return nullptr;
+  long m = write_zeros(fd, off, size)
+               ? syscall(SYS_mmap, nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, long(off))
+               : -ENOSPC;
+  if (failed(m))
+    syscall(SYS_fallocate, fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, long(off), long(size));
+  syscall(SYS_close, fd);
+  if (failed(m)) return nullptr;
+  advise(reinterpret_cast<char*>(m), size);
+  return reinterpret_cast<char*>(m);
+}
+
+// The writer, once the last segment is half carved: the next one ready whole before a thread
+// carves past it (a pool of a thousand threads starting at once otherwise has most of its
+// chunks' pages, two a thread, populated on its own threads). Its range is reserved first
+// (next_off moves past it), so no segment a thread maps meanwhile overlaps the zeros written.
+void make_spare() {
+  uint64_t off = 0, size = 0;
+  struct rlimit fs;  // lowered since the file was made: a write past it would be refused
+  const uint64_t fs_max =
+      getrlimit(RLIMIT_FSIZE, &fs) == 0 && fs.rlim_cur != RLIM_INFINITY ? fs.rlim_cur : ~0ULL;
+  pthread_mutex_lock(&g.mu);
+  const uint32_t gen = g.gen;
+  live::Header* h = g.h;
+  if (h && !g.anon && g.per_chunk > 0 && !g.spare.addr && !g.making_spare &&
+      !h->closed.load(std::memory_order_relaxed)) {
+    uint32_t n = h->n_segments.load(std::memory_order_relaxed);
+    if (n < uint32_t(live::kMaxSegments) && g.seg_used >= h->segment[n - 1].size / 2) {
+      size = g.chunk_bytes;  // what the next segment would double to
+      if (g.chunk_bytes + size > g.max) size = g.max > g.chunk_bytes ? g.max - g.chunk_bytes : 0;
+      size = within_free_space(size) & ~(kPage - 1);
+      off = g.next_off;
+      if (size >= (64 << 10) && off + size <= g.file_size && off + size <= fs_max) {
+        g.next_off = off + size;
+        g.making_spare = true;
+      } else {
+        size = 0;
+      }
+    }
+  }
+  pthread_mutex_unlock(&g.mu);
+  if (!size) return;
+  char* p = map_zeros(off, size);
+  pthread_mutex_lock(&g.mu);
+  if (g.gen == gen) {
+    g.making_spare = false;
+    if (p)
+      g.spare = Spare{p, off, size};
+    else if (g.next_off == off + size)
+      g.next_off = off;  // nothing was placed past it meanwhile: the range is had again
+  } else if (p) {
+    syscall(SYS_munmap, p, size);  // a new live file was made meanwhile
+  }
+  pthread_mutex_unlock(&g.mu);
+}
+}  // namespace
+
 void region_prepare(uint64_t bytes) {
   struct statfs fs;
   if (g.h && !g.anon && syscall(SYS_statfs, g.path, &fs) == 0) note_free_space(fs);
@@ -436,6 +564,7 @@ void region_prepare(uint64_t bytes) {
   Ahead ahead = ahead_wanted(bytes, bytes);
   pthread_mutex_unlock(&g.mu);
   if (ahead.addr) populate_ahead(ahead);
+  make_spare();
 }
 
 live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {

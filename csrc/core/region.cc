@@ -32,6 +32,7 @@ namespace {
 constexpr uint64_t kPage = 4096;
 constexpr int kMinClass = 12;  // 4 KiB: a thread's first chunk; most threads need no more
 constexpr int kMaxClass = 31;
+constexpr uint64_t kMaxSpare = 4 << 20;       // the most the writer has ready ahead
 constexpr uint64_t kFirstSegment = 64 << 10;  // the part mapped at start: small processes' all
 
 uint64_t page_up(uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }
@@ -528,7 +529,9 @@ void make_spare() {
       !h->closed.load(std::memory_order_relaxed)) {
     uint32_t n = h->n_segments.load(std::memory_order_relaxed);
     if (n < uint32_t(live::kMaxSegments) && g.seg_used >= h->segment[n - 1].size / 2) {
-      size = g.chunk_bytes;  // what the next segment would double to
+      // What the next segment would double to, up to 4 MiB: a process that stops carving
+      // (its chunks come back from the writer) leaves its spare unused, 1.4 ms of writes.
+      size = g.chunk_bytes < kMaxSpare ? g.chunk_bytes : kMaxSpare;
       if (g.chunk_bytes + size > g.max) size = g.max > g.chunk_bytes ? g.max - g.chunk_bytes : 0;
       size = within_free_space(size) & ~(kPage - 1);
       off = g.next_off;

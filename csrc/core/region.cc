@@ -189,11 +189,9 @@ bool chunk_ready(uint64_t at, uint64_t bytes) {
   return true;
 }
 
-// A new segment of `size` bytes after the last one, mapped from the last page of the mapping
-// before it (mremap of a shared mapping with old size 0 maps the same file again, from that
-// page on), so no fd is needed.
-// The segment is at `next_off`, which is past a spare's range while the writer makes one (the
-// mapping from the last page then spans that range too, unmapped at once).
+// A new segment of `size` bytes at `next_off`, mapped from the last page of the last mapping
+// (mremap of a shared mapping with old size 0 maps the same file again, from that page on), so
+// no fd is needed. Past a spare's range the new mapping spans that range too, unmapped at once.
 __attribute__((noinline)) char* grow(uint64_t size) {
   live::Header* h = g.h;
   uint32_t n = h->n_segments.load(std::memory_order_relaxed);

@@ -515,6 +515,7 @@ char* map_zeros(uint64_t off, uint64_t size) {
 // carves past it (a pool of a thousand threads starting at once otherwise has most of its
 // chunks' pages, two a thread, populated on its own threads). Its range is reserved first
 // (next_off moves past it), so no segment a thread maps meanwhile overlaps the zeros written.
+// Whatever the kernel offers for populating (per_chunk): the writes have the blocks either way.
 void make_spare() {
   uint64_t off = 0, size = 0;
   struct rlimit fs;  // lowered since the file was made: a write past it would be refused
@@ -523,7 +524,7 @@ void make_spare() {
   pthread_mutex_lock(&g.mu);
   const uint32_t gen = g.gen;
   live::Header* h = g.h;
-  if (h && !g.anon && g.per_chunk > 0 && !g.spare.addr && !g.making_spare &&
+  if (h && !g.anon && !g.spare.addr && !g.making_spare &&
       !h->closed.load(std::memory_order_relaxed)) {
     uint32_t n = h->n_segments.load(std::memory_order_relaxed);
     if (n < uint32_t(live::kMaxSegments) && g.seg_used >= h->segment[n - 1].size / 2) {

@@ -346,3 +346,29 @@ def test_the_perfetto_ui_opens_the_merged_export_and_draws_its_counters(merged_e
     assert names <= set(seen["tracks"])
     assert sum(" merged " in t for t in seen["tracks"]) >= 2 * PROCS  # '… · pread merged <tid>'
     assert "job (iotrace export)" in " ".join(seen["tracks"])
+
+
+def test_longest_since_is_the_longest_slice_back_to_the_keys_last_call():
+    """The budget's pass-1 kernel (_export.LongestSince) against its definition, on random
+    streams of one thread fed in batches of random sizes: for each call, the largest duration
+    class from the previous call of its key (that one included) to the call before it; NEVER
+    for a key's first call, however far back in earlier batches that call was."""
+    from iotrace_analyzer import _export
+    from iotrace_analyzer.export.budget import NEVER, WIDTH
+
+    rng = np.random.default_rng(7)
+    for n_keys, n in ((1, 50), (3, 2000), (40, 5000), (2000, 5000)):
+        d = rng.integers(0, WIDTH - 2, n).astype(np.int16)
+        d[rng.random(n) < 0.9] //= 8  # mostly short calls, a few long ones: runs of all lengths
+        keys = rng.integers(0, n_keys, n).astype(np.int64)
+        want, last = [], {}
+        for i, k in enumerate(keys.tolist()):
+            want.append(NEVER if k not in last else int(d[last[k]:i].max()))
+            last[k] = i
+        kernel, got, at = _export.LongestSince(NEVER), [], 0
+        while at < n:
+            step = int(rng.integers(1, 400))
+            got += kernel(d[at:at + step], keys[at:at + step]).tolist()
+            at += step
+        assert got == want
+    assert _export.LongestSince(NEVER)(np.zeros(0, np.int16), np.zeros(0, np.int64)).tolist() == []

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <zlib.h>
 
+#include <algorithm>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -26,6 +27,55 @@ namespace py = pybind11;
 using iotx::BatchView;
 
 namespace {
+
+// One thread's calls as the batches go by (export/budget.py's pass 1): for each call, the
+// longest slice (a dur_index) since the previous call of its key, that one included; `never`
+// for the first. The maxima of the calls' suffixes are kept on a stack (positions rising,
+// values falling: at most one entry per duration class), so the longest since position p is
+// that of the first entry at or past p: a binary search, where a sparse table per batch and a
+// Python loop over each key's first call cost 10x more.
+class LongestSince {
+ public:
+  explicit LongestSince(int16_t never) : never_(never) {}
+
+  py::array_t<int16_t> operator()(
+      py::array_t<int16_t, py::array::c_style | py::array::forcecast> d,
+      py::array_t<int64_t, py::array::c_style | py::array::forcecast> keys) {
+    const int64_t n = d.size();
+    if (keys.size() != n) throw std::invalid_argument("longest_since: d and keys differ in length");
+    const int16_t* dv = d.data();
+    const int64_t* kv = keys.data();
+    py::array_t<int16_t> result(n);
+    int16_t* out = result.mutable_data();
+    for (int64_t i = 0; i < n; ++i, ++pos_) {
+      const int64_t k = kv[i];
+      if (k < 0) throw std::out_of_range("longest_since: a negative key");
+      if (size_t(k) >= last_.size()) last_.resize(size_t(k) + 1, -1);
+      const int64_t p = last_[size_t(k)];
+      if (p < 0) {
+        out[i] = never_;
+      } else {
+        auto it = std::lower_bound(stack_.begin(), stack_.end(), p,
+                                   [](const Entry& e, int64_t at) { return e.pos < at; });
+        out[i] = it->value;  // p is a call's position, so an entry at or past it exists
+      }
+      while (!stack_.empty() && stack_.back().value <= dv[i]) stack_.pop_back();
+      stack_.push_back(Entry{pos_, dv[i]});
+      last_[size_t(k)] = pos_;
+    }
+    return result;
+  }
+
+ private:
+  struct Entry {
+    int64_t pos;
+    int16_t value;
+  };
+  int16_t never_;
+  int64_t pos_ = 0;            // the thread's calls so far
+  std::vector<Entry> stack_;   // suffix maxima
+  std::vector<int64_t> last_;  // by key: the position of its last call (-1: none yet)
+};
 
 std::unique_ptr<BatchView> take_batch(py::object batch) {
   py::tuple caps = batch.attr("__arrow_c_array__")();
@@ -364,5 +414,12 @@ PYBIND11_MODULE(_export, m) {
       py::arg("count"), py::arg("key"), py::arg("name_of_key"), py::arg("nbytes"), py::arg("dur"),
       py::arg("calls"), py::arg("with_bytes"), py::arg("fhashes"),
       "(offsets, data): the utf8 args objects of merged slices (export/budget.py)");
+  py::class_<LongestSince>(m, "LongestSince",
+                           "One thread's calls, batch after batch: the longest slice since each "
+                           "call's previous call of its key (export/budget.py)")
+      .def(py::init<int16_t>(), py::arg("never"))
+      .def("__call__", &LongestSince::operator(), py::arg("d"), py::arg("keys"),
+           "For each call (its dur_index and key id): the longest dur_index since the previous "
+           "call of its key, that one included; `never` for a key's first call");
   m.attr("MAX_INTERNED_STRING") = iotx::kMaxInternedString;
 }

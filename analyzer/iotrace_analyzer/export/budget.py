@@ -156,66 +156,6 @@ class Keys:
         return out
 
 
-def range_max(d: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-    """max(d[lo[i] : hi[i] + 1]) for each i (lo <= hi), by a sparse table built as high as the
-    longest range needs (calls of a few kinds interleaved: ranges of one or two)."""
-    length = hi - lo + 1
-    top = int(length.max()).bit_length() - 1
-    levels = [d]
-    while len(levels) <= top:
-        prev, half = levels[-1], 1 << (len(levels) - 1)
-        levels.append(np.maximum(prev[:-half], prev[half:]))
-    if top == 0:
-        return d[lo]
-    level = np.floor(np.log2(length)).astype(np.int8)
-    out = np.empty(len(lo), d.dtype)
-    for k in range(top + 1):
-        sel = np.flatnonzero(level == k)
-        if len(sel):
-            a = levels[k]
-            out[sel] = np.maximum(a[lo[sel]], a[hi[sel] - (1 << k) + 1])
-    return out
-
-
-class _Barriers:
-    """One thread's calls as the batches go by: for each call, the longest slice (as a
-    dur_index) since the previous call of its key, that one included (NEVER: the first)."""
-
-    def __init__(self):
-        self.batch_max: list[int] = []
-        self.last: dict[int, tuple[int, int]] = {}  # key -> (batch no, longest since, to its end)
-
-    def longest_since(self, d: np.ndarray, keys: np.ndarray) -> np.ndarray:
-        n = len(d)
-        order = stable_order(keys)
-        ks = keys[order]
-        same = ks[1:] == ks[:-1]
-        prev = np.full(n, -1, np.int64)
-        prev[order[1:][same]] = order[:-1][same]
-        out = np.empty(n, np.int16)
-        inner = np.flatnonzero(prev >= 0)
-        if len(inner):
-            out[inner] = range_max(d, prev[inner], inner - 1)
-        firsts = np.flatnonzero(prev < 0)
-        before = np.maximum.accumulate(d)
-        tail = np.maximum.accumulate(np.array(self.batch_max[::-1] or [-1], np.int64))[::-1]
-        tail = np.append(tail, -1) if self.batch_max else np.array([-1, -1])
-        for e, k in zip(firsts.tolist(), keys[firsts].tolist()):
-            c = self.last.get(k)
-            if c is None:
-                out[e] = NEVER
-            else:
-                b, since = c
-                out[e] = max(since, int(tail[b + 1]), int(before[e - 1]) if e else -1)
-        suffix = np.maximum.accumulate(d[::-1])[::-1]
-        ends = order[np.append(~same, True)]
-        b = len(self.batch_max)
-        for k, p in zip(keys[ends].tolist(), suffix[ends].tolist()):
-            self.last[k] = (b, p)
-        self.batch_max.append(int(d.max()))
-        return out
-
-
 def by_thread(tids: np.ndarray):
     """(tid, indices in order) of each thread among the rows."""
     if not len(tids) or tids.min() == tids.max():  # one thread: most batches
@@ -292,7 +232,9 @@ class StatsPass:
     def __init__(self, pid: int):
         self.pid = pid
         self.keys = Keys()
-        self.threads: dict[int, _Barriers] = {}
+        # per thread: the longest slice since each call's previous call of its key (NEVER: the
+        # first), batch after batch
+        self.threads: dict[int, _export.LongestSince] = {}
         self.hist = np.zeros((0, WIDTH), np.int64)
         self.diff = np.zeros((0, WIDTH), np.int64)
         self.first_ns: int | None = None
@@ -314,7 +256,8 @@ class StatsPass:
         d = dur_index(_ints(cols, "dur_ns")[x])
         longest = np.empty(len(x), np.int16)
         for tid, seg in by_thread(tids_of(cols, self.pid)[x]):
-            longest[seg] = self.threads.setdefault(tid, _Barriers()).longest_since(d[seg], key_ids[seg])
+            since = self.threads.get(tid) or self.threads.setdefault(tid, _export.LongestSince(NEVER))
+            longest[seg] = since(d[seg], key_ids[seg])
         grow = len(self.keys.names) - len(self.hist)
         if grow:
             self.hist = np.vstack([self.hist, np.zeros((grow, WIDTH), np.int64)])

@@ -120,7 +120,7 @@ __attribute__((always_inline)) inline void commit(ThreadState* ts, uint32_t size
   ts->cur->committed.store(ts->pos, std::memory_order_release);
 }
 inline void append(const void* rec, uint32_t size) {
-  ThreadState* ts;
+  ThreadState* ts = nullptr;  // set when reserve() gives room (GCC -g cannot tell)
   if (char* p = reserve(size, &ts)) {
     memcpy(p, rec, size);
     commit(ts, size);

@@ -110,7 +110,7 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
     // Filled in place in the thread's buffer (committed only if it passes the filter); the
     // fill runs even when the event is dropped, for its fd bookkeeping, into a record of the
     // thread's that is thrown away (not on the program's stack: it may be a handler's small one).
-    ThreadState* ts;
+    ThreadState* ts = nullptr;  // set when reserve() gives room (GCC -g cannot tell)
     IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
     IoRec& r = rec ? *rec : t_spare;
     r.init(id, t0, t1);

@@ -256,7 +256,9 @@ class StatsPass:
         d = dur_index(_ints(cols, "dur_ns")[x])
         longest = np.empty(len(x), np.int16)
         for tid, seg in by_thread(tids_of(cols, self.pid)[x]):
-            since = self.threads.get(tid) or self.threads.setdefault(tid, _export.LongestSince(NEVER))
+            since = self.threads.get(tid)
+            if since is None:
+                since = self.threads[tid] = _export.LongestSince(NEVER)
             longest[seg] = since(d[seg], key_ids[seg])
         grow = len(self.keys.names) - len(self.hist)
         if grow:

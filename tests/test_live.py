@@ -264,3 +264,33 @@ def test_iotrace_recover_finishes_and_says_what_it_did(cprog, tmp_path, data_dir
     r = subprocess.run(["iotrace", "recover", "--force", str(out)], capture_output=True, text=True, timeout=60)
     assert r.returncode == 0 and f"pid {running.pid} " in r.stdout, (r.stdout, r.stderr)
     assert not [n for n in os.listdir(out) if n.endswith(".live")]
+
+
+@pytest.mark.parametrize("end", ["exit", "killed"])
+def test_values_past_the_short_record_are_kept(cprog, tmp_path, data_dir, end):
+    """The live record holds the size and the duration in 32 bits (record.h, IoLive); larger
+    ones go whole into its long form. A pread asking 5 GiB and a read blocking for 4.6 s (more
+    than 2^32 ticks or ns) keep their values, through the process's own writer (exit) and
+    through a reader finishing a killed process's live file, and the short pread after them too."""
+    exe = cprog("wide_values.c", name="wide_values")
+    (data_dir / "ten").write_bytes(b"0123456789")
+    out = fresh_dir(tmp_path)
+    e = tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"})
+    p = subprocess.Popen([exe, data_dir / "ten", "wait" if end == "killed" else "exit"], env=e,
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    time.sleep(4.6)
+    p.stdin.write("x")
+    p.stdin.flush()
+    assert p.stdout.readline() == "ready\n"
+    if end == "killed":
+        p.kill()
+    assert p.wait(timeout=30) == (-signal.SIGKILL if end == "killed" else 0)
+    ts = TraceSet.load(out)
+    (f,) = ts.files
+    assert f.closed and f.end["reason"] == end
+    preads = [(e["args"]["size"], e["args"]["offset"], e["args"]["ret"])
+              for e in ts.events(name="pread", fname=data_dir / "ten")]
+    assert preads == [(5 << 30, 0, 10), (7, 1, 7)]
+    (blocked,) = [e for e in f.events() if e["ph"] == "X" and e["name"] == "read" and e["args"].get("fd") == 0]
+    assert blocked["args"]["size"] == 1 and blocked["args"]["ret"] == 1
+    assert 4.4e6 <= blocked["dur"] <= 60e6  # µs

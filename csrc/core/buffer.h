@@ -41,7 +41,7 @@ struct ThreadState {
   std::atomic<uint32_t> nested_n{0};
   struct Nested {
     std::atomic<bool> ready;
-    char rec[120];  // an IoRec
+    char rec[120];  // an IoLive
   };
   std::atomic<Nested*> nested[kNestedBlocks] = {};
   Nested* nested_at(uint32_t i) {

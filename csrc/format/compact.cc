@@ -131,7 +131,8 @@ int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
     text(tmp_.p, tmp_.n);
     return events;
   }
-  const IoRec& r = *reinterpret_cast<const IoRec*>(h);
+  IoRec r;
+  io_from_live(*reinterpret_cast<const IoLive*>(h), &r);
   int events = 1 + encode_new_files(tmp_, &r, tid, ctx);
   text(tmp_.p, tmp_.n);
   const IoTimes t = io_times(&r, ctx);

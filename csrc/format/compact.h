@@ -53,7 +53,8 @@ struct FdPositions {
 class CompactBuilder {
  public:
   void text(const char* s, size_t n);  // lines exactly as the JSON form writes them
-  int record(const RecHeader* r, int tid, const EncodeCtx& ctx);  // returns events
+  // A record in the live file's layout (R_IO: IoLive); returns events.
+  int record(const RecHeader* r, int tid, const EncodeCtx& ctx);
   size_t rows() const { return rows_; }
   size_t bytes() const;                     // raw bytes so far (frames are cut on it)
   void finish(Out& out, int pid, int res);  // header + columns into `out`; then empty

@@ -343,8 +343,11 @@ static int encode_mark(Out& o, const MarkRec* r, int tid, const EncodeCtx& ctx) 
 
 int encode_record(Out& o, const RecHeader* r, int tid, const EncodeCtx& ctx) {
   switch (r->kind) {
-    case R_IO:
-      return encode_io(o, reinterpret_cast<const IoRec*>(r), tid, ctx);
+    case R_IO: {
+      IoRec io;
+      io_from_live(*reinterpret_cast<const IoLive*>(r), &io);
+      return encode_io(o, &io, tid, ctx);
+    }
     case R_SPAN:
       return encode_span(o, reinterpret_cast<const SpanRec*>(r), tid, ctx);
     case R_MARK:

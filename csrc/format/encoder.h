@@ -103,7 +103,8 @@ struct SpanLine {
 SpanLine span_line(const SpanRec* r, int tid, const EncodeCtx& ctx);
 void encode_span_line(Out& out, const SpanLine& l, const EncodeCtx& ctx);
 
-// Append the event line(s) of one record, each ending in ",\n"; returns events written.
+// Append the event line(s) of one record (the live file's layout: an R_IO record is an IoLive),
+// each ending in ",\n"; returns events written.
 int encode_record(Out& out, const RecHeader* r, int tid, const EncodeCtx& ctx);
 // A metadata event line for the file hash of `s` (once per generation).
 void encode_fh(Out& out, Str* s, int tid, const EncodeCtx& ctx);

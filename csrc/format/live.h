@@ -19,8 +19,8 @@ namespace iot {
 namespace live {
 
 constexpr char kMagic[8] = {'I', 'O', 'T', 'L', 'I', 'V', 'E', '\n'};
-constexpr uint32_t kVersion = 2;        // 2: R_IO records may be short (record.h, kShortIoRec)
-constexpr uint32_t kOldestVersion = 1;  // still read
+constexpr uint32_t kVersion = 3;  // 2: R_IO records may be short; 3: of 56 bytes (record.h: IoLive)
+constexpr uint32_t kOldestVersion = 1;        // still read
 constexpr uint32_t kChunkMagic = 0x4b4e4843;  // "CHNK"
 constexpr uint32_t kHeaderBytes = 4096;
 constexpr int kMaxSegments = 60;

@@ -74,9 +74,8 @@ enum IoField : uint32_t {
   F_MODE = 1u << 10,
 };
 
-// The fields most calls set come first: a record that sets none of kLongFields is committed
-// without them (kShortIoRec bytes, h.size says which), 72 bytes instead of 112, so a thread's
-// chunks, the live file's pages and what the writer reads shrink by a third.
+// An I/O call's values, whole: what the encoders and decoders of the trace file take (a live
+// record is turned into one when it is read, io_from_live).
 struct IoRec {
   RecHeader h;
   uint32_t fields;
@@ -84,17 +83,45 @@ struct IoRec {
   int64_t start, dur;
   Str* file;
   int64_t fd, size, offset, ret;
+  Str* file2;
+  int64_t fd2, bytes, flags, mode;
+};
+
+// An I/O call as the hot path writes it into the live file (version 3): 56 bytes for what most
+// calls set, so that a thread's first 4 KiB chunk holds an open, 64 reads and a close (a pool's
+// thread then touches one new page of the live file, not two). fd, errno, the duration and the
+// size in 32 bits; a duration or a size that does not fit sets F_WIDE and goes whole into the
+// long part, which a record carries only when one of kLongFields is set (h.size says which).
+constexpr uint32_t F_WIDE = 1u << 15;      // live records only: dur or size in wide_dur/wide_size
+constexpr uint32_t kWide32 = 0xffffffffu;  // dur or size: the value is in the long part
+struct IoLive {
+  RecHeader h;
+  uint16_t fields;
+  uint16_t err;
+  int32_t fd;
+  int64_t start;
+  Str* file;
+  int64_t offset, ret;
+  uint32_t dur, size;
   // kLongFields: in the record only when one of them is set.
   Str* file2;
   int64_t fd2, bytes, flags, mode;
+  int64_t wide_dur, wide_size;
 
   void init(CallId id, int64_t t0, int64_t t1) {
-    h.size = sizeof(IoRec);
+    h.size = sizeof(IoLive);
     h.kind = R_IO;
     h.call = id;
     fields = 0;
     start = t0;
-    dur = t1 - t0;
+    uint64_t d = uint64_t(t1 - t0);
+    if (__builtin_expect(d < kWide32, 1)) {
+      dur = uint32_t(d);
+    } else {
+      dur = kWide32;
+      wide_dur = int64_t(d);
+      fields |= F_WIDE;
+    }
   }
   void set_file(Str* f) {
     if (f) {
@@ -108,7 +135,7 @@ struct IoRec {
       fields |= F_FHASH2;
     }
   }
-  void set_fd(int64_t v) {
+  void set_fd(int v) {
     fd = v;
     fields |= F_FD;
   }
@@ -117,7 +144,13 @@ struct IoRec {
     fields |= F_FD2;
   }
   void set_size(int64_t v) {
-    size = v;
+    if (__builtin_expect(uint64_t(v) < kWide32, 1)) {
+      size = uint32_t(v);
+    } else {
+      size = kWide32;
+      wide_size = v;
+      fields |= F_WIDE;
+    }
     fields |= F_SIZE;
   }
   void set_offset(int64_t v) {
@@ -136,7 +169,7 @@ struct IoRec {
     fields |= F_BYTES;
   }
   void set_errno(int e) {
-    err = e;
+    err = uint16_t(e > 0 && e < 0xffff ? e : 0xffff);
     fields |= F_ERRNO;
   }
   void set_flags(int64_t v) {
@@ -150,15 +183,54 @@ struct IoRec {
   // The bytes to commit: the short form unless a field past it is set.
   uint32_t packed_size() const;
 };
-constexpr uint32_t kLongFields = F_FHASH2 | F_FD2 | F_BYTES | F_FLAGS | F_MODE;
-constexpr uint32_t kShortIoRec = offsetof(IoRec, file2);
-static_assert(kShortIoRec == 72 && sizeof(IoRec) == 112, "IoRec's layout is part of the live file");
-inline uint32_t IoRec::packed_size() const {
-  return (fields & kLongFields) ? uint32_t(sizeof(IoRec)) : kShortIoRec;
+constexpr uint32_t kLongFields = F_FHASH2 | F_FD2 | F_BYTES | F_FLAGS | F_MODE | F_WIDE;
+constexpr uint32_t kShortIoLive = offsetof(IoLive, file2);
+static_assert(kShortIoLive == 56 && sizeof(IoLive) == 112,
+              "IoLive's layout is part of the live file");
+inline uint32_t IoLive::packed_size() const {
+  return (fields & kLongFields) ? uint32_t(sizeof(IoLive)) : kShortIoLive;
 }
 // Is a record of `size` bytes big enough for the fields it says it carries?
-inline bool io_rec_whole(const IoRec* r, uint32_t size) {
-  return size >= kShortIoRec && (size >= sizeof(IoRec) || !(r->fields & kLongFields));
+inline bool io_live_whole(const IoLive* r, uint32_t size) {
+  return size >= kShortIoLive && (size >= sizeof(IoLive) || !(r->fields & kLongFields));
+}
+// A live record's values, whole (the caller has checked it with io_live_whole).
+inline void io_from_live(const IoLive& l, IoRec* r) {
+  const bool wide = l.fields & F_WIDE, long_form = l.fields & kLongFields;
+  r->h = l.h;
+  r->h.size = sizeof(IoRec);
+  r->fields = l.fields & ~F_WIDE;
+  r->err = l.err;
+  r->start = l.start;
+  r->dur = wide && l.dur == kWide32 ? l.wide_dur : int64_t(l.dur);
+  r->file = l.file;
+  r->fd = l.fd;
+  r->size = wide && l.size == kWide32 ? l.wide_size : int64_t(l.size);
+  r->offset = l.offset;
+  r->ret = l.ret;
+  r->file2 = long_form ? l.file2 : nullptr;
+  r->fd2 = long_form ? l.fd2 : 0;
+  r->bytes = long_form ? l.bytes : 0;
+  r->flags = long_form ? l.flags : 0;
+  r->mode = long_form ? l.mode : 0;
+}
+// The other way (an older live file's records, recover.cc): whole values into the live layout.
+inline void io_to_live(const IoRec& r, IoLive* l) {
+  l->init(CallId(r.h.call), 0, r.dur);
+  l->start = r.start;
+  l->fields |= uint16_t(r.fields & ~F_SIZE);
+  if (r.fields & F_SIZE) l->set_size(r.size);
+  l->err = uint16_t(r.err > 0 && r.err < 0xffff ? r.err : 0xffff);
+  l->fd = int32_t(r.fd);
+  l->file = r.file;
+  l->offset = r.offset;
+  l->ret = r.ret;
+  l->file2 = r.file2;
+  l->fd2 = r.fd2;
+  l->bytes = r.bytes;
+  l->flags = r.flags;
+  l->mode = r.mode;
+  l->h.size = l->packed_size();
 }
 
 struct SpanRec {

@@ -496,7 +496,7 @@ ObjInfo closing(const Lib& L, hid id, Kind kind) {
 // The MPI-IO transfer mode a transfer property list asks for (0 independent, 1 collective; -1
 // not parallel HDF5), and for a collective one what HDF5 did (H5D_mpio_actual_io_mode_t: 0 none
 // collective, 1 chunk independent, 2 chunk collective, 3 mixed, 4 contiguous collective).
-void transfer_mode(const Lib& L, hid dxpl, IoRec& r) {
+void transfer_mode(const Lib& L, hid dxpl, IoLive& r) {
   auto asked = L.get<Fn::H5Pget_dxpl_mpio>();
   if (!asked) return;
   int mode = 0;  // H5P_DEFAULT (0): independent
@@ -509,7 +509,7 @@ void transfer_mode(const Lib& L, hid dxpl, IoRec& r) {
 
 // --- records ---------------------------------------------------------------------------------
 
-bool fill_obj(IoRec& r, const ObjInfo& o, int64_t ret) {
+bool fill_obj(IoLive& r, const ObjInfo& o, int64_t ret) {
   r.set_file(o.file);
   r.set_file2(o.name);
   r.set_ret(ret);
@@ -517,7 +517,7 @@ bool fill_obj(IoRec& r, const ObjInfo& o, int64_t ret) {
 }
 // A transfer's record: its object, the bytes it moved (size: asked, bytes: moved; both only once
 // it succeeded), the MPI-IO transfer mode.
-bool fill_transfer(IoRec& r, const ObjInfo& o, int64_t bytes, herr ret) {
+bool fill_transfer(IoLive& r, const ObjInfo& o, int64_t bytes, herr ret) {
   if (bytes >= 0) {
     r.set_size(bytes);
     r.set_bytes(bytes);
@@ -528,7 +528,7 @@ bool fill_transfer(IoRec& r, const ObjInfo& o, int64_t bytes, herr ret) {
 template <class Call, class Fill>
 auto traced_h5(CallId id, Call&& call, Fill&& fill) {
   using R = decltype(call());
-  return traced<R>(true, id, call, [&](IoRec& r, R ret, int) {
+  return traced<R>(true, id, call, [&](IoLive& r, R ret, int) {
     Guard g;  // what the fill asks HDF5 is the tracer's
     return fill(r, ret);
   });
@@ -541,7 +541,7 @@ auto traced_h5(CallId id, Call&& call, Fill&& fill) {
 template <class Call>
 hid opened(const Site& s, CallId id, hid loc, Kind kind, Call&& call, const char* rel,
            const char* attr = nullptr, hid space = -1, hid type = -1) {
-  return traced_h5(id, call, [&](IoRec& r, hid ret) {
+  return traced_h5(id, call, [&](IoLive& r, hid ret) {
     const Lib& L = s.lib();
     ObjInfo o;
     if (ret >= 0) {
@@ -561,7 +561,7 @@ hid opened(const Site& s, CallId id, hid loc, Kind kind, Call&& call, const char
 template <class Call>
 herr closed(const Site& s, CallId id, hid obj, Kind kind, Call&& call) {
   ObjInfo o = closing(s.lib(), obj, kind);
-  return traced_h5(id, call, [&](IoRec& r, herr ret) {
+  return traced_h5(id, call, [&](IoLive& r, herr ret) {
     if (ret >= 0) obj_drop(s.lib(), obj);
     return fill_obj(r, o, ret);
   });
@@ -584,7 +584,7 @@ IOT_EXPORT hid H5Fcreate(const char* name, unsigned flags, hid fcpl, hid fapl) {
   Str* f = file_path(name);
   return traced_h5(
       C_H5Fcreate, [&] { return real(name, flags, fcpl, fapl); },
-      [&](IoRec& r, hid ret) {
+      [&](IoLive& r, hid ret) {
         if (ret >= 0) obj_set(s.lib(), ret, ObjInfo{f, nullptr, -1});
         r.set_flags(flags);
         return fill_obj(r, ObjInfo{f, nullptr, -1}, ret);
@@ -598,7 +598,7 @@ IOT_EXPORT hid H5Fopen(const char* name, unsigned flags, hid fapl) {
   Str* f = file_path(name);
   return traced_h5(
       C_H5Fopen, [&] { return real(name, flags, fapl); },
-      [&](IoRec& r, hid ret) {
+      [&](IoLive& r, hid ret) {
         if (ret >= 0) obj_set(s.lib(), ret, ObjInfo{f, nullptr, -1});
         r.set_flags(flags);
         return fill_obj(r, ObjInfo{f, nullptr, -1}, ret);
@@ -618,7 +618,7 @@ IOT_EXPORT herr H5Fflush(hid obj, int scope) {
   if (!s.record()) return real(obj, scope);
   return traced_h5(
       C_H5Fflush, [&] { return real(obj, scope); },
-      [&](IoRec& r, herr ret) {
+      [&](IoLive& r, herr ret) {
         Str* f = ret >= 0 ? file_of(s.lib(), obj) : nullptr;
         r.set_flags(scope);
         return fill_obj(r, ObjInfo{f, nullptr, -1}, ret);
@@ -662,7 +662,7 @@ IOT_EXPORT herr H5Dclose(hid dset) {
     if (!s.record()) return real(dset, mtype, mspace, fspace, dxpl, buf);                   \
     return traced_h5(                                                                       \
         C_##fn, [&] { return real(dset, mtype, mspace, fspace, dxpl, buf); },               \
-        [&](IoRec& r, herr ret) {                                                           \
+        [&](IoLive& r, herr ret) {                                                          \
           const Lib& L = s.lib();                                                           \
           int64_t bytes = -1;                                                               \
           if (ret >= 0) {                                                                   \
@@ -684,7 +684,7 @@ IOT_EXPORT herr H5Dread_chunk(hid dset, hid dxpl, const hsize* offset, uint32_t*
   if (!s.record()) return real(dset, dxpl, offset, filters, buf);
   return traced_h5(
       C_H5Dread_chunk, [&] { return real(dset, dxpl, offset, filters, buf); },
-      [&](IoRec& r, herr ret) {
+      [&](IoLive& r, herr ret) {
         const Lib& L = s.lib();
         hsize stored = 0;
         auto size_of = L.get<Fn::H5Dget_chunk_storage_size>();
@@ -701,7 +701,7 @@ IOT_EXPORT herr H5Dwrite_chunk(hid dset, hid dxpl, uint32_t filters, const hsize
   if (!s.record()) return real(dset, dxpl, filters, offset, size, buf);
   return traced_h5(
       C_H5Dwrite_chunk, [&] { return real(dset, dxpl, filters, offset, size, buf); },
-      [&](IoRec& r, herr ret) {
+      [&](IoLive& r, herr ret) {
         return fill_transfer(r, known(s.lib(), dset, Kind::kObject), ret >= 0 ? int64_t(size) : -1,
                              ret);
       });
@@ -713,7 +713,7 @@ IOT_EXPORT herr H5Dset_extent(hid dset, const hsize* dims) {
   if (!s.record()) return real(dset, dims);
   return traced_h5(
       C_H5Dset_extent, [&] { return real(dset, dims); },
-      [&](IoRec& r, herr ret) {
+      [&](IoLive& r, herr ret) {
         const Lib& L = s.lib();
         if (ret >= 0) {
           int64_t size = dataset_bytes(L, dset);  // the new size, in bytes
@@ -812,7 +812,7 @@ IOT_EXPORT hid H5Aopen_by_name(hid loc, const char* obj, const char* name, hid a
     if (!s.record()) return real(attr, mtype, buf);                             \
     return traced_h5(                                                           \
         C_##fn, [&] { return real(attr, mtype, buf); },                         \
-        [&](IoRec& r, herr ret) {                                               \
+        [&](IoLive& r, herr ret) {                                              \
           const Lib& L = s.lib();                                               \
           ObjInfo o = known(L, attr, Kind::kAttr);                              \
           int64_t bytes = ret >= 0 ? times(o.points, type_size(L, mtype)) : -1; \
@@ -844,7 +844,7 @@ IOT_EXPORT int H5Idec_ref(hid id) {
   if (!s.record() || !obj_get(s.lib(), id, &o)) return real(id);
   return traced_h5(
       C_H5Idec_ref, [&] { return real(id); },
-      [&](IoRec& r, int ret) {
+      [&](IoLive& r, int ret) {
         if (ret == 0) obj_drop(s.lib(), id);
         return fill_obj(r, o, ret);
       });

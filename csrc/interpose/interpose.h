@@ -24,7 +24,7 @@ extern "C" __thread int iot_vforking __attribute__((tls_model("initial-exec")));
 namespace iot {
 
 // Where a record that cannot be kept (no buffer) is filled, for the fill's bookkeeping.
-extern __thread IoRec t_spare __attribute__((tls_model("initial-exec")));
+extern __thread IoLive t_spare __attribute__((tls_model("initial-exec")));
 
 // The slow half of in_vfork_child: one getpid, only while iot_vforking is set.
 bool vfork_child_slow();
@@ -82,9 +82,9 @@ __attribute__((noinline)) R traced_aside(CallId id, Call&& call, Fill&& fill) {
     Busy busy;
     ++t_nested;
     uint32_t slot;
-    IoRec spare;
+    IoLive spare;
     char* mem = nested_slot(&slot);
-    IoRec& r = mem ? *reinterpret_cast<IoRec*>(mem) : spare;
+    IoLive& r = mem ? *reinterpret_cast<IoLive*>(mem) : spare;
     r.init(id, t0, t1);
     bool keep = fill(r, ret, err);
     --t_nested;
@@ -111,8 +111,8 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
     // fill runs even when the event is dropped, for its fd bookkeeping, into a record of the
     // thread's that is thrown away (not on the program's stack: it may be a handler's small one).
     ThreadState* ts = nullptr;  // set when reserve() gives room (GCC -g cannot tell)
-    IoRec* rec = static_cast<IoRec*>(static_cast<void*>(reserve(sizeof(IoRec), &ts)));
-    IoRec& r = rec ? *rec : t_spare;
+    IoLive* rec = static_cast<IoLive*>(static_cast<void*>(reserve(sizeof(IoLive), &ts)));
+    IoLive& r = rec ? *rec : t_spare;
     r.init(id, t0, t1);
     if (fill(r, ret, err) && rec) {
       Str* f1 = (r.fields & F_FHASH) ? r.file : nullptr;
@@ -129,7 +129,7 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
 
 // Common fills.
 template <class R>
-inline void set_result(IoRec& r, R ret, int err) {
+inline void set_result(IoLive& r, R ret, int err) {
   r.set_ret(int64_t(ret));
   if (int64_t(ret) < 0) r.set_errno(err);
 }

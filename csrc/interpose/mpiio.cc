@@ -304,7 +304,7 @@ int traced_mpi(CallId id, Call&& call, Fill&& fill) {
 // A data call's record: file, bytes asked, bytes moved, offset (-1: none), the error code. A
 // blocking write that succeeds moved what it asked (an MPI-IO write is not short; a read can
 // end at the file's end): its status is not asked (MPI_Get_count, a third of its cost).
-bool fill_xfer(IoRec& r, Str* f, int64_t asked, int64_t done, int64_t offset, int ret) {
+bool fill_xfer(IoLive& r, Str* f, int64_t asked, int64_t done, int64_t offset, int ret) {
   r.set_file(f);
   if (asked >= 0) r.set_size(asked);
   if (done >= 0) r.set_bytes(done);
@@ -324,7 +324,7 @@ int xfer_at(CallId id, Real real, H fh, Offset off, int count, H type, void* st,
   Str* name = f ? f->name : nullptr;
   return traced_mpi(
       id, [&] { return real(fh, off, s); },
-      [&](IoRec& r, int ret, int) {
+      [&](IoLive& r, int ret, int) {
         int64_t asked = bytes_of(count, type);
         return fill_xfer(r, name, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
       });
@@ -339,7 +339,7 @@ int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shar
   Str* name = f ? f->name : nullptr;
   return traced_mpi(
       id, [&] { return real(s); },
-      [&](IoRec& r, int ret, int) {
+      [&](IoLive& r, int ret, int) {
         int64_t asked = bytes_of(count, type);
         return fill_xfer(r, name, asked, ret == 0 ? (write ? asked : moved(s)) : 0, at, ret);
       });
@@ -347,7 +347,7 @@ int xfer_here(CallId id, Real real, H fh, int count, H type, void* st, bool shar
 // Starts of split and non-blocking calls: bytes asked (and so counted), not yet moved.
 template <class Real>
 int xfer_start(CallId id, Real real, H fh, int64_t at, int count, H type) {
-  return traced_mpi(id, real, [&](IoRec& r, int ret, int) {
+  return traced_mpi(id, real, [&](IoLive& r, int ret, int) {
     int64_t n = bytes_of(count, type);
     return fill_xfer(r, file_of(fh), n, n, at, ret);
   });
@@ -360,14 +360,14 @@ int xfer_end(CallId id, Real real, H fh, void* st) {
   void* s = status_for(st, mine);
   return traced_mpi(
       id, [&] { return real(s); },
-      [&](IoRec& r, int ret, int) {
+      [&](IoLive& r, int ret, int) {
         return fill_xfer(r, file_of(fh), -1, ret == 0 ? moved(s) : 0, -1, ret);
       });
 }
 
 template <class Real>
 int on_file(CallId id, Real real, H fh, int64_t size = -1) {
-  return traced_mpi(id, real, [&](IoRec& r, int ret, int) {
+  return traced_mpi(id, real, [&](IoLive& r, int ret, int) {
     Str* f = file_of(fh);
     r.set_file(f);
     if (size >= 0) r.set_size(size);
@@ -377,7 +377,7 @@ int on_file(CallId id, Real real, H fh, int64_t size = -1) {
 }
 template <class Real>
 int mpi_call(CallId id, Real real, int64_t bytes = -1) {
-  return traced_mpi(id, real, [&](IoRec& r, int ret, int) {
+  return traced_mpi(id, real, [&](IoLive& r, int ret, int) {
     if (bytes >= 0) r.set_bytes(bytes);
     r.set_ret(ret);
     return g_trace_unnamed;
@@ -491,7 +491,7 @@ IOT_EXPORT int MPI_File_open(H comm, const char* name, int amode, H info, H* fh)
   }
   return traced_mpi(
       C_MPI_File_open, [&] { return p_MPI_File_open()(comm, name, amode, info, fh); },
-      [&](IoRec& r, int ret, int) {
+      [&](IoLive& r, int ret, int) {
         if (ret == 0) file_add(*fh, f);
         r.set_file(f);
         r.set_flags(amode);
@@ -503,7 +503,7 @@ IOT_EXPORT int MPI_File_close(H* fh) {
   H was = fh ? *fh : 0;
   return traced_mpi(
       C_MPI_File_close, [&] { return p_MPI_File_close()(fh); },
-      [&](IoRec& r, int ret, int) {
+      [&](IoLive& r, int ret, int) {
         Str* f = file_of(was);
         if (ret == 0) file_drop(was);
         r.set_file(f);
@@ -520,7 +520,7 @@ IOT_EXPORT int MPI_File_delete(const char* name, H info) {
   }
   return traced_mpi(
       C_MPI_File_delete, [&] { return p_MPI_File_delete()(name, info); },
-      [&](IoRec& r, int ret, int) {
+      [&](IoLive& r, int ret, int) {
         r.set_file(f);
         r.set_ret(ret);
         return passes(f);

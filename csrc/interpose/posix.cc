@@ -18,7 +18,7 @@
 using namespace iot;
 
 namespace iot {
-__thread IoRec t_spare __attribute__((tls_model("initial-exec")));
+__thread IoLive t_spare __attribute__((tls_model("initial-exec")));
 }  // namespace iot
 
 extern "C" {
@@ -49,7 +49,7 @@ bool has_mode(int flags) { return (flags & O_CREAT) || (flags & O_TMPFILE) == O_
 // open/openat/creat and kin: remember the fd's file, record the open.
 template <class Call>
 int do_open(CallId id, int dirfd, const char* path, int flags, mode_t mode, Call&& call) {
-  return traced<int>(posix_on(), id, call, [&](IoRec& r, int ret, int err) {
+  return traced<int>(posix_on(), id, call, [&](IoLive& r, int ret, int err) {
     Str* p = intern_path_at(dirfd, path);
     if (ret >= 0) fd_open(ret, p, (flags & O_APPEND) ? -1 : 0);
     if (!passes(p)) return false;
@@ -66,7 +66,7 @@ template <class R, class Call, class Extra>
 R on_fd(CallId id, int fd, Call&& call, Extra&& extra) {
   const bool on = posix_on() && !t_guard;
   OpenFile* f = on ? fd_get(fd) : nullptr;  // the file the call acts on
-  return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
+  return traced<R>(on, id, call, [&](IoLive& r, R ret, int err) {
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;
     r.set_file(p);
@@ -76,12 +76,12 @@ R on_fd(CallId id, int fd, Call&& call, Extra&& extra) {
     return true;
   });
 }
-auto no_extra = [](IoRec&, OpenFile*, auto) {};
+auto no_extra = [](IoLive&, OpenFile*, auto) {};
 
 // A call on a path: stat, access, mkdir, unlink...
 template <class R, class Call, class Extra>
 R on_path(CallId id, int dirfd, const char* path, Call&& call, Extra&& extra) {
-  return traced<R>(posix_on(), id, call, [&](IoRec& r, R ret, int err) {
+  return traced<R>(posix_on(), id, call, [&](IoLive& r, R ret, int err) {
     Str* p = intern_path_at(dirfd, path);
     if (!passes(p)) return false;
     r.set_file(p);
@@ -90,12 +90,12 @@ R on_path(CallId id, int dirfd, const char* path, Call&& call, Extra&& extra) {
     return true;
   });
 }
-auto no_path_extra = [](IoRec&, auto) {};
+auto no_path_extra = [](IoLive&, auto) {};
 
 // Two paths: rename, link, symlink.
 template <class Call>
 int on_two_paths(CallId id, int dfd1, const char* p1, int dfd2, const char* p2, Call&& call) {
-  return traced<int>(posix_on(), id, call, [&](IoRec& r, int ret, int err) {
+  return traced<int>(posix_on(), id, call, [&](IoLive& r, int ret, int err) {
     Str* a = intern_path_at(dfd1, p1);
     Str* b = intern_path_at(dfd2, p2);
     if (!passes(a) && !passes(b)) return false;
@@ -108,13 +108,13 @@ int on_two_paths(CallId id, int dfd1, const char* p1, int dfd2, const char* p2, 
 
 // Sequential transfer: the offset is the fd position before the call, then advances.
 auto seq_xfer(int64_t size) {
-  return [size](IoRec& r, OpenFile* f, auto ret) {
+  return [size](IoLive& r, OpenFile* f, auto ret) {
     r.set_size(size);
     r.set_pos(fd_advance(f, int64_t(ret)));
   };
 }
 auto pos_xfer(int64_t size, int64_t off) {
-  return [size, off](IoRec& r, OpenFile*, auto) {
+  return [size, off](IoLive& r, OpenFile*, auto) {
     r.set_size(size);
     r.set_offset(off);
   };
@@ -278,7 +278,7 @@ IOT_EXPORT int close(int fd) {
   Str* p = fd_path_of(gone);
   return traced<int>(
       on, C_close, [&] { return real_close()(fd); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         fd_drop(gone);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -297,7 +297,7 @@ IOT_EXPORT int close_range(unsigned first, unsigned last, int flags) {
     fd_close_range(first, last);
   return traced<int>(
       on, C_close_range, [&] { return real_close_range()(first, last, flags); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         if (!passes(nullptr)) return false;
         r.set_fd(first);
         r.set_fd2(last);
@@ -315,7 +315,7 @@ IOT_EXPORT void closefrom(int low) {
         real_closefrom()(low);
         return 0;
       },
-      [&](IoRec& r, int, int) {
+      [&](IoLive& r, int, int) {
         if (!passes(nullptr)) return false;
         r.set_fd(low);
         return true;
@@ -396,7 +396,7 @@ PVXFER(pwritev64, C_pwritev64, off64_t)
     int64_t total = iov_total(iov, n);                                                  \
     return on_fd<ssize_t>(                                                              \
         id, fd, [&] { return real_##fn()(fd, iov, n, off, flags); },                    \
-        [&](IoRec& r, OpenFile* f, ssize_t ret) {                                       \
+        [&](IoLive& r, OpenFile* f, ssize_t ret) {                                      \
           r.set_size(total);                                                            \
           if (off == -1)                                                                \
             r.set_pos(fd_advance(f, ret));                                              \
@@ -412,7 +412,7 @@ PV2XFER(pwritev2, C_pwritev2)
   IOT_EXPORT offT fn(int fd, offT off, int whence) {                            \
     return on_fd<offT>(                                                         \
         id, fd, [&] { return real_##fn()(fd, off, whence); },                   \
-        [&](IoRec& r, OpenFile* f, offT ret) {                                  \
+        [&](IoLive& r, OpenFile* f, offT ret) {                                 \
           /* the request only when it is not the result (SEEK_SET): the  */     \
           /* same number twice costs ~0.6 bytes an event compressed       */    \
           if (int64_t(ret) != int64_t(off)) r.set_offset(int64_t(off));         \
@@ -435,17 +435,17 @@ IOT_EXPORT int fdatasync(int fd) {
 IOT_EXPORT int ftruncate(int fd, off_t len) {
   return on_fd<int>(
       C_ftruncate, fd, [&] { return real_ftruncate()(fd, len); },
-      [&](IoRec& r, OpenFile*, int) { r.set_size(len); });
+      [&](IoLive& r, OpenFile*, int) { r.set_size(len); });
 }
 IOT_EXPORT int ftruncate64(int fd, off64_t len) {
   return on_fd<int>(
       C_ftruncate64, fd, [&] { return real_ftruncate64()(fd, len); },
-      [&](IoRec& r, OpenFile*, int) { r.set_size(len); });
+      [&](IoLive& r, OpenFile*, int) { r.set_size(len); });
 }
 IOT_EXPORT int truncate(const char* path, off_t len) {
   return on_path<int>(
       C_truncate, AT_FDCWD, path, [&] { return real_truncate()(path, len); },
-      [&](IoRec& r, int) { r.set_size(len); });
+      [&](IoLive& r, int) { r.set_size(len); });
 }
 
 // --- metadata ----------------------------------------------------------------------------------
@@ -472,8 +472,8 @@ STAT_FD(fstat64, C_fstat64, struct stat64)
 template <class Call>
 int at_call(CallId id, int dirfd, const char* path, int flags, Call&& call) {
   if (path && !path[0] && (flags & AT_EMPTY_PATH))
-    return on_fd<int>(id, dirfd, call, [&](IoRec& r, OpenFile*, int) { r.set_flags(flags); });
-  return on_path<int>(id, dirfd, path, call, [&](IoRec& r, int) { r.set_flags(flags); });
+    return on_fd<int>(id, dirfd, call, [&](IoLive& r, OpenFile*, int) { r.set_flags(flags); });
+  return on_path<int>(id, dirfd, path, call, [&](IoLive& r, int) { r.set_flags(flags); });
 }
 IOT_EXPORT int fstatat(int dirfd, const char* path, struct stat* st, int flags) {
   return at_call(C_fstatat, dirfd, path, flags,
@@ -518,12 +518,12 @@ IOT_EXPORT int __fxstatat64(int ver, int dirfd, const char* path, struct stat64*
 IOT_EXPORT int access(const char* path, int mode) {
   return on_path<int>(
       C_access, AT_FDCWD, path, [&] { return real_access()(path, mode); },
-      [&](IoRec& r, int) { r.set_mode(mode); });
+      [&](IoLive& r, int) { r.set_mode(mode); });
 }
 IOT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
   return on_path<int>(
       C_faccessat, dirfd, path, [&] { return real_faccessat()(dirfd, path, mode, flags); },
-      [&](IoRec& r, int) {
+      [&](IoLive& r, int) {
         r.set_mode(mode);
         r.set_flags(flags);
       });
@@ -531,12 +531,12 @@ IOT_EXPORT int faccessat(int dirfd, const char* path, int mode, int flags) {
 IOT_EXPORT int mkdir(const char* path, mode_t mode) {
   return on_path<int>(
       C_mkdir, AT_FDCWD, path, [&] { return real_mkdir()(path, mode); },
-      [&](IoRec& r, int) { r.set_mode(mode); });
+      [&](IoLive& r, int) { r.set_mode(mode); });
 }
 IOT_EXPORT int mkdirat(int dirfd, const char* path, mode_t mode) {
   return on_path<int>(
       C_mkdirat, dirfd, path, [&] { return real_mkdirat()(dirfd, path, mode); },
-      [&](IoRec& r, int) { r.set_mode(mode); });
+      [&](IoLive& r, int) { r.set_mode(mode); });
 }
 IOT_EXPORT int rmdir(const char* path) {
   return on_path<int>(
@@ -549,7 +549,7 @@ IOT_EXPORT int unlink(const char* path) {
 IOT_EXPORT int unlinkat(int dirfd, const char* path, int flags) {
   return on_path<int>(
       C_unlinkat, dirfd, path, [&] { return real_unlinkat()(dirfd, path, flags); },
-      [&](IoRec& r, int) { r.set_flags(flags); });
+      [&](IoLive& r, int) { r.set_flags(flags); });
 }
 IOT_EXPORT int rename(const char* a, const char* b) {
   return on_two_paths(C_rename, AT_FDCWD, a, AT_FDCWD, b, [&] { return real_rename()(a, b); });
@@ -571,7 +571,7 @@ IOT_EXPORT int symlink(const char* target, const char* linkpath) {
 IOT_EXPORT int chdir(const char* path) {
   return on_path<int>(
       C_chdir, AT_FDCWD, path, [&] { return real_chdir()(path); },
-      [&](IoRec&, int ret) {
+      [&](IoLive&, int ret) {
         if (ret == 0) cwd_refresh();
       });
 }
@@ -591,7 +591,7 @@ IOT_EXPORT int fchdir(int fd) {
 IOT_EXPORT DIR* opendir(const char* path) {
   return traced<DIR*>(
       posix_on(), C_opendir, [&] { return real_opendir()(path); },
-      [&](IoRec& r, DIR* d, int err) {
+      [&](IoLive& r, DIR* d, int err) {
         Str* p = intern_path(path);
         if (d) fd_open(dirfd(d), p, 0);
         if (!passes(p)) return false;
@@ -604,7 +604,7 @@ IOT_EXPORT DIR* opendir(const char* path) {
 IOT_EXPORT DIR* fdopendir(int fd) {
   return traced<DIR*>(
       posix_on(), C_fdopendir, [&] { return real_fdopendir()(fd); },
-      [&](IoRec& r, DIR* d, int err) {
+      [&](IoLive& r, DIR* d, int err) {
         Str* p = fd_path(fd);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -619,7 +619,7 @@ template <class Ent, class Call>
 Ent* do_readdir(CallId id, DIR* d, Call&& call) {
   int before = errno;
   errno = 0;
-  Ent* e = traced<Ent*>(posix_on(), id, call, [&](IoRec& r, Ent* ent, int err) {
+  Ent* e = traced<Ent*>(posix_on(), id, call, [&](IoLive& r, Ent* ent, int err) {
     int fd = d ? dirfd(d) : -1;
     Str* p = fd_path(fd);
     if (!passes(p)) return false;
@@ -645,7 +645,7 @@ IOT_EXPORT int closedir(DIR* d) {
   Str* p = fd_path_of(gone);
   return traced<int>(
       on, C_closedir, [&] { return real_closedir()(d); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         fd_drop(gone);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -664,7 +664,7 @@ IOT_EXPORT int closedir(DIR* d) {
     bool file = !(flags & MAP_ANONYMOUS) && fd >= 0;                                          \
     return traced<void*>(                                                                     \
         posix_on() && file, id, [&] { return real_##fn()(addr, len, prot, flags, fd, off); }, \
-        [&](IoRec& r, void* ret, int err) {                                                   \
+        [&](IoLive& r, void* ret, int err) {                                                  \
           Str* p = fd_path(fd);                                                               \
           if (ret != MAP_FAILED) mmap_remember(ret, p);                                       \
           if (!passes(p)) return false;                                                       \
@@ -685,7 +685,7 @@ IOT_EXPORT int munmap(void* addr, size_t len) {
   bool file = posix_on() && mmap_known(addr);
   return traced<int>(
       file, C_munmap, [&] { return real_munmap()(addr, len); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         Str* p = ret == 0 ? mmap_forget(addr) : mmap_lookup(addr);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -698,7 +698,7 @@ IOT_EXPORT int msync(void* addr, size_t len, int flags) {
   bool file = posix_on() && mmap_known(addr);
   return traced<int>(
       file, C_msync, [&] { return real_msync()(addr, len, flags); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         Str* p = mmap_lookup(addr);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -714,7 +714,7 @@ IOT_EXPORT int msync(void* addr, size_t len, int flags) {
 IOT_EXPORT int dup(int fd) {
   return on_fd<int>(
       C_dup, fd, [&] { return real_dup()(fd); },
-      [&](IoRec& r, OpenFile*, int ret) {
+      [&](IoLive& r, OpenFile*, int ret) {
         if (ret >= 0) {
           fd_dup(fd, ret);
           r.set_fd2(ret);
@@ -724,7 +724,7 @@ IOT_EXPORT int dup(int fd) {
 IOT_EXPORT int dup2(int fd, int fd2) {
   return on_fd<int>(
       C_dup2, fd, [&] { return real_dup2()(fd, fd2); },
-      [&](IoRec& r, OpenFile*, int ret) {
+      [&](IoLive& r, OpenFile*, int ret) {
         if (ret >= 0) fd_dup(fd, fd2);
         r.set_fd2(fd2);
       });
@@ -732,7 +732,7 @@ IOT_EXPORT int dup2(int fd, int fd2) {
 IOT_EXPORT int dup3(int fd, int fd2, int flags) {
   return on_fd<int>(
       C_dup3, fd, [&] { return real_dup3()(fd, fd2, flags); },
-      [&](IoRec& r, OpenFile*, int ret) {
+      [&](IoLive& r, OpenFile*, int ret) {
         if (ret >= 0) fd_dup(fd, fd2);
         r.set_fd2(fd2);
         r.set_flags(flags);
@@ -747,7 +747,7 @@ IOT_EXPORT int dup3(int fd, int fd2, int flags) {
     va_end(ap);                                            \
     return on_fd<int>(                                     \
         id, fd, [&] { return real_##fn()(fd, cmd, arg); }, \
-        [&](IoRec& r, OpenFile*, int ret) {                \
+        [&](IoLive& r, OpenFile*, int ret) {               \
           r.set_flags(cmd);                                \
           if (ret < 0) return;                             \
           if (cmd == F_DUPFD || cmd == F_DUPFD_CLOEXEC) {  \
@@ -770,7 +770,7 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
   return traced<ssize_t>(
       on, C_copy_file_range,
       [&] { return real_copy_file_range()(in, in_off, out, out_off, n, flags); },
-      [&](IoRec& r, ssize_t ret, int err) {
+      [&](IoLive& r, ssize_t ret, int err) {
         Str* a = fd_path_of(fi);
         Str* b = fd_path_of(fo);
         if (!passes(a) && !passes(b)) return false;
@@ -796,7 +796,7 @@ IOT_EXPORT ssize_t copy_file_range(int in, off64_t* in_off, int out, off64_t* ou
     OpenFile* fo = on ? fd_get(out) : nullptr;                  \
     return traced<ssize_t>(                                     \
         on, id, [&] { return real_##fn()(out, in, off, n); },   \
-        [&](IoRec& r, ssize_t ret, int err) {                   \
+        [&](IoLive& r, ssize_t ret, int err) {                  \
           Str* a = fd_path_of(fi);                              \
           Str* b = fd_path_of(fo);                              \
           if (!passes(a) && !passes(b)) return false;           \
@@ -821,7 +821,7 @@ SENDFILE(sendfile64, C_sendfile64, off64_t)
   IOT_EXPORT int fn(int fd, int mode, offT off, offT len) {      \
     return on_fd<int>(                                           \
         id, fd, [&] { return real_##fn()(fd, mode, off, len); }, \
-        [&](IoRec& r, OpenFile*, int) {                          \
+        [&](IoLive& r, OpenFile*, int) {                         \
           r.set_size(int64_t(len));                              \
           r.set_offset(int64_t(off));                            \
           r.set_flags(mode);                                     \
@@ -835,7 +835,7 @@ FALLOCATE(fallocate64, C_fallocate64, off64_t)
   IOT_EXPORT int fn(int fd, offT off, offT len) {                  \
     return traced<int>(                                            \
         posix_on(), id, [&] { return real_##fn()(fd, off, len); }, \
-        [&](IoRec& r, int ret, int) {                              \
+        [&](IoLive& r, int ret, int) {                             \
           Str* p = fd_path(fd);                                    \
           if (!passes(p)) return false;                            \
           r.set_file(p);                                           \

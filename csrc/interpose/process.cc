@@ -41,12 +41,13 @@ Str* program(const char* path, int fd, bool search) {
 
 void record_exec(CallId id, Str* prog, int fd, int64_t t0, bool failed, int ret, int err) {
   if (!passes(prog)) return;
-  IoRec rec;
+  IoLive rec;
   rec.init(id, t0, now_ticks());
   rec.set_file(prog);
   if (fd >= 0) rec.set_fd(fd);
   if (failed) set_result(rec, ret, err);
-  append(&rec, sizeof rec);
+  rec.h.size = rec.packed_size();
+  append(&rec, rec.h.size);
   if (t_state) name_string(t_state, prog);
 }
 
@@ -259,11 +260,12 @@ int do_spawn(CallId id, pid_t* pid, const char* path, char* const* envp, Call&& 
     Guard g;
     Str* prog = program(path, -1, id == C_posix_spawnp);
     if (passes(prog)) {
-      IoRec rec;
+      IoLive rec;
       rec.init(id, t0, t1);
       rec.set_file(prog);
       set_result(rec, rc ? -1 : *pid, rc);
-      append(&rec, sizeof rec);
+      rec.h.size = rec.packed_size();
+      append(&rec, rec.h.size);
     }
   }
   errno = err;
@@ -290,7 +292,7 @@ int do_spawn(CallId id, pid_t* pid, const char* path, char* const* envp, Call&& 
 IOT_EXPORT pid_t fork(void) {
   return traced<pid_t>(
       process_on(), C_fork, [&] { return real_fork()(); },
-      [&](IoRec& r, pid_t ret, int err) {
+      [&](IoLive& r, pid_t ret, int err) {
         if (ret == 0) return false;  // the child: its own file tells its story
         set_result(r, ret, err);
         return true;
@@ -322,11 +324,12 @@ IOT_EXPORT int clone(int (*fn)(void*), void* stack, int flags, void* arg, ...) {
   if (flags & CLONE_VFORK) iot_vforking = 0;
   {
     Guard g;
-    IoRec rec;
+    IoLive rec;
     rec.init(C_clone, t0, now_ticks());
     set_result(rec, ret, err);
     rec.set_flags(flags);
-    append(&rec, sizeof rec);
+    rec.h.size = rec.packed_size();
+    append(&rec, rec.h.size);
   }
   errno = err;
   return ret;

@@ -68,7 +68,7 @@ R on_stream(CallId id, FILE* fp, Call&& call, Extra&& extra) {
   const int fd = stdio_on() && !t_guard ? fd_of(fp) : -1;
   const bool on = fd >= 0;
   OpenFile* f = on ? fd_get(fd) : nullptr;  // the file the call acts on
-  return traced<R>(on, id, call, [&](IoRec& r, R ret, int err) {
+  return traced<R>(on, id, call, [&](IoLive& r, R ret, int err) {
     Str* p = fd_path_of(f);
     if (!passes(p)) return false;
     r.set_file(p);
@@ -80,7 +80,7 @@ R on_stream(CallId id, FILE* fp, Call&& call, Extra&& extra) {
 
 template <class Call>
 FILE* do_fopen(CallId id, const char* path, const char* mode, Call&& call) {
-  return traced<FILE*>(stdio_on(), id, call, [&](IoRec& r, FILE* fp, int err) {
+  return traced<FILE*>(stdio_on(), id, call, [&](IoLive& r, FILE* fp, int err) {
     Str* p = intern_path(path);
     if (fp) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0);
     if (!passes(p)) return false;
@@ -115,7 +115,7 @@ IOT_EXPORT FILE* fopen64(const char* path, const char* mode) {
 IOT_EXPORT FILE* fdopen(int fd, const char* mode) {
   return traced<FILE*>(
       stdio_on(), C_fdopen, [&] { return real_fdopen()(fd, mode); },
-      [&](IoRec& r, FILE* fp, int err) {
+      [&](IoLive& r, FILE* fp, int err) {
         Str* p = fd_path(fd);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -132,7 +132,7 @@ IOT_EXPORT FILE* fdopen(int fd, const char* mode) {
     OpenFile* gone = on && path ? fd_take(oldfd) : nullptr;                \
     return traced<FILE*>(                                                  \
         on, id, [&] { return real_##fn()(path, mode, old); },              \
-        [&](IoRec& r, FILE* fp, int err) {                                 \
+        [&](IoLive& r, FILE* fp, int err) {                                \
           Str* p = path ? intern_path(path) : fd_path(oldfd);              \
           fd_drop(gone);                                                   \
           if (fp && path) fd_open(fd_of(fp), p, appending(mode) ? -1 : 0); \
@@ -153,7 +153,7 @@ IOT_EXPORT int fclose(FILE* fp) {
   Str* p = fd_path_of(gone);
   return traced<int>(
       on, C_fclose, [&] { return real_fclose()(fp); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         fd_drop(gone);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -166,7 +166,7 @@ IOT_EXPORT int fclose(FILE* fp) {
 // fread/fwrite move whole items: `bytes` is what moved; a short count is an error only when the
 // stream says so (fread also stops short at the end of the file).
 static auto items_xfer(FILE* fp, size_t size, size_t n) {
-  return [=](IoRec& r, OpenFile* f, size_t ret, int err) {
+  return [=](IoLive& r, OpenFile* f, size_t ret, int err) {
     int64_t bytes = int64_t(ret * size);
     r.set_size(int64_t(size * n));
     r.set_pos(fd_advance(f, bytes));
@@ -179,7 +179,7 @@ static auto items_xfer(FILE* fp, size_t size, size_t n) {
 // fputs and kin write a string of `len` bytes (EOF on error); fgets and kin read a line into
 // a buffer of `n` (NULL at the end or on error).
 static auto string_xfer(int64_t len) {
-  return [len](IoRec& r, OpenFile* f, int ret, int err) {
+  return [len](IoLive& r, OpenFile* f, int ret, int err) {
     int64_t bytes = ret >= 0 ? len : 0;
     r.set_size(len);
     r.set_pos(fd_advance(f, bytes));
@@ -189,7 +189,7 @@ static auto string_xfer(int64_t len) {
   };
 }
 static auto line_xfer(FILE* fp, int n) {
-  return [fp, n](IoRec& r, OpenFile* f, char* ret, int err) {
+  return [fp, n](IoLive& r, OpenFile* f, char* ret, int err) {
     int64_t bytes = ret ? int64_t(strlen(ret)) : 0;
     r.set_size(n);
     r.set_pos(fd_advance(f, bytes));
@@ -219,7 +219,7 @@ IOT_EXPORT int fputs(const char* s, FILE* fp) {
   IOT_EXPORT int fn(FILE* fp, offT off, int whence) {         \
     return on_stream<int>(                                    \
         id, fp, [&] { return real_##fn()(fp, off, whence); }, \
-        [&](IoRec& r, OpenFile* f, int ret, int err) {        \
+        [&](IoLive& r, OpenFile* f, int ret, int err) {       \
           r.set_offset(int64_t(off));                         \
           r.set_flags(whence);                                \
           set_result(r, ret, err);                            \
@@ -229,14 +229,14 @@ IOT_EXPORT int fputs(const char* s, FILE* fp) {
 FSEEK(fseek, C_fseek, long)
 FSEEK(fseeko, C_fseeko, off_t)
 FSEEK(fseeko64, C_fseeko64, off64_t)
-#define FTELL(fn, id, offT)                             \
-  IOT_EXPORT offT fn(FILE* fp) {                        \
-    return on_stream<offT>(                             \
-        id, fp, [&] { return real_##fn()(fp); },        \
-        [&](IoRec& r, OpenFile* f, offT ret, int err) { \
-          set_result(r, ret, err);                      \
-          if (ret >= 0) fd_seek(f, int64_t(ret));       \
-        });                                             \
+#define FTELL(fn, id, offT)                              \
+  IOT_EXPORT offT fn(FILE* fp) {                         \
+    return on_stream<offT>(                              \
+        id, fp, [&] { return real_##fn()(fp); },         \
+        [&](IoLive& r, OpenFile* f, offT ret, int err) { \
+          set_result(r, ret, err);                       \
+          if (ret >= 0) fd_seek(f, int64_t(ret));        \
+        });                                              \
   }
 FTELL(ftell, C_ftell, long)
 FTELL(ftello, C_ftello, off_t)
@@ -249,7 +249,7 @@ IOT_EXPORT void rewind(FILE* fp) {
         real_rewind()(fp);
         return 0;
       },
-      [&](IoRec& r, OpenFile* f, int, int) {
+      [&](IoLive& r, OpenFile* f, int, int) {
         fd_seek(f, 0);
         r.set_offset(0);
       });
@@ -258,7 +258,7 @@ IOT_EXPORT int fflush(FILE* fp) {
   if (!fp) {  // flush of every stream: no one file
     return traced<int>(
         stdio_on(), C_fflush, [&] { return real_fflush()(fp); },
-        [&](IoRec& r, int ret, int err) {
+        [&](IoLive& r, int ret, int err) {
           if (!passes(nullptr)) return false;
           set_result(r, ret, err);
           return true;
@@ -266,12 +266,12 @@ IOT_EXPORT int fflush(FILE* fp) {
   }
   return on_stream<int>(
       C_fflush, fp, [&] { return real_fflush()(fp); },
-      [&](IoRec& r, OpenFile*, int ret, int err) { set_result(r, ret, err); });
+      [&](IoLive& r, OpenFile*, int ret, int err) { set_result(r, ret, err); });
 }
 IOT_EXPORT ssize_t getline(char** line, size_t* n, FILE* fp) {
   return on_stream<ssize_t>(
       C_getline, fp, [&] { return real_getline()(line, n, fp); },
-      [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
+      [&](IoLive& r, OpenFile* f, ssize_t ret, int err) {
         r.set_pos(fd_advance(f, ret));
         r.set_ret(ret);
         if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
@@ -280,7 +280,7 @@ IOT_EXPORT ssize_t getline(char** line, size_t* n, FILE* fp) {
 IOT_EXPORT ssize_t getdelim(char** line, size_t* n, int delim, FILE* fp) {
   return on_stream<ssize_t>(
       C_getdelim, fp, [&] { return real_getdelim()(line, n, delim, fp); },
-      [&](IoRec& r, OpenFile* f, ssize_t ret, int err) {
+      [&](IoLive& r, OpenFile* f, ssize_t ret, int err) {
         r.set_pos(fd_advance(f, ret));
         r.set_ret(ret);
         if (ret < 0 && ferror_unlocked(fp)) r.set_errno(err);
@@ -293,7 +293,7 @@ IOT_EXPORT ssize_t getdelim(char** line, size_t* n, int delim, FILE* fp) {
 
 namespace {
 // A call that returns the bytes it wrote, negative on error (the printf family).
-auto printed = [](IoRec& r, OpenFile* f, int ret, int err) {
+auto printed = [](IoLive& r, OpenFile* f, int ret, int err) {
   int64_t bytes = ret > 0 ? ret : 0;
   r.set_pos(fd_advance(f, bytes));
   r.set_ret(ret);
@@ -302,7 +302,7 @@ auto printed = [](IoRec& r, OpenFile* f, int ret, int err) {
 };
 // A call that moves one character, EOF at the end or on error (fputc, fgetc...).
 auto one_char(FILE* fp) {
-  return [fp](IoRec& r, OpenFile* f, int ret, int err) {
+  return [fp](IoLive& r, OpenFile* f, int ret, int err) {
     int64_t bytes = ret != EOF;
     r.set_pos(fd_advance(f, bytes));
     r.set_ret(ret);
@@ -338,7 +338,7 @@ int scanned(CallId id, FILE* fp, Call&& call) {
   OpenFile* seen = nullptr;
   return on_stream<int>(
       id, fp, [&] { return call(); },
-      [&](IoRec& r, OpenFile* f, int ret, int err) {
+      [&](IoLive& r, OpenFile* f, int ret, int err) {
         seen = f;
         int64_t bytes = consumed(fp, mark, seen);
         r.set_pos(fd_advance(f, bytes));
@@ -406,7 +406,7 @@ static int do_dprintf(CallId id, int fd, const char* fmt, va_list ap) {
   OpenFile* f = on ? fd_get(fd) : nullptr;
   return traced<int>(
       on, id, [&] { return real_vdprintf()(fd, fmt, ap); },
-      [&](IoRec& r, int ret, int err) {
+      [&](IoLive& r, int ret, int err) {
         Str* p = fd_path_of(f);
         if (!passes(p)) return false;
         r.set_file(p);
@@ -480,7 +480,7 @@ IOT_EXPORT int getchar_unlocked(void) {
 IOT_EXPORT int ungetc(int c, FILE* fp) {
   return on_stream<int>(
       C_ungetc, fp, [&] { return real_ungetc()(c, fp); },
-      [&](IoRec& r, OpenFile* f, int ret, int) {
+      [&](IoLive& r, OpenFile* f, int ret, int) {
         r.set_ret(ret);
         int64_t pos = f ? f->offset.load(std::memory_order_relaxed) : -1;
         if (ret != EOF && pos > 0) fd_seek(f, pos - 1);

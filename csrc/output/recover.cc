@@ -293,38 +293,53 @@ struct IoRecV1 {
 };
 static_assert(sizeof(IoRecV1) == 112, "version 1's R_IO record");
 
-// A version-1 R_IO record in this version's layout (record.h: IoRec), into `scratch`.
-void io_from_v1(const RecHeader* r, Out& scratch) {
-  IoRecV1 v;
-  memcpy(&v, r, sizeof v);
-  IoRec io;
-  memset(&io, 0, sizeof io);
-  io.h = v.h;
-  io.h.size = sizeof(IoRec);
-  io.fields = v.fields;
-  io.err = v.err;
-  io.start = v.start;
-  io.dur = v.dur;
-  io.file = v.file;
-  io.file2 = v.file2;
-  io.fd = v.fd;
-  io.fd2 = v.fd2;
-  io.size = v.size;
-  io.offset = v.offset;
-  io.ret = v.ret;
-  io.bytes = v.bytes;
-  io.flags = v.flags;
-  io.mode = v.mode;
-  scratch.put(reinterpret_cast<const char*>(&io), sizeof io);
+// Version 2's R_IO record is IoRec's layout (record.h), 72 bytes unless one of these is set.
+constexpr uint32_t kShortV2 = offsetof(IoRec, file2);
+constexpr uint32_t kLongFieldsV2 = F_FHASH2 | F_FD2 | F_BYTES | F_FLAGS | F_MODE;
+static_assert(kShortV2 == 72 && sizeof(IoRec) == 112, "version 2's R_IO record");
+
+// An R_IO record of an older version, whole. false: too short for what it says it holds.
+bool io_from_old(const RecHeader* r, uint32_t version, IoRec* io) {
+  memset(io, 0, sizeof *io);
+  if (version == 1) {
+    if (r->size < sizeof(IoRecV1)) return false;
+    IoRecV1 v;
+    memcpy(&v, r, sizeof v);
+    io->h = v.h;
+    io->fields = v.fields;
+    io->err = v.err;
+    io->start = v.start;
+    io->dur = v.dur;
+    io->file = v.file;
+    io->file2 = v.file2;
+    io->fd = v.fd;
+    io->fd2 = v.fd2;
+    io->size = v.size;
+    io->offset = v.offset;
+    io->ret = v.ret;
+    io->bytes = v.bytes;
+    io->flags = v.flags;
+    io->mode = v.mode;
+    return true;
+  }
+  if (r->size < kShortV2) return false;
+  memcpy(io, r, kShortV2);
+  if (!(io->fields & kLongFieldsV2)) return true;
+  if (r->size < sizeof(IoRec)) return false;
+  memcpy(io, r, sizeof(IoRec));
+  return true;
 }
 
 // A copy of a record with its string addresses made this process's Str pointers; a record of
 // an older layout (`version` of the live file) in this one's.
 const RecHeader* translate(const RecHeader* r, uint32_t version, Out& scratch, Strings& strs) {
   scratch.n = 0;
-  if (version == 1 && r->kind == R_IO) {
-    if (r->size < sizeof(IoRecV1)) return nullptr;
-    io_from_v1(r, scratch);
+  if (version < 3 && r->kind == R_IO) {
+    IoRec old;
+    if (!io_from_old(r, version, &old)) return nullptr;
+    IoLive io;
+    io_to_live(old, &io);
+    scratch.put(reinterpret_cast<const char*>(&io), io.h.size);
   } else {
     scratch.put(reinterpret_cast<const char*>(r), r->size);
   }
@@ -335,8 +350,8 @@ const RecHeader* translate(const RecHeader* r, uint32_t version, Out& scratch, S
     return s ? s : strs.unknown();
   };
   auto* h = reinterpret_cast<RecHeader*>(scratch.p);
-  if (h->kind == R_IO && io_rec_whole(reinterpret_cast<const IoRec*>(h), h->size)) {
-    auto* io = reinterpret_cast<IoRec*>(h);
+  if (h->kind == R_IO && io_live_whole(reinterpret_cast<const IoLive*>(h), h->size)) {
+    auto* io = reinterpret_cast<IoLive*>(h);
     if (io->fields & F_FHASH) io->file = look(io->file);
     if (io->fields & F_FHASH2) io->file2 = look(io->file2);
     if (((io->fields & F_FHASH) && !io->file) || ((io->fields & F_FHASH2) && !io->file2))
@@ -358,16 +373,19 @@ const RecHeader* translate(const RecHeader* r, uint32_t version, Out& scratch, S
 }
 
 // When the process said nothing of its end: the end of its last event.
-int64_t last_event_ns(const Chunks& cs, const ClockMap& clk) {
+int64_t last_event_ns(const Chunks& cs, uint32_t version, const ClockMap& clk) {
   int64_t last = 0;
   for (size_t i = 0; i < cs.n; i++) {
     const live::Chunk* c = cs.at[i];
     if (c->tid == 0) continue;
     each_record(c, 0, c->committed.load(std::memory_order_relaxed), [&](const RecHeader* r) {
       int64_t t = 0;
-      if (r->kind == R_IO) {
-        auto* io = reinterpret_cast<const IoRec*>(r);
-        t = clk.ns(io->start) + clk.dur(io->dur);
+      IoRec io;
+      if (r->kind == R_IO && version < 3) {
+        if (io_from_old(r, version, &io)) t = clk.ns(io.start) + clk.dur(io.dur);
+      } else if (r->kind == R_IO && io_live_whole(reinterpret_cast<const IoLive*>(r), r->size)) {
+        io_from_live(*reinterpret_cast<const IoLive*>(r), &io);
+        t = clk.ns(io.start) + clk.dur(io.dur);
       } else if (r->kind == R_SPAN) {
         auto* sp = reinterpret_cast<const SpanRec*>(r);
         t = clk.ns(sp->start) + clk.dur(sp->dur);
@@ -501,7 +519,7 @@ bool live_finish(const char* live_path, const char* reason, RecoverResult* out) 
   }
   bool ended = out->ended;
   const char* why = ended ? out->end_reason : reason ? reason : "killed";
-  int64_t end_ns = ended ? h->end_ns : last_event_ns(cs, clk);
+  int64_t end_ns = ended ? h->end_ns : last_event_ns(cs, h->version, clk);
   conv->end(why, ended ? h->end_tid : h->pid, end_ns ? end_ns : h->ns0);
   bool ok = conv->lost() == 0 || conv->file_events() > 0;
   scratch.release();

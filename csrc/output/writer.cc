@@ -805,13 +805,13 @@ void append_nested(ThreadState* ts) {
       if (!ts->nested[done / ThreadState::kNestedBlock].load(std::memory_order_acquire)) continue;
       ThreadState::Nested& slot = *ts->nested_at(done);
       if (!slot.ready.load(std::memory_order_acquire)) continue;  // (cannot be: handlers end first)
-      auto* r = reinterpret_cast<IoRec*>(slot.rec);
+      auto* r = reinterpret_cast<IoLive*>(slot.rec);
       if (r->h.kind != R_IO) continue;  // filtered out
       ThreadState* t;
-      if (char* p = reserve(sizeof(IoRec), &t)) {
+      if (char* p = reserve(sizeof(IoLive), &t)) {
         uint32_t size = r->packed_size();
         memcpy(p, r, size);
-        reinterpret_cast<IoRec*>(p)->h.size = size;
+        reinterpret_cast<IoLive*>(p)->h.size = size;
         commit(t, size);
         if (r->fields & F_FHASH) name_string(t, r->file);
         if (r->fields & F_FHASH2) name_string(t, r->file2);

@@ -11,9 +11,11 @@ import os
 import random
 import shutil
 import signal
+import struct
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -294,3 +296,42 @@ def test_values_past_the_short_record_are_kept(cprog, tmp_path, data_dir, end):
     (blocked,) = [e for e in f.events() if e["ph"] == "X" and e["name"] == "read" and e["args"].get("fd") == 0]
     assert blocked["args"]["size"] == 1 and blocked["args"]["ret"] == 1
     assert 4.4e6 <= blocked["dur"] <= 60e6  # µs
+
+
+def _live_chunk_tids(live: Path) -> list[int]:
+    """The tid of every chunk a thread holds (open or sealed) in a live file, read from its
+    layout as docs/trace-format.md gives it (csrc/format/live.h: the segment list at byte 392 of
+    the header, after n_segments at 384; a chunk's header: magic, cap, committed, state, durable,
+    pending, tid, size_class)."""
+    data = live.read_bytes()
+    (n,) = struct.unpack_from("<I", data, 384)
+    tids = []
+    for i in range(n):
+        off, size = struct.unpack_from("<QQ", data, 392 + 16 * i)
+        at = off
+        while at + 32 <= off + size:
+            magic, _cap, _committed, state, _durable, _pending, tid, cls = struct.unpack_from("<IIIIIIiI", data, at)
+            if magic != 0x4B4E4843:
+                break  # not carved yet
+            if state in (1, 2):
+                tids.append(tid)
+            at += 1 << cls
+    return tids
+
+
+def test_threads_whose_calls_are_all_filtered_take_no_chunk(cprog, tmp_path, data_dir):
+    """A thread gets its state and its first chunk of the live file with its first record kept:
+    64 threads that only read /proc (never traced) hold no chunk; the main thread, which read one
+    included file, holds one, with its record in it."""
+    exe = cprog("filtered_threads.c", name="filtered_threads", flags=("-pthread",))
+    (data_dir / "x").write_bytes(b"x" * 10)
+    out = fresh_dir(tmp_path)
+    p = _start(exe, [data_dir / "x", 64], out, IOTRACE_INCLUDE=data_dir, IOTRACE_FLUSH_INTERVAL_MS=60000)
+    try:
+        (live,) = [Path(out) / n for n in os.listdir(out) if n.endswith(".live")]
+        assert _live_chunk_tids(live) == [p.pid]
+    finally:
+        p.kill()
+        p.wait(timeout=10)
+    ts = TraceSet.load(out)
+    assert [e["name"] for e in ts.events(under=data_dir) if e["ph"] == "X"] == ["open", "read", "close"]

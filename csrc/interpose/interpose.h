@@ -97,6 +97,20 @@ __attribute__((noinline)) R traced_aside(CallId id, Call&& call, Fill&& fill) {
   return ret;
 }
 
+// The thread's first record kept (filled in t_spare): its state and first chunk made, the
+// record copied in.
+__attribute__((noinline)) inline void commit_first(const IoLive& r) {
+  ThreadState* ts = nullptr;  // set when reserve() gives room (GCC -g cannot tell)
+  char* p = reserve(sizeof(IoLive), &ts);
+  if (!p) return;
+  const uint32_t n = r.packed_size();
+  memcpy(p, &r, n);
+  reinterpret_cast<IoLive*>(p)->h.size = n;
+  commit(ts, n);
+  name_string(ts, (r.fields & F_FHASH) ? r.file : nullptr);
+  name_string(ts, (r.fields & F_FHASH2) ? r.file2 : nullptr);
+}
+
 template <class R, class Call, class Fill>
 __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, Fill&& fill) {
   if (!on || t_guard) return call();
@@ -110,17 +124,25 @@ __attribute__((always_inline)) inline R traced(bool on, CallId id, Call&& call, 
     // Filled in place in the thread's buffer (committed only if it passes the filter); the
     // fill runs even when the event is dropped, for its fd bookkeeping, into a record of the
     // thread's that is thrown away (not on the program's stack: it may be a handler's small one).
-    ThreadState* ts = nullptr;  // set when reserve() gives room (GCC -g cannot tell)
-    IoLive* rec = static_cast<IoLive*>(static_cast<void*>(reserve(sizeof(IoLive), &ts)));
+    // A thread gets its state and its first chunk with its first record kept (commit_first):
+    // one whose calls are all filtered out (libraries, /proc, outside IOTRACE_INCLUDE) costs none.
+    ThreadState* ts = t_state;
+    IoLive* rec = nullptr;
+    if (__builtin_expect(ts != nullptr, 1))
+      rec = static_cast<IoLive*>(static_cast<void*>(reserve(sizeof(IoLive), &ts)));
     IoLive& r = rec ? *rec : t_spare;
     r.init(id, t0, t1);
-    if (fill(r, ret, err) && rec) {
-      Str* f1 = (r.fields & F_FHASH) ? r.file : nullptr;
-      Str* f2 = (r.fields & F_FHASH2) ? r.file2 : nullptr;
-      r.h.size = r.packed_size();
-      commit(ts, r.h.size);
-      name_string(ts, f1);
-      name_string(ts, f2);
+    if (fill(r, ret, err)) {
+      if (__builtin_expect(rec != nullptr, 1)) {
+        Str* f1 = (r.fields & F_FHASH) ? r.file : nullptr;
+        Str* f2 = (r.fields & F_FHASH2) ? r.file2 : nullptr;
+        r.h.size = r.packed_size();
+        commit(ts, r.h.size);
+        name_string(ts, f1);
+        name_string(ts, f2);
+      } else if (!ts) {
+        commit_first(r);
+      }
     }
   }
   errno = err;

@@ -191,14 +191,15 @@ def test_measurement_records_nothing_of_its_own(programs, tmp_path):
     """The exchange is no event of the program's: over TCP (Open MPI's tcp transport, whose
     sends and receives are readv/writev on sockets of the calling thread) the ranks' main
     threads make as many socket calls inside MPI_Init and MPI_Finalize as without the exchange
-    (recorded, the exchange's would be 20 a rank at least). IOTRACE_MPI_CLOCK=0 measures
-    nothing."""
+    (recorded, the exchange's would be 20 a rank at least; the library's own polls in the rest
+    of MPI_Finalize vary with how long a rank waits for the others: +9 for 4 ranks once, under
+    CI's load, so up to 5 a rank is allowed). IOTRACE_MPI_CLOCK=0 measures nothing."""
     on = run_job(programs, tmp_path, "on", OMPI_MCA_btl="self,tcp")
     off = run_job(programs, tmp_path, "off", OMPI_MCA_btl="self,tcp", IOTRACE_MPI_CLOCK="0")
     check_offsets(on)
     assert all(off.clocks(r) == [] for r in range(RANKS))
     for name in ("MPI_Init", "MPI_Finalize"):
-        assert socket_calls_inside(on, name) <= socket_calls_inside(off, name) + 2 * RANKS
+        assert socket_calls_inside(on, name) <= socket_calls_inside(off, name) + 5 * RANKS
 
 
 def symbol_lookups(cmd: list[str], tmp_path, env: dict | None = None) -> list[str]:

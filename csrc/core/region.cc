@@ -383,7 +383,8 @@ bool region_create(const RegionSetup& s) {
   struct statfs sfs;
   if (fd >= 0 && syscall(SYS_fstatfs, fd, &sfs) == 0) {
     note_free_space(sfs);
-    shrink_first(within_free_space(first));
+    // On a small disk (under 16 MiB free) the trace file's frames need the room: 64 KiB.
+    shrink_first(within_free_space(first) < 8 * kFirstSegment ? least : first);
   }
   bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
             syscall(SYS_ftruncate, fd, long(size)) == 0 &&

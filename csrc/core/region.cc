@@ -384,7 +384,7 @@ bool region_create(const RegionSetup& s) {
   if (fd >= 0 && syscall(SYS_fstatfs, fd, &sfs) == 0) {
     note_free_space(sfs);
     // On a small disk (under 16 MiB free) the trace file's frames need the room: 64 KiB.
-    shrink_first(within_free_space(first) < 8 * kFirstSegment ? least : first);
+    shrink_first(within_free_space(16 * kFirstSegment) < 16 * kFirstSegment ? least : first);
   }
   bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
             syscall(SYS_ftruncate, fd, long(size)) == 0 &&

@@ -84,10 +84,14 @@ struct Region {
   // Blocks of the file are had chunk by chunk as they are handed out (MADV_POPULATE_WRITE,
   // Linux 5.14), so a thread that records little makes the file no bigger than what it
   // touches; without it (older kernels) segment by segment (fallocate through the path).
-  int per_chunk = -1;                             // -1: not known yet
-  bool seg_ready[live::kMaxSegments] = {};        // the segment's blocks are there already
-  uint64_t seg_populated = 0;                     // bytes of the last segment whose blocks are had
-  bool populating = false;                        // a thread is having the next blocks, unlocked
+  int per_chunk = -1;                       // -1: not known yet
+  bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
+  uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
+  bool populating = false;                  // a thread is having the next blocks, unlocked
+  // Bytes carved in the current window of kWindowNs and in the one before: how fast threads
+  // take new chunks now (ahead_step).
+  uint64_t carved_now = 0, carved_before = 0;
+  int64_t window_from = 0;
   std::atomic<uint64_t> half_free{~uint64_t(0)};  // half the free bytes of its disk, lately
   pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 } g;
@@ -292,6 +296,18 @@ void chunk_init(live::Chunk* c, int cls) {
   c->cap = uint32_t((uint64_t(1) << cls) - sizeof(live::Chunk));
 }
 
+// New chunks carved, counted in windows of 20 ms: how fast threads start recording now.
+constexpr int64_t kWindowNs = 20 * 1000000;
+void note_carved(uint64_t bytes) {
+  const int64_t t = now_ns();
+  if (t - g.window_from >= kWindowNs) {
+    g.carved_before = t - g.window_from < 2 * kWindowNs ? g.carved_now : 0;
+    g.carved_now = 0;
+    g.window_from = t;
+  }
+  g.carved_now += bytes;
+}
+
 // Carve a chunk of class `cls` from the last segment; what is left of it when the chunk does
 // not fit becomes free chunks, so nothing of the file is lost. A chunk past the blocks had so
 // far comes back with `*fresh` set: its blocks are the taker's to have, after the lock is let
@@ -299,6 +315,7 @@ void chunk_init(live::Chunk* c, int cls) {
 // machine the holder is then often preempted with a thousand threads queued behind it.
 __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
   uint64_t bytes = uint64_t(1) << cls;
+  note_carved(bytes);
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
   if (g.seg_used + bytes > seg) {
@@ -464,15 +481,18 @@ struct Ahead {
   uint32_t seg = 0, gen = 0;
 };
 
-// How far ahead of the carving the blocks are had on the program's threads: a quarter of
-// the chunks in use, from 64 KiB to 1 MiB. A few threads that record little keep a small live
-// file; a thousand threads that each take their first chunks at once (4 MiB of them) find
-// them ready, where at 64 KiB a step most of them carved past the frontier while one thread
-// was having the next step, had their own blocks, and queued on the mmap lock behind the
-// program's own thread starts (a traced pool of 1024 threads: about 250 of its 2048 chunks,
-// many waiting milliseconds).
+// How far ahead of the carving the blocks are had on the program's threads: what was carved
+// in the last 20 ms (two windows, halved), from 64 KiB to 1 MiB. A few threads that record
+// little keep a small live file; a thousand threads that each take their first chunks at once
+// find them ready, where at 64 KiB a step most of them carved past the frontier while one
+// thread was having the next step, had their own blocks, and queued on the mmap lock behind
+// the program's own thread starts (a traced pool of 1024 threads: about 250 of its 2048
+// chunks, many waiting milliseconds). Not the chunks in use (a quarter of them, before):
+// at the end of such a pool they are 4 MiB of ended threads' records, and the main thread's
+// one record after the joins had 1 MiB populated, 3.8 ms on ext4.
 uint64_t ahead_step() {
-  uint64_t q = page_up(g.in_use / 4);
+  const bool recent = now_ns() - g.window_from < 2 * kWindowNs;
+  uint64_t q = recent ? page_up((g.carved_before + g.carved_now) / 2) : 0;
   return q < (64 << 10) ? (64 << 10) : q > (1 << 20) ? (1 << 20) : q;
 }
 
@@ -587,7 +607,7 @@ void region_prepare(uint64_t bytes) {
   make_spare();
 }
 
-live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
+live::Chunk* region_take(uint32_t need, uint32_t want, int tid, bool ahead_too) {
   if (!g.h) return nullptr;
   int need_cls = class_of(sizeof(live::Chunk) + need), cls = class_of(want);
   if (cls < need_cls) cls = need_cls;
@@ -603,8 +623,8 @@ live::Chunk* region_take(uint32_t need, uint32_t want, int tid) {
   // (a fresh chunk's header is written once its blocks are had: its class is the one asked)
   const uint64_t bytes = c ? uint64_t(1) << (fresh ? cls : int(c->size_class)) : 0;
   g.in_use += bytes;
-  const uint64_t step = ahead_step();
-  Ahead ahead = c ? ahead_wanted(step, step) : Ahead{};
+  const uint64_t step = ahead_too ? ahead_step() : 0;
+  Ahead ahead = c && step ? ahead_wanted(step, step) : Ahead{};
   pthread_mutex_unlock(&g.mu);
   if (ahead.addr) populate_ahead(ahead);
   if (!c) return nullptr;

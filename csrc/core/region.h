@@ -33,8 +33,9 @@ uint32_t region_generation();  // differs for every live file this memory has ma
 
 // A chunk for at least `need` bytes of records of thread `tid`, of `want` bytes in all (its
 // header included) when it can: a thread's chunks grow as it records more. NULL: the cap is
-// reached, or no more of the file could be had (disk full).
-live::Chunk* region_take(uint32_t need, uint32_t want, int tid);
+// reached, or no more of the file could be had (disk full). `ahead`: the taker also has the
+// file's next blocks when threads are carving fast (a program's thread; not the writer).
+live::Chunk* region_take(uint32_t need, uint32_t want, int tid, bool ahead = true);
 // Back to the free lists: its records are in the trace file. Waits for no lock when `try_only`
 // (false: the lock was busy, nothing done).
 bool region_give(live::Chunk* c, bool try_only);

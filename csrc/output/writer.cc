@@ -279,7 +279,7 @@ void keep_string(const RecHeader* r) {
     uint32_t want = g_strings ? g_strings->cap + sizeof(live::Chunk) : 2 << 10;
     want = want < (32 << 10) ? 2 * want : 64 << 10;
     if (g_strings) g_strings->state.store(live::kSealed, std::memory_order_release);
-    g_strings = region_take(r->size, want, 0);
+    g_strings = region_take(r->size, want, 0, /*ahead=*/false);
     if (!g_strings) return;
     g_strings->held = kStrings;
   }
@@ -309,10 +309,12 @@ bool thread_gone(ThreadState* ts) {
 void name_thread(ThreadState* ts) {
   ts->named_gen = g_conv.generation();
   char name[64] = "";
-  char path[64];
-  snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts->tid);
-  bool known = ts->name[0] || ts->dead.load(std::memory_order_acquire);
-  long fd = known ? -1 : syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  long fd = -1;
+  if (!ts->name[0] && !ts->dead.load(std::memory_order_acquire)) {
+    char path[64];
+    snprintf(path, sizeof path, "/proc/self/task/%d/comm", ts->tid);
+    fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  }
   if (fd >= 0) {
     long n = syscall(SYS_read, fd, name, sizeof name - 1);
     syscall(SYS_close, fd);

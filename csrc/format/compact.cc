@@ -14,6 +14,7 @@ void CompactBuilder::reset() {
     c.n = 0;
   }
   if (tmp_.failed) tmp_.release();
+  if (col_[kKinds].p) start_small();  // a column released for want of memory starts again
   rows_ = 0;
   prev_tid_ = 0;
   prev_end_ = 0;
@@ -25,6 +26,11 @@ void CompactBuilder::reset() {
   if (any_known_) memset(known_, 0, sizeof known_);
   n_files_ = n_strs_ = 0;
   any_known_ = false;
+}
+
+void CompactBuilder::start_small() {
+  for (int i = 0; i < kColumns; i++)
+    if (!col_[i].p) col_[i] = Out(small_[i], sizeof small_[i]);
 }
 
 bool CompactBuilder::failed() const {
@@ -47,6 +53,7 @@ size_t CompactBuilder::bytes() const {
 
 void CompactBuilder::text(const char* s, size_t n) {
   if (!n) return;
+  if (__builtin_expect(!col_[kKinds].p, 0)) start_small();
   col_[kKinds].ch(0);
   col_[kTextLens].uvar(n);
   col_[kText].put(s, n);
@@ -112,6 +119,7 @@ void CompactBuilder::str(const Str* p) {
 }
 
 int CompactBuilder::record(const RecHeader* h, int tid, const EncodeCtx& ctx) {
+  if (__builtin_expect(!col_[kKinds].p, 0)) start_small();
   tmp_.n = 0;
   if (h->kind == R_SPAN) {
     const auto* r = reinterpret_cast<const SpanRec*>(h);

@@ -82,7 +82,10 @@ class Sink {
   int err_ = 0;
   Compression comp_ = Compression::zstd;
   int level_ = 3;
+  ZSTD_CCtx* make_cctx();
   ZSTD_CCtx* zc_ = nullptr;
+  void* zws_ = nullptr;  // zc_'s workspace when it is ours (a static context)
+  size_t zws_bytes_ = 0;
   z_stream zs_{};
   bool zs_live_ = false;
   uint32_t crc_ = 0, isize_ = 0;  // gzip: of the text in the frames that reached the file

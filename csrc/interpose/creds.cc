@@ -160,7 +160,11 @@ IOT_EXPORT int setns(int fd, int nstype) {
 IOT_EXPORT int chroot(const char* path) {
   Hold h;
   Str* root = nullptr;
-  if (held_here() && path) {
+  // A program may pass NULL (the kernel says EFAULT) where glibc's prototype says nonnull,
+  // which lets the compiler drop a plain check: the pointer is compared through an opaque copy.
+  const char* given = path;
+  __asm__("" : "+r"(given));
+  if (held_here() && given) {
     Guard g;
     root = intern_path(path);  // the new root as the old one names it
   }

@@ -370,6 +370,8 @@ bool region_create(const RegionSetup& s) {
   unmap_all();
   for (auto& f : g.free_list) f = nullptr;
   g.in_use = g.chunk_bytes = g.seg_used = 0;
+  g.carved_now = g.carved_before = 0;  // a fork child's carving starts its own count
+  g.window_from = 0;
   g.populating = false;
   g.max = s.max_bytes;
   g.gen++;

@@ -408,6 +408,25 @@ def test_many_frames_and_files(many):
                for e in preads)
 
 
+def test_names_apart_in_compact_frames(many):
+    """A reader that asks for the file names apart (the analyzer) gets each frame's FH lines as
+    numbers and paths, the same as its rendered FH lines, and the rest of its lines as before."""
+    fr = frames(Path(only_file(many["compact"])).read_bytes())
+    names, meta = [], 0
+    for _, _, c in fr:
+        b, apart = _native.decode_compact(c), _native.decode_compact(c, names_apart=True)
+        hashes, offsets, paths = apart.names
+        offs = [int.from_bytes(offsets[8 * i:8 * i + 8], "little") for i in range(len(offsets) // 8)]
+        got = [(f"{int.from_bytes(hashes[8 * i:8 * i + 8], 'little'):016x}", paths[offs[i]:offs[i + 1]].decode())
+               for i in range(len(hashes) // 8)]
+        fh = [json.loads(ln.rstrip(b",]"))["args"] for ln in render(c).splitlines() if b'"name":"FH"' in ln]
+        assert got == [(a["value"], a["name"]) for a in fh]
+        assert len(apart.meta) == len(b.meta) - len(got) and b.rows == apart.rows
+        names += got
+        meta += len(apart.meta)
+    assert len(names) == MANY_FILES + 1 and meta >= 2
+
+
 def test_compact_size(many):
     """The compact file takes < 4 B per event, and the JSON form of the same run at least 2x more."""
     cp, js = only_file(many["compact"]), only_file(many["json"])

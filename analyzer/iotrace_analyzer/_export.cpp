@@ -211,10 +211,10 @@ PYBIND11_MODULE(_export, m) {
             for (const py::handle& h : lines) {
               std::string_view path, hash;
               if (!PyBytes_Check(h.ptr()) ||
-                  !iotrace_analyzer::fh_line(std::string_view(PyBytes_AS_STRING(h.ptr()),
-                                                              size_t(PyBytes_GET_SIZE(h.ptr()))),
-                                             path, hash) ||
-                  !iotrace_analyzer::utf8(path) || !iotrace_analyzer::utf8(hash)) {
+                  !iot::fh_line(std::string_view(PyBytes_AS_STRING(h.ptr()),
+                                                 size_t(PyBytes_GET_SIZE(h.ptr()))),
+                                path, hash) ||
+                  !iot::utf8(path) || !iot::utf8(hash)) {
                 rest.append(h);
                 continue;
               }

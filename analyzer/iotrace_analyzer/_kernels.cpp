@@ -774,7 +774,7 @@ class KeyIndex {
 // A file-name line (`FH`) of a bytes object (fh_line.h).
 bool fh_line(const py::handle& h, std::string_view& path, std::string_view& hash) {
   if (!PyBytes_Check(h.ptr())) return false;
-  return iotrace_analyzer::fh_line(
+  return iot::fh_line(
       std::string_view(PyBytes_AS_STRING(h.ptr()), size_t(PyBytes_GET_SIZE(h.ptr()))), path, hash);
 }
 
@@ -806,19 +806,8 @@ py::tuple hex_values(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 
   std::vector<uint8_t> ok(size_t(n > 0 ? n : 0), 0);
   for (int64_t i = 0; i < n; i++) {
     if (!s.ok(i)) continue;
-    const std::string_view v = s.at(i);
-    if (v.size() != 16) continue;
-    uint64_t x = 0;
-    bool good = true;
-    for (char c : v) {
-      const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-      if (d < 0) {
-        good = false;
-        break;
-      }
-      x = x << 4 | uint64_t(d);
-    }
-    if (good) value[size_t(i)] = x, ok[size_t(i)] = 1;
+    uint64_t x;
+    if (iot::hex16(s.at(i), x)) value[size_t(i)] = x, ok[size_t(i)] = 1;
   }
   return py::make_tuple(give_array(std::move(value)), give_array(std::move(ok)));
 }
@@ -854,18 +843,6 @@ py::tuple name_codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 
   return py::make_tuple(give_array(std::move(code)), paths);
 }
 
-// The 64-bit number 16 lowercase hex digits write; false for any other string.
-bool hex16(std::string_view v, uint64_t& x) {
-  if (v.size() != 16) return false;
-  x = 0;
-  for (char c : v) {
-    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
-    if (d < 0) return false;
-    x = x << 4 | uint64_t(d);
-  }
-  return true;
-}
-
 std::string_view utf8_of(const py::handle& o) {
   Py_ssize_t n = 0;
   const char* p = PyUnicode_AsUTF8AndSize(o.ptr(), &n);
@@ -887,8 +864,7 @@ class Names {
     int64_t taken = 0;
     for (const py::handle& h : lines) {
       std::string_view path, hash;
-      if (!fh_line(h, path, hash) || !iotrace_analyzer::utf8(path) ||
-          !iotrace_analyzer::utf8(hash)) {
+      if (!fh_line(h, path, hash) || !iot::utf8(path) || !iot::utf8(hash)) {
         rest.append(h);
         continue;
       }
@@ -903,13 +879,44 @@ class Names {
     return py::make_tuple(rest, ipc, taken);
   }
 
+  // The file names a reader kept apart (Batch.names: the hashes' numbers, the paths' int64
+  // offsets and bytes), into this table: (the hashes of pipes and sockets among them, as
+  // `fh` gives them; how many).
+  py::tuple put_numbers(const py::buffer& hashes, const py::buffer& offsets,
+                        const py::buffer& bytes, const std::vector<std::string>& ipc_prefixes) {
+    const py::buffer_info h = hashes.request(), o = offsets.request(), b = bytes.request();
+    const size_t n = size_t(h.size * h.itemsize) / sizeof(uint64_t);
+    if (size_t(o.size * o.itemsize) != (n + 1) * sizeof(int64_t))
+      throw py::value_error("names: offsets do not match the hashes");
+    const auto* x = static_cast<const uint64_t*>(h.ptr);
+    const auto* off = static_cast<const int64_t*>(o.ptr);
+    const char* d = static_cast<const char*>(b.ptr);
+    const int64_t size = int64_t(b.size * b.itemsize);
+    std::vector<uint64_t> ipc;
+    // with the GIL: the Parquet thread looks names up meanwhile (codes, with a limit)
+    for (size_t i = 0; i < n; i++) {
+      if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > size)
+        throw py::value_error("names: an offset past the paths");
+      const std::string_view path(d + off[i], size_t(off[i + 1] - off[i]));
+      for (const std::string& pre : ipc_prefixes)
+        if (path.size() >= pre.size() && std::memcmp(path.data(), pre.data(), pre.size()) == 0) {
+          ipc.push_back(x[i]);
+          break;
+        }
+      put_number(x[i], path);
+    }
+    py::list out;
+    for (uint64_t v : ipc) out.append(str_of(hex_text(v)));
+    return py::make_tuple(out, n);
+  }
+
   void set(const py::str& hash, const py::str& path) { put(utf8_of(hash), utf8_of(path)); }
 
   py::object get(const py::object& hash) const {
     if (!PyUnicode_Check(hash.ptr())) return py::none();
     const std::string_view h = utf8_of(hash);
     uint64_t x;
-    if (hex16(h, x)) {
+    if (iot::hex16(h, x)) {
       const int64_t k = index_.find(x, 0);
       return k < 0 ? py::none() : str_of(path(size_t(k)));
     }
@@ -1031,12 +1038,16 @@ class Names {
 
   void put(std::string_view hash, std::string_view p) {
     uint64_t x;
-    if (!hex16(hash, x)) {
+    if (!iot::hex16(hash, x)) {
       if (PyDict_SetItem(other_.ptr(), str_of(hash).ptr(), str_of(p).ptr()))
         throw py::error_already_set();
       other_empty_ = false;
       return;
     }
+    put_number(x, p);
+  }
+
+  void put_number(uint64_t x, std::string_view p) {
     const auto k = index_.add(x, 0);
     if (k.second) at_.push_back(0), len_.push_back(0);
     if (!k.second && path(k.first) == p) return;
@@ -1044,9 +1055,16 @@ class Names {
     arena_.append(p);
   }
 
+  static std::string hex_text(uint64_t v) {
+    static const char digits[] = "0123456789abcdef";
+    std::string t(16, '0');
+    for (int k = 15; k >= 0; k--, v >>= 4) t[size_t(k)] = digits[v & 15];
+    return t;
+  }
+
   bool find(std::string_view hash, std::string_view& p, int64_t limit = -1) const {
     uint64_t x;
-    if (hex16(hash, x)) {
+    if (iot::hex16(hash, x)) {
       const int64_t k = index_.find(x, 0);
       if (k < 0 || (limit >= 0 && k >= limit)) return false;
       p = path(size_t(k));
@@ -1590,6 +1608,8 @@ PYBIND11_MODULE(_kernels, m) {
                     "one trace file's names, fhash -> path (inputs/read.py: FileReader)")
       .def(py::init<>())
       .def("fh", &Names::fh, py::arg("lines"), py::arg("ipc_prefixes"))
+      .def("put_numbers", &Names::put_numbers, py::arg("hashes"), py::arg("offsets"),
+           py::arg("bytes"), py::arg("ipc_prefixes"))
       .def("set", &Names::set, py::arg("hash"), py::arg("path"))
       .def("get", &Names::get, py::arg("hash"))
       .def("__contains__", &Names::contains)

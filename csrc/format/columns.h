@@ -108,6 +108,13 @@ struct EventColumns {
 
   std::string meta;  // metadata lines, each followed by '\n'
   size_t meta_lines = 0;
+  // File-name lines (FH) as the tracer writes them (fh_line.h), kept out of `meta` when a
+  // reader asks (names_apart): the hash (16 hex digits) as its number, the paths back to back.
+  // A job that reads a million files has a million of them: no JSON scan, no line each.
+  bool names_apart = false;
+  std::vector<uint64_t> name_hash;
+  std::vector<int64_t> name_offs{0};  // path i is name_bytes[name_offs[i], name_offs[i + 1])
+  std::string name_bytes;
   int64_t bad_lines = 0;
   std::vector<std::string> bad_examples;  // the first 3, cut at 200 bytes
   bool damaged = false;                   // a compact block that could not be read to its end

@@ -1,5 +1,6 @@
 #include "json_scan.h"
 
+#include "fh_line.h"
 #include "json_text.h"
 
 #include <stdint.h>
@@ -300,6 +301,19 @@ void scan_line(std::string_view line, EventColumns& cols) {
   cols.rows++;
 }
 
+// A file-name line as the tracer writes it, into the names kept apart; false for any other
+// line (and for a hash that is not 16 hex digits, or a path that is not UTF-8: left to
+// scan_line, then to the reader's JSON parser, as before).
+bool take_name(std::string_view line, EventColumns& cols) {
+  std::string_view path, hash;
+  uint64_t x;
+  if (!fh_line(line, path, hash) || !hex16(hash, x) || !utf8(path)) return false;
+  cols.name_hash.push_back(x);
+  cols.name_bytes.append(path.data(), path.size());
+  cols.name_offs.push_back(int64_t(cols.name_bytes.size()));
+  return true;
+}
+
 }  // namespace
 
 void scan_lines(const char* p, size_t n, EventColumns& cols) {
@@ -317,7 +331,8 @@ void scan_lines(const char* p, size_t n, EventColumns& cols) {
     }
     if (e > s && *s == '[') s++;  // "[" alone, or "[{...}" when the first event shares it
     if (e == s) continue;
-    scan_line(std::string_view(s, size_t(e - s)), cols);
+    const std::string_view line(s, size_t(e - s));
+    if (!cols.names_apart || !take_name(line, cols)) scan_line(line, cols);
   }
 }
 

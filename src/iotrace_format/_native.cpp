@@ -82,6 +82,22 @@ PYBIND11_MODULE(_native, m) {
                                }
                                return out;
                              })
+      .def_property_readonly("names",
+                             [](const Batch& b) -> py::object {
+                               // the file-name lines kept apart (names_apart): (hashes as uint64,
+                               // the paths' int64 offsets, the paths' bytes), each as bytes; None
+                               // when they were not asked for
+                               const iot::EventColumns& c = b.cols;
+                               if (!c.names_apart) return py::none();
+                               auto raw = [](const void* p, size_t n) {
+                                 return py::bytes(static_cast<const char*>(p), n);
+                               };
+                               return py::make_tuple(
+                                   raw(c.name_hash.data(), c.name_hash.size() * sizeof(uint64_t)),
+                                   raw(c.name_offs.data(), c.name_offs.size() * sizeof(int64_t)),
+                                   raw(c.name_bytes.data(), c.name_bytes.size()));
+                             })
+      .def_property_readonly("name_count", [](const Batch& b) { return b.cols.name_hash.size(); })
       .def_property_readonly("bad_lines", [](const Batch& b) { return b.cols.bad_lines; })
       .def_property_readonly("bad_examples",
                              [](const Batch& b) {
@@ -131,9 +147,10 @@ PYBIND11_MODULE(_native, m) {
       "frame");
   m.def(
       "decode_compact",
-      [](py::buffer data) {
+      [](py::buffer data, bool names_apart) {
         py::buffer_info info = bytes_of(data);
         auto b = std::make_unique<Batch>();
+        b->cols.names_apart = names_apart;
         {
           py::gil_scoped_release nogil;
           iot::decode_compact(static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize),
@@ -141,12 +158,15 @@ PYBIND11_MODULE(_native, m) {
         }
         return b;
       },
-      "One compact frame's content -> Batch (damaged: read up to the damage)");
+      py::arg("data"), py::arg("names_apart") = false,
+      "One compact frame's content -> Batch (damaged: read up to the damage); names_apart: the "
+      "file-name lines as the tracer writes them in Batch.names, not in Batch.meta");
   m.def(
       "scan_json",
-      [](py::buffer data) {
+      [](py::buffer data, bool names_apart) {
         py::buffer_info info = bytes_of(data);
         auto b = std::make_unique<Batch>();
+        b->cols.names_apart = names_apart;
         {
           py::gil_scoped_release nogil;
           iot::scan_lines(static_cast<const char*>(info.ptr), size_t(info.size * info.itemsize),
@@ -154,7 +174,8 @@ PYBIND11_MODULE(_native, m) {
         }
         return b;
       },
-      "JSON event lines (whole lines) -> Batch");
+      py::arg("data"), py::arg("names_apart") = false,
+      "JSON event lines (whole lines) -> Batch (names_apart: as decode_compact's)");
   m.def(
       "live_inspect",
       [](const std::string& path) {

@@ -493,9 +493,10 @@ SCAN_BYTES = 16 << 20  # JSON text scanned at a time into one batch
 class _TextScan:
     """JSON text gathered and scanned into one batch each SCAN_BYTES."""
 
-    def __init__(self) -> None:
+    def __init__(self, names_apart: bool = False) -> None:
         self.text: list[bytes] = []
         self.size = 0
+        self.names_apart = names_apart
 
     def add(self, block: bytes):
         """The batch of the text so far once it is SCAN_BYTES, else None."""
@@ -507,13 +508,13 @@ class _TextScan:
         """The batch of the text so far (None when there is none)."""
         if not self.text:
             return None
-        batch = _native.scan_json(b"".join(self.text))
+        batch = _native.scan_json(b"".join(self.text), self.names_apart)
         self.text, self.size = [], 0
         return batch
 
 
-def _text_batches(blocks: Iterator[bytes]) -> Iterator:
-    scan = _TextScan()
+def _text_batches(blocks: Iterator[bytes], names_apart: bool = False) -> Iterator:
+    scan = _TextScan(names_apart)
     for block in blocks:
         if (batch := scan.add(block)) is not None:
             yield batch
@@ -526,10 +527,10 @@ def batches_of_text(text: bytes) -> Iterator:
     return _text_batches(iter([text]))
 
 
-def _zstd_batches(path, buf, start, end, damage) -> Iterator:
+def _zstd_batches(path, buf, start, end, damage, names_apart: bool = False) -> Iterator:
     """A compact frame decoded straight to columns; runs of JSON-form frames scanned."""
     tail = b""
-    scan = _TextScan()
+    scan = _TextScan(names_apart)
     for out, status, pos in _zstd_contents(path, buf, start, end, damage):
         if status == "gap":
             tail = b""
@@ -537,10 +538,10 @@ def _zstd_batches(path, buf, start, end, damage) -> Iterator:
         if out[:4] == COMPACT_MAGIC:
             if (text := scan.flush()) is not None:
                 yield text
-            batch = _native.decode_compact(out)
+            batch = _native.decode_compact(out, names_apart)
             if batch.damaged and status == "ok":
-                _note(damage, path, pos, "corrupt-frame",
-                      f"compact frame damaged; {batch.rows + len(batch.meta)} lines decoded before it")
+                lines = batch.rows + len(batch.meta) + batch.name_count
+                _note(damage, path, pos, "corrupt-frame", f"compact frame damaged; {lines} lines decoded before it")
             yield batch
             continue
         whole, tail = _whole_lines(tail, out)
@@ -554,20 +555,21 @@ def _zstd_batches(path, buf, start, end, damage) -> Iterator:
         yield text
 
 
-def iter_batches(path: str, damage: list | None = None) -> Iterator:
+def iter_batches(path: str, damage: list | None = None, names_apart: bool = False) -> Iterator:
     """The events of a file as column batches (`_native.Batch`: rows, meta lines, bad lines;
     `pyarrow.record_batch(batch)` gives the columns). Memory stays at about one frame, or 16 MB
-    of text."""
+    of text. `names_apart`: the file-name lines as the tracer writes them come in
+    `Batch.names` (hashes, offsets and bytes of their paths), not among the meta lines."""
     size = os.path.getsize(path)
     if size == 0:
         _note(damage, path, 0, "empty-file", "the file is empty")
         return
     if detect_codec(path) != "zstd":
-        yield from _text_batches(iter_blocks(path, damage))
+        yield from _text_batches(iter_blocks(path, damage), names_apart)
         return
     buf = _open_map(path)
     try:
-        yield from _zstd_batches(path, buf, 0, size, damage)
+        yield from _zstd_batches(path, buf, 0, size, damage, names_apart)
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()

@@ -2,6 +2,8 @@
 
 import os
 
+import numpy as np
+import pyarrow as pa
 import pytest
 from conftest import end, fh, io, process, write_trace
 from iotrace_format.reader import (
@@ -175,3 +177,35 @@ def test_pages_read_are_let_go(tmp_path, monkeypatch):
         most = max(most, _mapped_kib(path))
     assert seen == kept
     assert 0 < most < 512  # KiB resident at any time, of a file of more than 1 MiB
+
+
+def test_names_apart_are_the_fh_lines_the_tracer_writes(tmp_path):
+    """names_apart: the FH lines as the tracer writes them come as numbers and paths
+    (Batch.names), in their order; every other line, an FH line with an escape or a hash that
+    is not 16 hex digits included, stays among the meta lines, and the events are the same."""
+    import orjson
+    from conftest import fhex
+    from iotrace_format import _native
+    from iotrace_format.reader import iter_batches
+
+    odd = '{"ph":"M","name":"FH","pid":7,"tid":7,"args":{"name":"/x","value":"not-hex"}}'
+    lines = [process(7), fh("/data/a", 7), fh('/data/q"uote', 7), odd, fh("pipe:[12]", 7),
+             io("read", 7, 1000, 10, path="/data/a", fd=3, size=4, offset=0, ret=4), fh("/data/b", 7)]
+    text = "".join(ln + "\n" for ln in lines).encode()
+    whole, apart = _native.scan_json(text), _native.scan_json(text, names_apart=True)
+    assert whole.names is None and whole.name_count == 0
+    hashes, offsets, paths = apart.names
+    values = np.frombuffer(hashes, np.uint64)
+    offs = np.frombuffer(offsets, np.int64)
+    got = [(f"{int(v):016x}", paths[offs[i]:offs[i + 1]].decode()) for i, v in enumerate(values)]
+    assert got == [(fhex(p), p) for p in ("/data/a", "pipe:[12]", "/data/b")]
+    assert apart.name_count == 3
+    assert [orjson.loads(m)["args"]["name"] for m in apart.meta if b'"FH"' in m] == ['/data/q"uote', "/x"]
+    assert len(apart.meta) == len(whole.meta) - 3
+    assert pa.record_batch(apart).equals(pa.record_batch(whole))
+    # a file: the same through iter_batches (the JSON form here; the compact form's text rows
+    # go through the same scanner: tests/test_compact.py)
+    p = write_trace(tmp_path / "t.pfw.zst", lines)
+    batches = list(iter_batches(p, [], names_apart=True))
+    assert sum(b.name_count for b in batches) == 3
+    assert sum(len(b.meta) for b in batches) == sum(len(b.meta) for b in iter_batches(p, [])) - 3

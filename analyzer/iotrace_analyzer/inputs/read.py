@@ -181,6 +181,11 @@ class FileReader:
             self.known_clocks = None
 
     def batch(self, b) -> pa.RecordBatch:
+        names = getattr(b, "names", None)  # the FH lines a reader kept apart (TraceFile)
+        if names is not None:
+            ipc, taken = self.names.put_numbers(*names, list(file_class.IPC_PREFIXES))
+            self.meta_events += taken
+            self.ipc.update(ipc)
         self.meta(b.meta)
         r = self.result
         r.bad_lines += b.bad_lines

@@ -27,4 +27,5 @@ class TraceFile:
         return estimate(self.path, self.size)
 
     def batches(self, damage: list) -> Iterator:
-        return iter_batches(self.path, damage)
+        # file names apart (Batch.names): a million FH lines without a line object each
+        return iter_batches(self.path, damage, names_apart=True)

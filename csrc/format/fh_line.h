@@ -2,15 +2,17 @@
 // writes them: {"ph":"M","name":"FH","pid":N,"tid":N,"args":{"name":"PATH","value":"HASH"}}
 // with PATH and HASH free of escapes and control characters (then the JSON text is the value).
 // A job that reads a million files has a million of them. Any other line (another layout, an
-// escape) is left to the caller's JSON parser. Shared by _kernels.cpp (the analyzer's names)
-// and _export.cpp (iotrace export's).
+// escape) is left to the caller's JSON parser. Shared by the format's line scanner
+// (json_scan.cc: a reader may ask for the names apart from the other metadata lines), the
+// analyzer's names (_kernels.cpp) and iotrace export's (_export.cpp).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <string_view>
 
-namespace iotrace_analyzer {
+namespace iot {
 
 // A JSON string's body at p (after its opening quote) up to its closing quote, when it holds
 // no escape and no control character; else nullptr.
@@ -58,6 +60,19 @@ inline bool fh_line(std::string_view line, std::string_view& path, std::string_v
   return true;
 }
 
+// The 64-bit number 16 lowercase hex digits write (the tracer's file hashes); false for any
+// other string.
+inline bool hex16(std::string_view v, uint64_t& x) {
+  if (v.size() != 16) return false;
+  x = 0;
+  for (char c : v) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return false;
+    x = x << 4 | uint64_t(d);
+  }
+  return true;
+}
+
 // Whether bytes are UTF-8 as a strict decoder (Python's, orjson) takes them: no overlong
 // form, no surrogate, nothing past U+10FFFF.
 inline bool utf8(std::string_view v) {
@@ -92,4 +107,4 @@ inline bool utf8(std::string_view v) {
   return true;
 }
 
-}  // namespace iotrace_analyzer
+}  // namespace iot

@@ -455,9 +455,58 @@ def test_streamed_file_takes_clocks_found_before_its_events(tmp_path, monkeypatc
     monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0)  # streamed
     monkeypatch.setattr(reader, "PLAIN_BLOCK", 1)  # a line a block,
     monkeypatch.setattr(reader, "SCAN_BYTES", 1)  # a block a batch
+    passes = []
+    monkeypatch.setattr(read, "clock_records", lambda path: passes.append(path) or clock_records(path))
     model = analyze([str(tmp_path)], Options(engine="local", workers=1))
     starts = sorted(model.mpi_calls.column("ts").to_pylist())
     assert starts == [base + s * 3 // 2, base + 3 * s - MS // 2, base + 5 * s - MS]
+    # the measurements were met after the first events: the file was read again, clocks first
+    assert len(passes) == 1
+    assert model.summary["job"]["events"] == 3 and model.summary["processes"][0]["events"] == 3
+
+
+def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
+    """A streamed file with no measured clock (no MPI, no torch.distributed: most files) is
+    not read ahead for one; with a measurement before its first event it is read ahead then,
+    and nothing is read twice. Its figures and Parquet rows are those of the same file read
+    whole (its clocks all known before it is summarized)."""
+    import iotrace_format.reader as reader
+    import pyarrow.parquet as pq
+    from iotrace_analyzer.inputs import read
+    from iotrace_analyzer.pipeline import Options, analyze
+
+    base, s = 10**18, 10**9
+    head = {"version": 6, "hostname": "h", "pid": 7, "ppid": 1, "exe": "/bin/x", "cmdline": ["x"],
+            "wall_ns": base + s, "mono_ns": s, "role": "main", "ranks": {}}
+    clock = {"ph": "M", "name": "iotrace_clock", "pid": 7, "tid": 7,
+             "args": {"at": "MPI_Init", "mono_ns": s, "offset_ns": -MS, "rtt_ns": 1000}}
+    reads = [{"ph": "X", "name": "read", "cat": "posix", "pid": 7, "tid": 7, "ts": 2e6 + 10 * i, "dur": 2.0,
+              "args": {"fd": 3, "size": 100, "ret": 100}} for i in range(50)]
+    monkeypatch.setattr(reader, "PLAIN_BLOCK", 1)
+    monkeypatch.setattr(reader, "SCAN_BYTES", 1)
+    passes = []
+    monkeypatch.setattr(read, "clock_records", lambda path: passes.append(path) or clock_records(path))
+    for clocks, want in (([], 0), ([clock], 1)):
+        lines = [{"ph": "M", "name": "iotrace_process", "pid": 7, "tid": 7, "args": head}, *clocks, *reads]
+        d = tmp_path / f"c{len(clocks)}"
+        d.mkdir()
+        (d / "x-h-7.pfw").write_text("[\n" + "".join(json.dumps(x, separators=(",", ":")) + ",\n"
+                                                    for x in lines)[:-2] + "]\n")
+        got = {}
+        for streamed in (True, False):
+            passes.clear()
+            monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0 if streamed else 1 << 15)
+            out = tmp_path / f"o{len(clocks)}{streamed}"
+            job = analyze([str(d)], Options(engine="local", workers=1, out_dir=str(out)))
+            if streamed:
+                assert len(passes) == want
+            events = pq.read_table(out / "events").sort_by("ts_ns")
+            got[streamed] = (job.summary["job"], job.summary["processes"], events.column("ts_ns").to_pylist())
+        assert got[True] == got[False]
+        assert got[True][0]["events"] == 50 and got[True][1][0]["bytes_read"] == 5000
+        assert len(got[True][2]) == 50
+        assert got[True][2][0] == 2 * s  # (Parquet keeps the process's own clock)
+        assert got[True][0]["start_ns"] == base + 2 * s - (MS if clocks else 0)
 
 
 # --- under load -----------------------------------------------------------------------------

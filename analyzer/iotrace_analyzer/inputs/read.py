@@ -14,6 +14,7 @@ the task between batches.
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -347,16 +348,29 @@ def process_files(sources: list, index: int, out_dir: str | None,
                 out.put(t, r.host, r.names)
         group, group_rows = [], 0
 
-    try:
+    def read_all(clocks_when_met: bool) -> None:
+        nonlocal group_rows
         for k, source in enumerate(sources):
             fr = FileReader(source.path, key=hash((source.path, index, k)))
             readers.append(fr)
             streamed = source.estimated_events() >= SMALL_FILE_EVENTS
+            # A streamed file's blocks are shifted onto the job clock as they go by, so its
+            # clock's measurements (iotrace_clock: MPI and torch.distributed processes) are read
+            # first, in a pass over the file of their own. Most files have none: that pass is
+            # made only once one is met (clocks_when_met), before the first event or by
+            # starting the file again (_ClocksLate).
             if streamed and isinstance(source, TraceFile):
-                fr.find_clocks()
+                if clocks_when_met:
+                    fr.known_clocks = []
+                else:
+                    fr.find_clocks()
             small: list = []
             for b in source.batches(fr.result.damage):
                 rb = fr.batch(b)
+                if fr.clocks and fr.known_clocks == [] and clocks_when_met:
+                    if fr.result.events:
+                        raise _ClocksLate
+                    fr.find_clocks()
                 if rb.num_rows == 0:
                     continue
                 if streamed:
@@ -374,6 +388,16 @@ def process_files(sources: list, index: int, out_dir: str | None,
                 if group_rows >= SEGMENT_ROWS:
                     flush_group()
         flush_group()
+
+    try:
+        try:  # a file alone in its task starts again when its clock is met late
+            read_all(clocks_when_met=len(sources) == 1)
+        except _ClocksLate:
+            for path in out.close():
+                os.remove(path)
+            P, out = summary.Partial(), ParquetOut(out_dir, index, threaded=parquet_thread)
+            readers.clear()
+            read_all(clocks_when_met=False)
     finally:
         parts = out.close()
     files = []
@@ -388,8 +412,8 @@ def process_files(sources: list, index: int, out_dir: str | None,
     return TaskResult(P.finalize(), files, parts)
 
 
-def _process_task(args: tuple) -> TaskResult:
-    return process_files(*args)
+class _ClocksLate(Exception):
+    """A streamed file's clock measurement met after some of its events were summarized."""
 
 
 def process_task(args: tuple) -> TaskResult:

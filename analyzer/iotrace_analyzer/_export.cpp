@@ -226,6 +226,36 @@ PYBIND11_MODULE(_export, m) {
           py::arg("lines"),
           "The FH lines among metadata lines, read as the tracer writes them (fh_line.h), as "
           "add_names; returns (the other lines, the lines taken)")
+      .def(
+          "add_names_apart",
+          [](iotx::PartWriter& w, const py::bytes& hashes, const py::bytes& offsets,
+             const py::bytes& paths) {
+            // the hashes' 16 hex digits (the writer's keys) made for the call
+            const std::string_view h(hashes), o(offsets), d(paths);
+            const size_t n = h.size() / sizeof(uint64_t);
+            if (o.size() != (n + 1) * sizeof(int64_t))
+              throw py::value_error("names: offsets do not match the hashes");
+            std::string hex(16 * n, '0');
+            std::vector<std::pair<std::string_view, std::string_view>> pairs;
+            pairs.reserve(n);
+            static const char digits[] = "0123456789abcdef";
+            for (size_t i = 0; i < n; i++) {
+              uint64_t x;
+              int64_t a, b;
+              std::memcpy(&x, h.data() + 8 * i, 8);
+              std::memcpy(&a, o.data() + 8 * i, 8);
+              std::memcpy(&b, o.data() + 8 * (i + 1), 8);
+              if (a < 0 || a > b || size_t(b) > d.size())
+                throw py::value_error("names: an offset past the paths");
+              for (int k = 15; k >= 0; k--, x >>= 4) hex[16 * i + size_t(k)] = digits[x & 15];
+              pairs.emplace_back(std::string_view(hex.data() + 16 * i, 16),
+                                 d.substr(size_t(a), size_t(b - a)));
+            }
+            w.add_names(pairs.data(), pairs.size());
+          },
+          py::arg("hashes"), py::arg("offsets"), py::arg("paths"),
+          "The file names a reader kept apart (Batch.names: hashes as uint64, the paths' "
+          "offsets and bytes), as add_names")
       .def("encode", &encode, py::arg("columns"), py::arg("rows"), py::arg("flow_rows"),
            py::arg("flow_ids"),
            "Write these rows (increasing) of the batch; the slices at flow_rows start the flows "

@@ -474,8 +474,10 @@ def export_file(job: FileJob, fd: int, fnames: dict[str, str],
     budget = _Budget(job, writer, res) if job.plan is not None else None
     meta.budget = budget
     try:
-        batches = r.iter_batches(job.file.path, damage)
+        batches = r.iter_batches(job.file.path, damage, names_apart=True)
         for batch in _read_ahead(batches) if threads else batches:
+            if getattr(batch, "names", None) is not None:  # the FH lines as the tracer writes them
+                writer.add_names_apart(*batch.names)
             meta.read(batch.meta)
             res.bad_lines += batch.bad_lines
             if not batch.rows:

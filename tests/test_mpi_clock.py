@@ -486,9 +486,12 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
     monkeypatch.setattr(reader, "SCAN_BYTES", 1)
     passes = []
     monkeypatch.setattr(read, "clock_records", lambda path: passes.append(path) or clock_records(path))
-    for clocks, want in (([], 0), ([clock], 1)):
-        lines = [{"ph": "M", "name": "iotrace_process", "pid": 7, "tid": 7, "args": head}, *clocks, *reads]
-        d = tmp_path / f"c{len(clocks)}"
+    # no clock; one before the events (read ahead then); one after ten of them (the file
+    # read again, its Parquet part made anew)
+    for where, clocks, want in ((0, [], 0), (0, [clock], 1), (10, [clock], 1)):
+        lines = [{"ph": "M", "name": "iotrace_process", "pid": 7, "tid": 7, "args": head},
+                 *reads[:where], *clocks, *reads[where:]]
+        d = tmp_path / f"c{len(clocks)}-{where}"
         d.mkdir()
         (d / "x-h-7.pfw").write_text("[\n" + "".join(json.dumps(x, separators=(",", ":")) + ",\n"
                                                     for x in lines)[:-2] + "]\n")
@@ -496,10 +499,11 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
         for streamed in (True, False):
             passes.clear()
             monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0 if streamed else 1 << 15)
-            out = tmp_path / f"o{len(clocks)}{streamed}"
+            out = tmp_path / f"o{len(clocks)}-{where}{streamed}"
             job = analyze([str(d)], Options(engine="local", workers=1, out_dir=str(out)))
             if streamed:
                 assert len(passes) == want
+            assert len(os.listdir(out / "events")) == 1  # one part, each event in it once (below)
             events = pq.read_table(out / "events").sort_by("ts_ns")
             got[streamed] = (job.summary["job"], job.summary["processes"], events.column("ts_ns").to_pylist())
         assert got[True] == got[False]

@@ -238,7 +238,6 @@ PYBIND11_MODULE(_export, m) {
             std::string hex(16 * n, '0');
             std::vector<std::pair<std::string_view, std::string_view>> pairs;
             pairs.reserve(n);
-            static const char digits[] = "0123456789abcdef";
             for (size_t i = 0; i < n; i++) {
               uint64_t x;
               int64_t a, b;
@@ -247,7 +246,7 @@ PYBIND11_MODULE(_export, m) {
               std::memcpy(&b, o.data() + 8 * (i + 1), 8);
               if (a < 0 || a > b || size_t(b) > d.size())
                 throw py::value_error("names: an offset past the paths");
-              for (int k = 15; k >= 0; k--, x >>= 4) hex[16 * i + size_t(k)] = digits[x & 15];
+              iot::hex16_text(x, &hex[16 * i]);
               pairs.emplace_back(std::string_view(hex.data() + 16 * i, 16),
                                  d.substr(size_t(a), size_t(b - a)));
             }

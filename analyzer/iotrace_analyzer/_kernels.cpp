@@ -906,7 +906,11 @@ class Names {
       put_number(x[i], path);
     }
     py::list out;
-    for (uint64_t v : ipc) out.append(str_of(hex_text(v)));
+    char text[16];
+    for (uint64_t v : ipc) {
+      iot::hex16_text(v, text);
+      out.append(str_of(std::string_view(text, 16)));
+    }
     return py::make_tuple(out, n);
   }
 
@@ -1055,13 +1059,6 @@ class Names {
     arena_.append(p);
   }
 
-  static std::string hex_text(uint64_t v) {
-    static const char digits[] = "0123456789abcdef";
-    std::string t(16, '0');
-    for (int k = 15; k >= 0; k--, v >>= 4) t[size_t(k)] = digits[v & 15];
-    return t;
-  }
-
   bool find(std::string_view hash, std::string_view& p, int64_t limit = -1) const {
     uint64_t x;
     if (iot::hex16(hash, x)) {
@@ -1087,11 +1084,9 @@ py::array_t<uint8_t> hex_strings(
     py::array_t<uint64_t, py::array::c_style | py::array::forcecast> values) {
   const int64_t n = values.shape(0);
   py::array_t<uint8_t> out(n * 16);
-  uint8_t* o = out.mutable_data();
+  char* o = reinterpret_cast<char*>(out.mutable_data());
   const uint64_t* v = values.data();
-  static const char digits[] = "0123456789abcdef";
-  for (int64_t i = 0; i < n; i++)
-    for (int k = 0; k < 16; k++) o[i * 16 + k] = uint8_t(digits[(v[i] >> (4 * (15 - k))) & 15]);
+  for (int64_t i = 0; i < n; i++) iot::hex16_text(v[i], o + i * 16);
   return out;
 }
 

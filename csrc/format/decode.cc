@@ -3,6 +3,7 @@
 #include <unordered_map>
 
 #include "compact_walk.h"
+#include "fh_line.h"
 #include "json_scan.h"
 
 namespace iot {
@@ -50,10 +51,8 @@ struct ColumnRows {
     std::unordered_map<uint64_t, int32_t>& codes = hash_code[k];
     auto it = codes.find(h);
     if (it == codes.end()) {  // 16 hex digits, as the JSON form writes the hash
-      static const char kHex[] = "0123456789abcdef";
       char text[16];
-      uint64_t x = h;
-      for (int i = 15; i >= 0; i--, x >>= 4) text[i] = kHex[x & 15];
+      hex16_text(h, text);
       it = codes.emplace(h, col.code(std::string_view(text, 16))).first;
     }
     last_hash[k] = h;

@@ -73,6 +73,12 @@ inline bool hex16(std::string_view v, uint64_t& x) {
   return true;
 }
 
+// The 16 lowercase hex digits of a number (hex16's inverse: how the tracer writes a file hash).
+inline void hex16_text(uint64_t x, char* out) {
+  static const char digits[] = "0123456789abcdef";
+  for (int k = 15; k >= 0; k--, x >>= 4) out[k] = digits[x & 15];
+}
+
 // Whether bytes are UTF-8 as a strict decoder (Python's, orjson) takes them: no overlong
 // form, no surrogate, nothing past U+10FFFF.
 inline bool utf8(std::string_view v) {

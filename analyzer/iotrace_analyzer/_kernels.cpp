@@ -933,11 +933,13 @@ class Names {
   bool other_empty() const { return other_empty_; }
   size_t size() const { return index_.size() + py::len(other_); }
 
-  // parquet.resolve_names' lookup of a dictionary of hashes: per value its path's code among
-  // the distinct paths (-1: none, or null), and those paths in order of first use.
-  // The paths come as the offsets and bytes of an Arrow string array. `limit` >= 0: the names
-  // as they were when the table had that many hex hashes (a later one is not seen); then the
-  // GIL is kept (another thread reads while the reader thread may add).
+  // parquet.resolve_names' lookup of a dictionary of hashes: per value its path's code (-1:
+  // none, or null) and the paths found, in the dictionary's order (one per value found: a
+  // dictionary's hashes are distinct, and Arrow and Parquet take a path twice if two hashes
+  // name it; no hashing of paths). The paths come as the offsets and bytes of an Arrow string
+  // array. `limit` >= 0: the names as they were when the table had that many hex hashes (a
+  // later one is not seen); then the GIL is kept (another thread reads while the reader
+  // thread may add).
   py::tuple codes(I64 off, py::array_t<uint8_t, py::array::c_style> data, U8 valid,
                   int64_t limit) const {
     const Strings s{off, data, valid};
@@ -946,15 +948,13 @@ class Names {
     std::vector<int64_t> offsets{0};
     std::vector<uint8_t> bytes;
     auto run = [&] {
-      std::unordered_map<std::string_view, int32_t> uniq;
+      offsets.reserve(size_t(n) + 1);
       for (int64_t i = 0; i < n; i++) {
-        if (!s.ok(i)) continue;
         std::string_view p;
-        if (!find(s.at(i), p, limit)) continue;
-        auto it = uniq.emplace(p, int32_t(uniq.size()));
-        if (it.second)
-          bytes.insert(bytes.end(), p.begin(), p.end()), offsets.push_back(int64_t(bytes.size()));
-        code[size_t(i)] = it.first->second;
+        if (!s.ok(i) || !find(s.at(i), p, limit)) continue;
+        code[size_t(i)] = int32_t(offsets.size() - 1);
+        bytes.insert(bytes.end(), p.begin(), p.end());
+        offsets.push_back(int64_t(bytes.size()));
       }
     };
     if (other_empty_ &&

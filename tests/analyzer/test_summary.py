@@ -391,3 +391,39 @@ def test_a_big_process_is_written_in_parts_of_its_time(tmp_path, monkeypatch, th
     spans = [(min(t.column("ts_ns").to_pylist()), max(t.column("ts_ns").to_pylist())) for t in parts]
     assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
     assert sum(t.num_rows for t in parts) == ds.dataset(str(tmp_path / "out" / "events")).count_rows() == 40
+
+
+@pytest.mark.parametrize("threaded", [True, False])
+def test_file_names_of_a_trace_table_and_row_groups(tmp_path, monkeypatch, threaded):
+    """The events' fname is their fhash's path in the trace's names table (_kernels.Names, as a
+    streamed file is read): every row of a named hash its path, a hash without a name null; a
+    block whose hashes all have names takes their codes as they are. Rows gathered past the
+    row-group size go in one row group while under twice that (not one full and a stub)."""
+    import pyarrow.compute as pc
+    from iotrace_analyzer import _kernels
+    from iotrace_analyzer.outputs import parquet
+    from iotrace_format.reader import iter_batches
+
+    p = 500
+    paths = [f"/data/n{i}" for i in range(4)]
+    events = [process(p)] + [fh(x, p) for x in paths] + [
+        io("read", p, (1000 + 10 * i) * US, 2 * US, path=paths[i % 4], fd=3, size=8, offset=8 * i, ret=8)
+        for i in range(12)]
+    write_trace(tmp_path / "n-node1-500.pfw.zst", events)
+    names = _kernels.Names()
+    for x in paths[:3]:  # /data/n3 has no name
+        names.set(fhex(x), x)
+    monkeypatch.setattr(parquet, "PARQUET_ROWS", 4)
+    out = parquet.ParquetOut(str(tmp_path / "out"), 0, threaded=threaded)
+    rb = pa.record_batch(next(iter(iter_batches(str(tmp_path / "n-node1-500.pfw.zst")))))
+    rb = rb.filter(pc.equal(rb.column("name"), "read"))
+    out.put(rb.slice(0, 3), "node1", names)  # hashes of n0, n1, n2: all named
+    out.put(rb.slice(3, 3), "node1", names)  # n3 (unnamed), n0, n1: 6 rows, one row group
+    out.put(rb.slice(6, 6), "node1", names)
+    (part,) = out.close()
+    rows = pq.read_table(part).to_pylist()
+    assert [(r["offset"], r["fname"]) for r in rows] == [
+        (8 * i, None if i % 4 == 3 else paths[i % 4]) for i in range(12)]
+    assert [r["fhash"] for r in rows] == [fhex(paths[i % 4]) for i in range(12)]
+    md = pq.ParquetFile(part).metadata
+    assert [md.row_group(g).num_rows for g in range(md.num_row_groups)] == [6, 6]

@@ -58,7 +58,7 @@ def _as_dict(col) -> pa.DictionaryArray:
 
 def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
     """File names for a dictionary column of hashes: looked up once per distinct hash, and
-    the rows given their name's code through the hash's (no hashing of rows)."""
+    the rows given their name's code through the hash's (no hashing of rows or paths)."""
     from .. import keys
 
     d = _as_dict(hashes)
@@ -66,6 +66,8 @@ def resolve_names(hashes, names: dict) -> pa.DictionaryArray:
         return pa.nulls(len(d), _DICT)
     if isinstance(names, (_kernels.Names, Snapshot)):
         remap, off, data = names.codes(*keys.buffers(d.dictionary))
+        if len(off) - 1 == len(remap):  # every hash named: the path of value i is the i-th
+            return pa.DictionaryArray.from_arrays(d.indices, keys.strings(off, data))
         remap = pa.array(remap, mask=remap < 0)
         return pa.DictionaryArray.from_arrays(pc.take(remap, d.indices), keys.strings(off, data))
     if isinstance(names, dict):
@@ -305,7 +307,10 @@ class ParquetOut:
         tab = pa.concat_tables(tabs).unify_dictionaries()
         if self.schema != tab.schema:
             tab = tab.cast(self.schema)
-        self.writer.write_table(tab, row_group_size=PARQUET_ROWS)
+        # the rows gathered as one row group when they are not many more than PARQUET_ROWS
+        # (not one of PARQUET_ROWS and a small one after it, with dictionaries of its own)
+        rows = tab.num_rows if tab.num_rows < 2 * PARQUET_ROWS else PARQUET_ROWS
+        self.writer.write_table(tab, row_group_size=rows)
         self.part_rows += tab.num_rows
         if self.part_rows >= PART_ROWS:  # the next events in a part of their own
             self.writer.close()

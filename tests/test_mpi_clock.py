@@ -465,14 +465,11 @@ def test_streamed_file_takes_clocks_found_before_its_events(tmp_path, monkeypatc
     assert model.summary["job"]["events"] == 3 and model.summary["processes"][0]["events"] == 3
 
 
-@pytest.mark.parametrize("workers", [1, 2])
-def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch, workers):
+def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
     """A streamed file with no measured clock (no MPI, no torch.distributed: most files) is
     not read ahead for one; with a measurement before its first event it is read ahead then,
     and nothing is read twice. Its figures and Parquet rows are those of the same file read
-    whole (its clocks all known before it is summarized). With two workers for its one task,
-    its blocks are decoded ahead and its Parquet written by threads of their own (read.ahead):
-    the same again, also when the file starts over."""
+    whole (its clocks all known before it is summarized)."""
     import iotrace_format.reader as reader
     import pyarrow.parquet as pq
     from iotrace_analyzer.inputs import read
@@ -487,13 +484,11 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch, worker
               "args": {"fd": 3, "size": 100, "ret": 100}} for i in range(50)]
     monkeypatch.setattr(reader, "PLAIN_BLOCK", 1)
     monkeypatch.setattr(reader, "SCAN_BYTES", 1)
-    passes, ahead = [], []
+    passes = []
     monkeypatch.setattr(read, "clock_records", lambda path: passes.append(path) or clock_records(path))
-    read_ahead = read.ahead
-    monkeypatch.setattr(read, "ahead", lambda items: ahead.append(1) or read_ahead(items))
     # no clock; one before the events (read ahead then); one after ten of them (the file
     # read again, its Parquet part made anew)
-    for where, clocks, want, readings in ((0, [], 0, 1), (0, [clock], 1, 1), (10, [clock], 1, 2)):
+    for where, clocks, want in ((0, [], 0), (0, [clock], 1), (10, [clock], 1)):
         lines = [{"ph": "M", "name": "iotrace_process", "pid": 7, "tid": 7, "args": head},
                  *reads[:where], *clocks, *reads[where:]]
         d = tmp_path / f"c{len(clocks)}-{where}"
@@ -502,13 +497,12 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch, worker
                                                     for x in lines)[:-2] + "]\n")
         got = {}
         for streamed in (True, False):
-            passes.clear(), ahead.clear()
+            passes.clear()
             monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0 if streamed else 1 << 15)
             out = tmp_path / f"o{len(clocks)}-{where}{streamed}"
-            job = analyze([str(d)], Options(engine="local", workers=workers, out_dir=str(out)))
+            job = analyze([str(d)], Options(engine="local", workers=1, out_dir=str(out)))
             if streamed:
                 assert len(passes) == want
-            assert len(ahead) == (readings if workers == 2 and streamed else 0)
             assert len(os.listdir(out / "events")) == 1  # one part, each event in it once (below)
             events = pq.read_table(out / "events").sort_by("ts_ns")
             got[streamed] = (job.summary["job"], job.summary["processes"], events.column("ts_ns").to_pylist())

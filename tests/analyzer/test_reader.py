@@ -209,38 +209,3 @@ def test_names_apart_are_the_fh_lines_the_tracer_writes(tmp_path):
     batches = list(iter_batches(p, [], names_apart=True))
     assert sum(b.name_count for b in batches) == 3
     assert sum(len(b.meta) for b in batches) == sum(len(b.meta) for b in iter_batches(p, [])) - 3
-
-
-def test_read_ahead_keeps_order_errors_and_stops():
-    """read.ahead: every item once and in order, made by a thread of its own; the maker's
-    exception comes after the items before it; a consumer that stops early stops the maker
-    and closes its generator (a file's map closed), with the thread gone."""
-    import threading
-
-    from iotrace_analyzer.inputs.read import ahead
-
-    makers, closed = [], []
-
-    def gen(n, fail_at=None):
-        try:
-            for i in range(n):
-                makers.append(threading.current_thread().name)
-                if i == fail_at:
-                    raise ValueError(f"damaged at {i}")
-                yield i
-        finally:
-            closed.append(n)
-
-    assert list(ahead(gen(50))) == list(range(50))
-    assert set(makers) == {"iotrace-decode"} and closed == [50]
-    got = []
-    with pytest.raises(ValueError, match="damaged at 7"):
-        for x in ahead(gen(20, fail_at=7)):
-            got.append(x)
-    assert got == list(range(7)) and closed[-1] == 20
-    before = threading.active_count()
-    it = ahead(gen(10**6))
-    assert [next(it) for _ in range(3)] == [0, 1, 2]
-    it.close()
-    assert closed[-1] == 10**6 and len(makers) < 60 + 20 + 10  # made at most a few ahead
-    assert threading.active_count() <= before

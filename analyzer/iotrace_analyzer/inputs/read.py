@@ -15,8 +15,6 @@ the task between batches.
 from __future__ import annotations
 
 import os
-import queue
-import threading
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -306,62 +304,16 @@ def _table(batches: list[pa.RecordBatch]) -> pa.Table:
     return t.unify_dictionaries().combine_chunks() if len(batches) > 1 else t
 
 
-def ahead(items, depth: int = 2):
-    """The items of an iterator, the next `depth` of them made by a thread of their own
-    meanwhile (a big file's blocks decompressed and decoded, without the GIL, while the task
-    summarizes the one before). Its exception comes where its item would have; stopping
-    early stops the thread."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-    done = object()
-
-    def run() -> None:
-        try:
-            for item in items:
-                if stop.is_set():
-                    break
-                q.put((item, None))
-        except BaseException as e:  # noqa: BLE001 (raised in the consumer)
-            q.put((done, e))
-            return
-        finally:
-            close = getattr(items, "close", None)
-            if close is not None:  # a generator's finally (its file unmapped) in its own thread
-                close()
-        q.put((done, None))
-
-    thread = threading.Thread(target=run, daemon=True, name="iotrace-decode")
-    thread.start()
-    try:
-        while True:
-            item, error = q.get()
-            if error is not None:
-                raise error
-            if item is done:
-                return
-            yield item
-    finally:
-        stop.set()
-        while thread.is_alive():  # let a producer blocked on a full queue see the stop
-            try:
-                q.get(timeout=0.05)
-            except queue.Empty:
-                pass
-        thread.join()
-
-
 def process_files(sources: list, index: int, out_dir: str | None,
-                  compute_cats: tuple[str, ...], threads: bool = True) -> TaskResult:
+                  compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
     """Read, summarize and write one or more whole files. A big file is summarized block by
     block as it streams (the working set stays a block's); small files are gathered and
-    summarized together, as one table of several processes. `threads`: cores would idle
-    beside this task (it is the long pole): its Parquet is written, and a streamed file
-    decoded ahead, by threads of their own."""
+    summarized together, as one table of several processes."""
     tune_process()
     if len(sources) == 1 and hasattr(sources[0], "task"):  # an input of its own kind (a Darshan log)
         return sources[0].task(index, out_dir, compute_cats)
     P = summary.Partial()
-    out = ParquetOut(out_dir, index, threaded=threads)
+    out = ParquetOut(out_dir, index, threaded=parquet_thread)
     readers = []
     group: list = []  # (reader, table) of small files
     group_rows = 0
@@ -413,8 +365,7 @@ def process_files(sources: list, index: int, out_dir: str | None,
                 else:
                     fr.find_clocks()
             small: list = []
-            blocks = source.batches(fr.result.damage)
-            for b in ahead(blocks) if streamed and threads else blocks:
+            for b in source.batches(fr.result.damage):
                 rb = fr.batch(b)
                 if fr.clocks and fr.known_clocks == [] and clocks_when_met:
                     if fr.result.events:
@@ -444,7 +395,7 @@ def process_files(sources: list, index: int, out_dir: str | None,
         except _ClocksLate:
             for path in out.close():
                 os.remove(path)
-            P, out = summary.Partial(), ParquetOut(out_dir, index, threaded=threads)
+            P, out = summary.Partial(), ParquetOut(out_dir, index, threaded=parquet_thread)
             readers.clear()
             read_all(clocks_when_met=False)
     finally:

@@ -465,11 +465,13 @@ def test_streamed_file_takes_clocks_found_before_its_events(tmp_path, monkeypatc
     assert model.summary["job"]["events"] == 3 and model.summary["processes"][0]["events"] == 3
 
 
-def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
+@pytest.mark.parametrize("workers", [1, 2])
+def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch, workers):
     """A streamed file with no measured clock (no MPI, no torch.distributed: most files) is
     not read ahead for one; with a measurement before its first event it is read ahead then,
     and nothing is read twice. Its figures and Parquet rows are those of the same file read
-    whole (its clocks all known before it is summarized)."""
+    whole (its clocks all known before it is summarized). With two workers for its one task,
+    its Parquet is written by a thread of its own: the same, also when the file starts over."""
     import iotrace_format.reader as reader
     import pyarrow.parquet as pq
     from iotrace_analyzer.inputs import read
@@ -484,8 +486,11 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
               "args": {"fd": 3, "size": 100, "ret": 100}} for i in range(50)]
     monkeypatch.setattr(reader, "PLAIN_BLOCK", 1)
     monkeypatch.setattr(reader, "SCAN_BYTES", 1)
-    passes = []
+    passes, threaded_out = [], []
     monkeypatch.setattr(read, "clock_records", lambda path: passes.append(path) or clock_records(path))
+    parquet_out = read.ParquetOut
+    monkeypatch.setattr(read, "ParquetOut", lambda *a, threaded=True: threaded_out.append(threaded)
+                        or parquet_out(*a, threaded=threaded))
     # no clock; one before the events (read ahead then); one after ten of them (the file
     # read again, its Parquet part made anew)
     for where, clocks, want in ((0, [], 0), (0, [clock], 1), (10, [clock], 1)):
@@ -500,9 +505,11 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch):
             passes.clear()
             monkeypatch.setattr(read, "SMALL_FILE_EVENTS", 0 if streamed else 1 << 15)
             out = tmp_path / f"o{len(clocks)}-{where}{streamed}"
-            job = analyze([str(d)], Options(engine="local", workers=1, out_dir=str(out)))
+            job = analyze([str(d)], Options(engine="local", workers=workers, out_dir=str(out)))
             if streamed:
                 assert len(passes) == want
+            assert set(threaded_out) == {workers == 2}  # the Parquet thread with a spare worker
+            threaded_out.clear()
             assert len(os.listdir(out / "events")) == 1  # one part, each event in it once (below)
             events = pq.read_table(out / "events").sort_by("ts_ns")
             got[streamed] = (job.summary["job"], job.summary["processes"], events.column("ts_ns").to_pylist())

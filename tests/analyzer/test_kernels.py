@@ -198,3 +198,41 @@ def test_the_kinds_bits_and_bins_come_from_the_kernel():
     assert summary.SIZE_LABELS == ["0-100", "100-1K", "1K-10K", "10K-100K", "100K-1M", "1M-4M", "4M-10M",
                                    "10M-100M", "100M-1G", "1G+"]
     assert len(summary.SIZE_LABELS) == len(k.SIZE_EDGES)
+
+
+@pytest.mark.parametrize("order", ["named", "reversed", "shuffled"])
+def test_names_lookups_in_any_order(order):
+    """_kernels.Names' lookups of many hashes (paths, codes, missing) give what a dict gives,
+    whether the hashes come in the order their names came (a block's usual order, where the
+    entry after the last one found is tried first), reversed or shuffled; with hashes that
+    have no name, repeated ones, a name given again (it replaces the first) and nulls."""
+    import pyarrow as pa
+    from iotrace_analyzer import keys
+
+    rng = np.random.default_rng(7)
+    values = rng.integers(0, 2**63, 3000, dtype=np.uint64)
+    paths = [f"/data/{order}/{i:05d}.jpg" for i in range(3000)]
+    names, want = _kernels.Names(), {}
+    data = "".join(paths).encode()
+    off = np.cumsum([0] + [len(p) for p in paths]).astype(np.int64)
+    names.put_numbers(values, off, np.frombuffer(data, np.uint8), [])
+    want.update(zip(values.tolist(), paths))
+    names.set(f"{int(values[10]):016x}", "/data/renamed")  # a later name of a hash replaces the first
+    want[int(values[10])] = "/data/renamed"
+    unnamed = rng.integers(0, 2**63, 300, dtype=np.uint64)
+    asked = np.concatenate([values[:1000], unnamed[:100], values[1000:], values[5:50], unnamed[100:]])
+    if order == "reversed":
+        asked = asked[::-1].copy()
+    elif order == "shuffled":
+        asked = rng.permutation(asked)
+    off_p, data_p, found = names.paths(asked)
+    got = keys.strings(off_p, data_p, found).to_pylist()
+    assert got == [want.get(int(v)) for v in asked.tolist()]
+    hexes = [f"{int(v):016x}" for v in asked.tolist()] + [None, "not-hex"]
+    arr = pa.array(hexes, pa.string())
+    code, off_c, data_c = names.codes(*keys.buffers(arr))
+    by_code = keys.strings(off_c, data_c).to_pylist()
+    assert [by_code[c] if c >= 0 else None for c in code.tolist()] == \
+        [want.get(int(h, 16)) if h and h != "not-hex" else None for h in hexes]
+    assert sorted(names.missing(*keys.buffers(arr))) == sorted(
+        {f"{int(v):016x}" for v in unnamed.tolist()} | {"not-hex"})

@@ -119,7 +119,12 @@ class FileTable:
     def __getitem__(self, key: str) -> np.ndarray:
         """A column in order: made each time it is asked for (the rules ask for some twenty
         columns, a million rows each: kept, they were 160 MB)."""
-        return self._base[key] if self._order is None else self._base[key][self._order]
+        if self._order is None:
+            return self._base[key]
+        src = getattr(self._base, "src", {})
+        if key in src:  # gathered in the narrow type a task sent it in, then widened
+            return _int64(src[key][self._order])
+        return self._base[key][self._order]
 
     def _strings(self, key: str, a: pa.Array) -> pa.Array:
         if self._order is None:

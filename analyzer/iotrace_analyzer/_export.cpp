@@ -232,24 +232,15 @@ PYBIND11_MODULE(_export, m) {
              const py::bytes& paths) {
             // the hashes' 16 hex digits (the writer's keys) made for the call
             const std::string_view h(hashes), o(offsets), d(paths);
-            const size_t n = h.size() / sizeof(uint64_t);
-            if (o.size() != (n + 1) * sizeof(int64_t))
-              throw py::value_error("names: offsets do not match the hashes");
-            std::string hex(16 * n, '0');
+            std::string hex(h.size() / sizeof(uint64_t) * 16, '0');
             std::vector<std::pair<std::string_view, std::string_view>> pairs;
-            pairs.reserve(n);
-            for (size_t i = 0; i < n; i++) {
-              uint64_t x;
-              int64_t a, b;
-              std::memcpy(&x, h.data() + 8 * i, 8);
-              std::memcpy(&a, o.data() + 8 * i, 8);
-              std::memcpy(&b, o.data() + 8 * (i + 1), 8);
-              if (a < 0 || a > b || size_t(b) > d.size())
-                throw py::value_error("names: an offset past the paths");
-              iot::hex16_text(x, &hex[16 * i]);
-              pairs.emplace_back(std::string_view(hex.data() + 16 * i, 16),
-                                 d.substr(size_t(a), size_t(b - a)));
-            }
+            pairs.reserve(hex.size() / 16);
+            iot::for_each_name_apart(h.data(), h.size(), o.data(), o.size(), d.data(), d.size(),
+                                     [&](uint64_t x, std::string_view path) {
+                                       char* t = &hex[16 * pairs.size()];
+                                       iot::hex16_text(x, t);
+                                       pairs.emplace_back(std::string_view(t, 16), path);
+                                     });
             w.add_names(pairs.data(), pairs.size());
           },
           py::arg("hashes"), py::arg("offsets"), py::arg("paths"),

@@ -871,11 +871,7 @@ class Names {
         continue;
       }
       taken++;
-      bool is_ipc = false;
-      for (const std::string& pre : ipc_prefixes)
-        if (path.size() >= pre.size() && std::memcmp(path.data(), pre.data(), pre.size()) == 0)
-          is_ipc = true;
-      if (is_ipc) ipc.append(str_of(hash));
+      if (is_ipc(path, ipc_prefixes)) ipc.append(str_of(hash));
       put(hash, path);
     }
     return py::make_tuple(rest, ipc, taken);
@@ -887,26 +883,16 @@ class Names {
   py::tuple put_numbers(const py::buffer& hashes, const py::buffer& offsets,
                         const py::buffer& bytes, const std::vector<std::string>& ipc_prefixes) {
     const py::buffer_info h = hashes.request(), o = offsets.request(), b = bytes.request();
-    const size_t n = size_t(h.size * h.itemsize) / sizeof(uint64_t);
-    if (size_t(o.size * o.itemsize) != (n + 1) * sizeof(int64_t))
-      throw py::value_error("names: offsets do not match the hashes");
-    const auto* x = static_cast<const uint64_t*>(h.ptr);
-    const auto* off = static_cast<const int64_t*>(o.ptr);
-    const char* d = static_cast<const char*>(b.ptr);
-    const int64_t size = int64_t(b.size * b.itemsize);
     std::vector<uint64_t> ipc;
+    size_t n = 0;
     // with the GIL: the Parquet thread looks names up meanwhile (codes, with a limit)
-    for (size_t i = 0; i < n; i++) {
-      if (off[i] < 0 || off[i] > off[i + 1] || off[i + 1] > size)
-        throw py::value_error("names: an offset past the paths");
-      const std::string_view path(d + off[i], size_t(off[i + 1] - off[i]));
-      for (const std::string& pre : ipc_prefixes)
-        if (path.size() >= pre.size() && std::memcmp(path.data(), pre.data(), pre.size()) == 0) {
-          ipc.push_back(x[i]);
-          break;
-        }
-      put_number(x[i], path);
-    }
+    iot::for_each_name_apart(h.ptr, size_t(h.size * h.itemsize), o.ptr, size_t(o.size * o.itemsize),
+                             static_cast<const char*>(b.ptr), size_t(b.size * b.itemsize),
+                             [&](uint64_t x, std::string_view path) {
+                               if (is_ipc(path, ipc_prefixes)) ipc.push_back(x);
+                               put_number(x, path);
+                               n++;
+                             });
     py::list out;
     char text[16];
     for (uint64_t v : ipc) {
@@ -1045,6 +1031,13 @@ class Names {
   bool other_empty_ = true;
 
   std::string_view path(size_t k) const { return {arena_.data() + at_[k], len_[k]}; }
+
+  // a pipe's or a socket's name (file_class.IPC_PREFIXES)
+  static bool is_ipc(std::string_view path, const std::vector<std::string>& prefixes) {
+    for (const std::string& pre : prefixes)
+      if (path.substr(0, pre.size()) == pre) return true;
+    return false;
+  }
 
   void put(std::string_view hash, std::string_view p) {
     uint64_t x;

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <stdexcept>
 #include <string_view>
 
 namespace iot {
@@ -77,6 +78,29 @@ inline bool hex16(std::string_view v, uint64_t& x) {
 inline void hex16_text(uint64_t x, char* out) {
   static const char digits[] = "0123456789abcdef";
   for (int k = 15; k >= 0; k--, x >>= 4) out[k] = digits[x & 15];
+}
+
+// f(hash number, path) for each file name a reader kept apart (Batch.names: the hashes as
+// uint64, the paths' int64 offsets, the paths back to back), in order; std::invalid_argument
+// when the buffers do not agree (the offsets' count, one past the paths).
+template <class F>
+void for_each_name_apart(const void* hashes, size_t hash_bytes, const void* offsets,
+                         size_t offset_bytes, const char* paths, size_t path_bytes, F&& f) {
+  const size_t n = hash_bytes / sizeof(uint64_t);
+  if (offset_bytes != (n + 1) * sizeof(int64_t))
+    throw std::invalid_argument("names: offsets do not match the hashes");
+  const char* h = static_cast<const char*>(hashes);
+  const char* o = static_cast<const char*>(offsets);
+  for (size_t i = 0; i < n; i++) {
+    uint64_t x;
+    int64_t a, b;
+    std::memcpy(&x, h + 8 * i, 8);
+    std::memcpy(&a, o + 8 * i, 8);
+    std::memcpy(&b, o + 8 * (i + 1), 8);
+    if (a < 0 || a > b || uint64_t(b) > path_bytes)
+      throw std::invalid_argument("names: an offset past the paths");
+    f(x, std::string_view(paths + a, size_t(b - a)));
+  }
 }
 
 // Whether bytes are UTF-8 as a strict decoder (Python's, orjson) takes them: no overlong

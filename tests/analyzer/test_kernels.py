@@ -236,3 +236,29 @@ def test_names_lookups_in_any_order(order):
         [want.get(int(h, 16)) if h and h != "not-hex" else None for h in hexes]
     assert sorted(names.missing(*keys.buffers(arr))) == sorted(
         {f"{int(v):016x}" for v in unnamed.tolist()} | {"not-hex"})
+
+
+def test_names_apart_that_disagree_are_refused(tmp_path):
+    """The buffers of names kept apart (hashes, offsets, paths) that do not agree are a
+    ValueError for the analyzer's names and the export's writers alike (fh_line.h's one
+    reader of them); buffers that agree are taken, a pipe's name told as a pipe's."""
+    from iotrace_analyzer import _export
+
+    h = np.array([1, 2], np.uint64)
+    data = np.frombuffer(b"/a/bpipe:[7]", np.uint8)
+    names = _kernels.Names()
+    with pytest.raises(ValueError, match="offsets do not match"):
+        names.put_numbers(h, np.array([0, 2], np.int64), data, [])
+    with pytest.raises(ValueError, match="past the paths"):
+        names.put_numbers(h, np.array([0, 4, 40], np.int64), data, [])
+    ipc, n = names.put_numbers(h, np.array([0, 4, 12], np.int64), data, ["pipe:"])
+    assert (ipc, n) == (["0000000000000002"], 2)
+    assert names.get("0000000000000001") == "/a/b" and names.get("0000000000000002") == "pipe:[7]"
+    bad = (h.tobytes(), np.array([0, 4, 40], np.int64).tobytes(), data.tobytes())
+    with open(tmp_path / "part", "wb") as f:
+        writers = [_export.ProtoWriter(f.fileno(), seq=1, vpid=1, pid=1, sort_index=0, file_index=0),
+                   _export.JsonWriter(f.fileno(), 1, 1, 0)]
+        for writer in writers:
+            with pytest.raises(ValueError, match="past the paths"):
+                writer.add_names_apart(*bad)
+            writer.add_names_apart(h.tobytes(), np.array([0, 4, 12], np.int64).tobytes(), data.tobytes())

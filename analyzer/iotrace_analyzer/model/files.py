@@ -79,6 +79,11 @@ class Columns:
     def __getitem__(self, key: str) -> np.ndarray:
         return _int64(self.src[key]) if key in self.src else self.fns[key](self.__getitem__)
 
+    def take(self, key: str, order: np.ndarray) -> np.ndarray:
+        """The column's rows in this order: a column of src gathered in the narrow type a task
+        sent it in, then widened (half the bytes to gather at random)."""
+        return _int64(self.src[key][order]) if key in self.src else self[key][order]
+
     def at(self, key: str, j: int):
         if key in self.src:
             return self.src[key][j].item()
@@ -101,7 +106,8 @@ class FileTable:
     """Every file's summary row, as columns, in the summary's order. Built unsorted with that
     order beside: a column is put in order when it is read."""
 
-    def __init__(self, cols: dict, file: pa.Array, fhash: pa.Array, cls: np.ndarray, order: np.ndarray | None = None):
+    def __init__(self, cols: Columns, file: pa.Array, fhash: pa.Array, cls: np.ndarray,
+                 order: np.ndarray | None = None):
         self._base, self._file, self._fhash = cols, file, fhash
         self._order = order  # None: the columns are in order
         self._cols: dict = {}
@@ -111,7 +117,7 @@ class FileTable:
     @classmethod
     def empty(cls) -> FileTable:
         z = np.zeros(0, np.int64)
-        return cls({k: z for k in ROW_KEYS[3:]}, _EMPTY, _EMPTY, np.zeros(0, np.int8))
+        return cls(Columns({k: z for k in ROW_KEYS[3:]}), _EMPTY, _EMPTY, np.zeros(0, np.int8))
 
     def __len__(self) -> int:
         return len(self.cls)
@@ -119,12 +125,7 @@ class FileTable:
     def __getitem__(self, key: str) -> np.ndarray:
         """A column in order: made each time it is asked for (the rules ask for some twenty
         columns, a million rows each: kept, they were 160 MB)."""
-        if self._order is None:
-            return self._base[key]
-        src = getattr(self._base, "src", {})
-        if key in src:  # gathered in the narrow type a task sent it in, then widened
-            return _int64(src[key][self._order])
-        return self._base[key][self._order]
+        return self._base[key] if self._order is None else self._base.take(key, self._order)
 
     def _strings(self, key: str, a: pa.Array) -> pa.Array:
         if self._order is None:
@@ -154,7 +155,7 @@ class FileTable:
         out = {"file": self._file[j].as_py(), "fhash": self._fhash[j].as_py(),
                "class": file_class.CLASSES[self.cls[int(i)]]}
         for k in ROW_KEYS[3:]:
-            out[k] = self._base.at(k, j) if isinstance(self._base, Columns) else self._base[k][j].item()
+            out[k] = self._base.at(k, j)
         return out
 
     def rows(self, idx) -> list[dict]:

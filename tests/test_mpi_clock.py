@@ -489,8 +489,8 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch, worker
     passes, threaded_out = [], []
     monkeypatch.setattr(read, "clock_records", lambda path: passes.append(path) or clock_records(path))
     parquet_out = read.ParquetOut
-    monkeypatch.setattr(read, "ParquetOut", lambda *a, threaded=True: threaded_out.append(threaded)
-                        or parquet_out(*a, threaded=threaded))
+    monkeypatch.setattr(read, "ParquetOut", lambda *a: threaded_out.append(a[2] is not None)
+                        or parquet_out(*a))
     # no clock; one before the events (read ahead then); one after ten of them (the file
     # read again, its Parquet part made anew)
     for where, clocks, want in ((0, [], 0), (0, [clock], 1), (10, [clock], 1)):
@@ -508,7 +508,7 @@ def test_streamed_file_without_clocks_is_read_once(tmp_path, monkeypatch, worker
             job = analyze([str(d)], Options(engine="local", workers=workers, out_dir=str(out)))
             if streamed:
                 assert len(passes) == want
-            assert set(threaded_out) == {workers == 2}  # the Parquet thread with a spare worker
+            assert set(threaded_out) == {workers == 2}  # the helper thread with a spare worker
             threaded_out.clear()
             assert len(os.listdir(out / "events")) == 1  # one part, each event in it once (below)
             events = pq.read_table(out / "events").sort_by("ts_ns")

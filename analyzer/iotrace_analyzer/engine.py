@@ -18,6 +18,8 @@ from __future__ import annotations
 import ctypes
 import multiprocessing as mp
 import os
+import queue
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, ThreadPoolExecutor, wait
 
@@ -78,6 +80,85 @@ def _windowed(submit: Callable, first_done: Callable, items: Iterable, window: i
         in_flight -= done
         for f in done:
             yield f.result()
+
+
+class Job:
+    """A call given to a Helper. Its result() runs it on the asking thread when the helper has
+    not started it (stealable), else waits for it."""
+
+    __slots__ = ("fn", "args", "stealable", "state", "value", "error", "cond")
+    PENDING, RUNNING, DONE = 0, 1, 2
+
+    def __init__(self, fn: Callable, args: tuple, stealable: bool):
+        self.fn, self.args, self.stealable = fn, args, stealable
+        self.state = Job.PENDING
+        self.value = self.error = None
+        self.cond = threading.Condition(threading.Lock())
+
+    def claim(self) -> bool:
+        """Whether this thread is the one to run it (nobody has)."""
+        with self.cond:
+            if self.state != Job.PENDING:
+                return False
+            self.state = Job.RUNNING
+            return True
+
+    def run(self) -> None:
+        try:
+            self.value = self.fn(*self.args)
+        except BaseException as e:  # noqa: BLE001 (raised by result)
+            self.error = e
+        with self.cond:
+            self.state, self.fn, self.args = Job.DONE, None, None
+            self.cond.notify_all()
+
+    def cancel(self) -> None:
+        """Not to be run (a reader stopped early), unless it has started."""
+        if self.claim():
+            with self.cond:
+                self.state, self.fn, self.args = Job.DONE, None, None
+                self.cond.notify_all()
+
+    def result(self):
+        """fn's value (given once: the helper's queue may hold the job a while yet, not a
+        decoded block with it), or its exception."""
+        if self.stealable and self.claim():
+            self.run()
+        else:
+            with self.cond:
+                while self.state != Job.DONE:
+                    self.cond.wait()
+        if self.error is not None:
+            raise self.error
+        value, self.value = self.value, None
+        return value
+
+
+class Helper:
+    """A task's second thread, when a core would otherwise idle beside it (the long pole): it
+    writes the task's Parquet and decodes the blocks ahead of the one the task summarizes, in
+    the order they were given. The task takes back a block's decoding that the helper has not
+    started when it needs the block (its Parquet may be behind): each thread stays busy
+    whichever of the two is the heavier, with no third thread to share two cores."""
+
+    def __init__(self):
+        self.q: queue.SimpleQueue = queue.SimpleQueue()
+        self.thread = threading.Thread(target=self._run, daemon=True, name="iotrace-helper")
+        self.thread.start()
+
+    def submit(self, fn: Callable, *args, stealable: bool = True) -> Job:
+        job = Job(fn, args, stealable)
+        self.q.put(job)
+        return job
+
+    def _run(self) -> None:
+        while (job := self.q.get()) is not None:
+            if job.claim():
+                job.run()
+
+    def close(self) -> None:
+        self.q.put(None)
+        self.thread.join()
 
 
 class Engine:

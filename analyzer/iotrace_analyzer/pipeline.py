@@ -116,7 +116,7 @@ def analyze(items: list, opts: Options) -> Job:
         kind = "dask" if opts.scheduler or opts.memory_limit or est >= LOCAL_EVENTS else "local"
     workers = opts.workers or os.cpu_count() or 1
     # Several tasks: forked processes, one per worker (a task's per-block Python, and its
-    # Parquet thread, hold the GIL often enough to serialize threads); one task: this process.
+    # helper thread, hold the GIL often enough to serialize threads); one task: this process.
     runner = engine.engine("dask" if kind == "dask" else "processes", workers, opts.scheduler,
                            setup=tune_process, on_thread=True, memory_limit=opts.memory_limit)
     groups = plan_tasks(each, runner.workers)
@@ -126,7 +126,7 @@ def analyze(items: list, opts: Options) -> Job:
     show = sys.stderr.isatty() if opts.progress is None else opts.progress
     t0 = time.time()
     results: list[TaskResult] = []
-    # A Parquet thread for a task that will be the long pole (more events than all the
+    # A helper thread (Parquet, decoding ahead) for a task that will be the long pole (more events than all the
     # others share per remaining worker): the cores the others leave would idle
     size = [sum(each[i] for i in g) for g in groups]
     spare = runner.workers - 1

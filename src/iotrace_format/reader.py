@@ -28,6 +28,7 @@ import glob
 import json
 import mmap
 import os
+import collections
 import struct
 import zlib
 from dataclasses import dataclass
@@ -527,39 +528,75 @@ def batches_of_text(text: bytes) -> Iterator:
     return _text_batches(iter([text]))
 
 
-def _zstd_batches(path, buf, start, end, damage, names_apart: bool = False) -> Iterator:
-    """A compact frame decoded straight to columns; runs of JSON-form frames scanned."""
+AHEAD_FRAMES = 2  # compact frames given to `ahead` to decode before the one the reader takes
+
+
+def _zstd_batches(path, buf, start, end, damage, names_apart: bool = False, ahead=None) -> Iterator:
+    """A compact frame decoded straight to columns; runs of JSON-form frames scanned. `ahead`:
+    an executor (submit(fn, *args) -> a job: result() gives fn's, cancel()) that decodes the next
+    compact frames meanwhile; the frames still come in order, their damage noted in order."""
     tail = b""
     scan = _TextScan(names_apart)
-    for out, status, pos in _zstd_contents(path, buf, start, end, damage):
-        if status == "gap":
-            tail = b""
-            continue
-        if out[:4] == COMPACT_MAGIC:
-            if (text := scan.flush()) is not None:
+    # compact frames given to `ahead`: (job, status, pos, where its damage note would go: the
+    # notes' count then, and how many notes of the frames before it had been put in then)
+    pending: collections.deque = collections.deque()
+    put_in = 0
+
+    def decoded(batch, status, pos, at=None):
+        nonlocal put_in
+        if batch.damaged and status == "ok" and damage is not None:
+            lines = batch.rows + len(batch.meta) + batch.name_count
+            d = Damage(path, pos, "corrupt-frame", f"compact frame damaged; {lines} lines decoded before it")
+            damage.insert(len(damage) if at is None else at, d)
+            put_in += 1
+        return batch
+
+    def oldest():
+        job, status, pos, at, before = pending.popleft()
+        # its note before those the walk made past this frame meanwhile
+        return decoded(job.result(), status, pos, None if at is None else at + put_in - before)
+
+    try:
+        for out, status, pos in _zstd_contents(path, buf, start, end, damage):
+            if status == "gap":
+                tail = b""
+                continue
+            if out[:4] == COMPACT_MAGIC:
+                if (text := scan.flush()) is not None:
+                    yield text
+                if ahead is None:
+                    yield decoded(_native.decode_compact(out, names_apart), status, pos)
+                    continue
+                at = len(damage) if damage is not None else None
+                pending.append((ahead.submit(_native.decode_compact, out, names_apart), status, pos, at, put_in))
+                while len(pending) > AHEAD_FRAMES:
+                    yield oldest()
+                continue
+            while pending:  # the frames before this text first
+                yield oldest()
+            whole, tail = _whole_lines(tail, out)
+            if status == "truncated":
+                tail = b""
+            if whole and (text := scan.add(whole)) is not None:
                 yield text
-            batch = _native.decode_compact(out, names_apart)
-            if batch.damaged and status == "ok":
-                lines = batch.rows + len(batch.meta) + batch.name_count
-                _note(damage, path, pos, "corrupt-frame", f"compact frame damaged; {lines} lines decoded before it")
-            yield batch
-            continue
-        whole, tail = _whole_lines(tail, out)
-        if status == "truncated":
-            tail = b""
-        if whole and (text := scan.add(whole)) is not None:
-            yield text
+        while pending:
+            yield oldest()
+    finally:
+        for job, *_ in pending:  # a reader that stopped early: not decoded for nothing
+            job.cancel()
     if tail and (text := scan.add(tail + b"\n")) is not None:
         yield text
     if (text := scan.flush()) is not None:
         yield text
 
 
-def iter_batches(path: str, damage: list | None = None, names_apart: bool = False) -> Iterator:
+def iter_batches(path: str, damage: list | None = None, names_apart: bool = False,
+                 ahead=None) -> Iterator:
     """The events of a file as column batches (`_native.Batch`: rows, meta lines, bad lines;
     `pyarrow.record_batch(batch)` gives the columns). Memory stays at about one frame, or 16 MB
     of text. `names_apart`: the file-name lines as the tracer writes them come in
-    `Batch.names` (hashes, offsets and bytes of their paths), not among the meta lines."""
+    `Batch.names` (hashes, offsets and bytes of their paths), not among the meta lines.
+    `ahead`: an executor that decodes the next compact frames meanwhile (_zstd_batches)."""
     size = os.path.getsize(path)
     if size == 0:
         _note(damage, path, 0, "empty-file", "the file is empty")
@@ -569,7 +606,7 @@ def iter_batches(path: str, damage: list | None = None, names_apart: bool = Fals
         return
     buf = _open_map(path)
     try:
-        yield from _zstd_batches(path, buf, 0, size, damage, names_apart)
+        yield from _zstd_batches(path, buf, 0, size, damage, names_apart, ahead)
     finally:
         if isinstance(buf, mmap.mmap):
             buf.close()

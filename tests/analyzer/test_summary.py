@@ -22,6 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 from conftest import end, fh, fhex, io, meta, process, span, write_trace
 from iotrace_analyzer.cli import main
+from iotrace_analyzer.engine import Helper
 from iotrace_analyzer.pipeline import Options, analyze
 
 US = 1000  # ns per µs
@@ -290,8 +291,17 @@ def test_existing_dask_cluster(tmp_path):
     assert (tmp_path / "out" / "events" / "part-00000.parquet").exists()
 
 
-@pytest.mark.parametrize("threaded", [True, False])
-def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monkeypatch, threaded):
+@pytest.fixture
+def aide(threaded):
+    """The task's helper thread that writes the Parquet (engine.Helper), or none (the task writes)."""
+    h = Helper() if threaded else None
+    yield h
+    if h is not None:
+        h.close()
+
+
+@pytest.mark.parametrize("threaded", [True, False], ids=["helper", "task"])
+def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monkeypatch, aide):
     """A line without `cat` (hand-made or damaged JSON) cannot go into a part whose `cat` is
     required: that part is closed and the events from there on go into part-N-1, with nulls
     where values are missing. Nothing is lost or invented."""
@@ -307,7 +317,7 @@ def test_events_without_a_required_column_go_on_in_a_second_part(tmp_path, monke
                                          io("read", p, 1600 * US, 5 * US, path="/data/c", fd=3,
                                             size=10, offset=10, ret=10)])
     monkeypatch.setattr(parquet, "PARQUET_ROWS", 1)  # a row group per put
-    out = parquet.ParquetOut(str(tmp_path / "out"), 0, threaded=threaded)
+    out = parquet.ParquetOut(str(tmp_path / "out"), 0, aide)
     for f in ("a.pfw.zst", "b.pfw.zst", "a.pfw.zst"):
         for b in iter_batches(str(tmp_path / f)):
             out.put(pa.record_batch(b), "node1", {fhex("/data/c"): "/data/c"})
@@ -359,8 +369,8 @@ def test_job_id_from_the_launchers_variables(tmp_path):
     assert got == {300: (5, "4242"), 301: (None, None)}
 
 
-@pytest.mark.parametrize("threaded", [True, False])
-def test_a_big_process_is_written_in_parts_of_its_time(tmp_path, monkeypatch, threaded):
+@pytest.mark.parametrize("threaded", [True, False], ids=["helper", "task"])
+def test_a_big_process_is_written_in_parts_of_its_time(tmp_path, monkeypatch, aide):
     """A process of more events than a part holds goes on in parts of their own, each a
     stretch of its time in order (readers take them in parallel and skip them by their
     statistics): every event once, in order, none invented."""
@@ -374,7 +384,7 @@ def test_a_big_process_is_written_in_parts_of_its_time(tmp_path, monkeypatch, th
     write_trace(tmp_path / "big-node1-400.pfw.zst", events)
     monkeypatch.setattr(parquet, "PARQUET_ROWS", 4)
     monkeypatch.setattr(parquet, "PART_ROWS", 12)
-    out = parquet.ParquetOut(str(tmp_path / "out"), 7, threaded=threaded)
+    out = parquet.ParquetOut(str(tmp_path / "out"), 7, aide)
     for b in iter_batches(str(tmp_path / "big-node1-400.pfw.zst")):
         rb = pa.record_batch(b)
         for k in range(0, rb.num_rows, 3):  # as a big file streams: a block at a time
@@ -393,8 +403,8 @@ def test_a_big_process_is_written_in_parts_of_its_time(tmp_path, monkeypatch, th
     assert sum(t.num_rows for t in parts) == ds.dataset(str(tmp_path / "out" / "events")).count_rows() == 40
 
 
-@pytest.mark.parametrize("threaded", [True, False])
-def test_file_names_of_a_trace_table_and_row_groups(tmp_path, monkeypatch, threaded):
+@pytest.mark.parametrize("threaded", [True, False], ids=["helper", "task"])
+def test_file_names_of_a_trace_table_and_row_groups(tmp_path, monkeypatch, aide):
     """The events' fname is their fhash's path in the trace's names table (_kernels.Names, as a
     streamed file is read): every row of a named hash its path, a hash without a name null; a
     block whose hashes all have names takes their codes as they are. Rows gathered past the
@@ -414,7 +424,7 @@ def test_file_names_of_a_trace_table_and_row_groups(tmp_path, monkeypatch, threa
     for x in paths[:3]:  # /data/n3 has no name
         names.set(fhex(x), x)
     monkeypatch.setattr(parquet, "PARQUET_ROWS", 4)
-    out = parquet.ParquetOut(str(tmp_path / "out"), 0, threaded=threaded)
+    out = parquet.ParquetOut(str(tmp_path / "out"), 0, aide)
     rb = pa.record_batch(next(iter(iter_batches(str(tmp_path / "n-node1-500.pfw.zst")))))
     rb = rb.filter(pc.equal(rb.column("name"), "read"))
     out.put(rb.slice(0, 3), "node1", names)  # hashes of n0, n1, n2: all named

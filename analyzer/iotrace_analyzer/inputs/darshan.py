@@ -115,7 +115,7 @@ class DarshanLog:
         fr.pids = sorted(r for _k, r in P.procs)
         parts = []
         if out_dir is not None and log.dxt:
-            out = ParquetOut(out_dir, index, threaded=False)
+            out = ParquetOut(out_dir, index)
             names = {file_hash(i): n for i, n in log.names.items()}
             try:
                 for b in dxt_batches(log):

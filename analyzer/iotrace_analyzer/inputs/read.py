@@ -28,7 +28,7 @@ from iotrace_format.reader import Damage, clock_records
 
 from .. import _kernels, keys
 from ..analyses import summary
-from ..engine import tune_process
+from ..engine import Helper, tune_process
 from ..model import file_class
 from ..outputs import parquet
 from ..outputs.parquet import ParquetOut
@@ -305,15 +305,18 @@ def _table(batches: list[pa.RecordBatch]) -> pa.Table:
 
 
 def process_files(sources: list, index: int, out_dir: str | None,
-                  compute_cats: tuple[str, ...], parquet_thread: bool = True) -> TaskResult:
+                  compute_cats: tuple[str, ...], helper: bool = True) -> TaskResult:
     """Read, summarize and write one or more whole files. A big file is summarized block by
     block as it streams (the working set stays a block's); small files are gathered and
-    summarized together, as one table of several processes."""
+    summarized together, as one table of several processes. `helper`: a core would idle beside
+    this task (the long pole): a second thread writes its Parquet and decodes ahead
+    (engine.Helper)."""
     tune_process()
     if len(sources) == 1 and hasattr(sources[0], "task"):  # an input of its own kind (a Darshan log)
         return sources[0].task(index, out_dir, compute_cats)
+    aide = Helper() if helper else None
     P = summary.Partial()
-    out = ParquetOut(out_dir, index, threaded=parquet_thread)
+    out = ParquetOut(out_dir, index, aide)
     readers = []
     group: list = []  # (reader, table) of small files
     group_rows = 0
@@ -365,7 +368,9 @@ def process_files(sources: list, index: int, out_dir: str | None,
                 else:
                     fr.find_clocks()
             small: list = []
-            for b in source.batches(fr.result.damage):
+            blocks = source.batches(fr.result.damage, aide) if isinstance(source, TraceFile) else \
+                source.batches(fr.result.damage)
+            for b in blocks:
                 rb = fr.batch(b)
                 if fr.clocks and fr.known_clocks == [] and clocks_when_met:
                     if fr.result.events:
@@ -395,11 +400,15 @@ def process_files(sources: list, index: int, out_dir: str | None,
         except _ClocksLate:
             for path in out.close():
                 os.remove(path)
-            P, out = summary.Partial(), ParquetOut(out_dir, index, threaded=parquet_thread)
+            P, out = summary.Partial(), ParquetOut(out_dir, index, aide)
             readers.clear()
             read_all(clocks_when_met=False)
     finally:
-        parts = out.close()
+        try:
+            parts = out.close()
+        finally:
+            if aide is not None:
+                aide.close()
     files = []
     for fr in readers:
         r = fr.finish()

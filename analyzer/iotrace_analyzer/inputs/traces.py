@@ -26,6 +26,7 @@ class TraceFile:
     def estimated_events(self) -> int:
         return estimate(self.path, self.size)
 
-    def batches(self, damage: list) -> Iterator:
-        # file names apart (Batch.names): a million FH lines without a line object each
-        return iter_batches(self.path, damage, names_apart=True)
+    def batches(self, damage: list, ahead=None) -> Iterator:
+        # file names apart (Batch.names): a million FH lines without a line object each;
+        # `ahead`: the task's helper (engine.Helper) decodes the next blocks meanwhile
+        return iter_batches(self.path, damage, names_apart=True, ahead=ahead)

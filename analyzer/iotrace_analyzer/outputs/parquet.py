@@ -4,10 +4,9 @@ OUT/files.parquet."""
 
 from __future__ import annotations
 
+import collections
 import json
 import os
-import queue
-import threading
 
 import numpy as np
 import pyarrow as pa
@@ -261,36 +260,31 @@ PART_ROWS = 1 << 26
 
 class ParquetOut:
     """The task's Parquet part, in row groups of 500,000 to 1,000,000 events (PARQUET_ROWS to
-    twice that). Written by a thread of its own (Parquet encoding releases the GIL: it runs
-    while the next blocks decode) when cores would otherwise be idle; else in the task's
-    thread, when each row group is full: with every core busy, a second thread per task only
-    adds switches and cache misses (15% more CPU per event)."""
+    twice that). Written by the task's helper thread (engine.Helper; Parquet encoding releases
+    the GIL: it runs while the next blocks decode) when cores would otherwise be idle; else in
+    the task's thread, when each row group is full: with every core busy, a second thread per
+    task only adds switches and cache misses (15% more CPU per event)."""
 
-    def __init__(self, out_dir: str | None, index: int, threaded: bool = True):
+    def __init__(self, out_dir: str | None, index: int, helper=None):
         self.out_dir, self.index = out_dir, index
-        self.threaded = threaded
+        self.helper = helper if out_dir is not None else None
         self.writer = None
         self.schema = None
         self.paths: list = []
-        self.q: queue.Queue = queue.Queue(maxsize=1)
+        self.jobs: collections.deque = collections.deque()  # row groups given to the helper
         self.error: BaseException | None = None
-        self.thread = None
         self.pending: list = []  # batches of the row group being gathered
         self.rows = 0
         self.part_rows = 0  # events in the part being written
         self.host, self.names, self.own_names = "", None, False
-        if out_dir is not None and threaded:
-            self.thread = threading.Thread(target=self._run, daemon=True)
-            self.thread.start()
 
-    def _run(self) -> None:
-        try:
-            while (item := self.q.get()) is not None:
-                self._write(*item)
-        except BaseException as e:  # noqa: BLE001 (reported by close)
-            self.error = e
-            while self.q.get() is not None:  # let the producer finish
-                pass
+    def _write_job(self, batches: list, host: str, names) -> None:
+        if self.error is None:  # nothing after a row group that failed
+            try:
+                self._write(batches, host, names)
+            except BaseException as e:
+                self.error = e
+                raise
 
     def _write(self, batches: list, host: str, names) -> None:
         """`names`: fhash -> path (a dict, _kernels.Names), or per batch its fname and fname2."""
@@ -350,12 +344,16 @@ class ParquetOut:
 
     def flush(self) -> None:
         if self.pending:
-            if self.thread is not None:  # the names as they are now (they may grow meanwhile)
+            if self.helper is not None:  # the names as they are now (they may grow meanwhile)
                 if isinstance(self.names, _kernels.Names) and self.names.other_empty:
-                    names = [Snapshot(self.names)] * len(self.pending)  # looked up by the thread
+                    names = [Snapshot(self.names)] * len(self.pending)  # looked up by the helper
                 else:
                     names = [file_names(b, self.names) for b in self.pending]
-                self.q.put((self.pending, self.host, names))
+                # at most two row groups given and not written: the task waits for the helper
+                if len(self.jobs) >= 2:
+                    self.jobs.popleft().result()
+                self.jobs.append(self.helper.submit(self._write_job, self.pending, self.host, names,
+                                                    stealable=False))
             else:
                 self._write(self.pending, self.host, self.names)
             self.pending, self.rows = [], 0
@@ -366,9 +364,12 @@ class ParquetOut:
         try:
             self.flush()
         finally:
-            if self.thread is not None:
-                self.q.put(None)
-                self.thread.join()
+            for job in self.jobs:  # every row group given written (or failed) before the part closes
+                try:
+                    job.result()
+                except BaseException:  # noqa: BLE001 (the first failure is raised below)
+                    pass
+            self.jobs.clear()
         if self.writer is not None:
             self.writer.close()
         if self.error is not None:

@@ -1124,6 +1124,64 @@ py::array_t<uint8_t> hex_strings(
   return out;
 }
 
+// The order of rows by a number, greatest first, then by a string (bytes, as Arrow compares
+// UTF-8), then by row: Arrow's stable sort_indices on (key descending, name ascending). A
+// million files' times tie often (30K distinct among 1M) and their paths share a long prefix:
+// each row carries the 16 bytes of its name after the prefix all names share, so that most
+// comparisons are of numbers in place, not of paths at random. Keys are not NaN.
+py::array_t<int64_t> order_by_key_then_name(
+    py::array_t<double, py::array::c_style | py::array::forcecast> key, I64 offsets,
+    py::array_t<uint8_t, py::array::c_style> data) {
+  const int64_t n = key.shape(0);
+  if (offsets.shape(0) != n + 1)
+    throw std::invalid_argument("order: offsets do not match the keys");
+  const double* k = key.data();
+  const int64_t* off = offsets.data();
+  const char* d = reinterpret_cast<const char*>(data.data());
+  for (int64_t i = 0; i <= n; i++)
+    if (off[i] < 0 || off[i] > data.shape(0) || (i && off[i] < off[i - 1]))
+      throw std::invalid_argument("order: an offset past the names");
+  struct Row {
+    double key;
+    uint64_t head[2];  // the name's 16 bytes after the shared prefix, big-endian, 0-padded
+    int64_t row;
+  };
+  std::vector<Row> rows(size_t(n > 0 ? n : 0));
+  std::vector<int64_t> out(rows.size());
+  {
+    py::gil_scoped_release nogil;
+    auto name = [&](int64_t i) {
+      return std::string_view(d + off[i], size_t(off[i + 1] - off[i]));
+    };
+    size_t shared = n ? name(0).size() : 0;
+    for (int64_t i = 1; i < n && shared; i++) {
+      const std::string_view a = name(0), b = name(i);
+      size_t j = 0;
+      const size_t m = std::min({shared, a.size(), b.size()});
+      while (j < m && a[j] == b[j]) j++;
+      shared = j;
+    }
+    for (int64_t i = 0; i < n; i++) {
+      Row& r = rows[size_t(i)];
+      r.key = k[i], r.row = i;
+      const std::string_view s = name(i).substr(shared);
+      unsigned char b[16] = {};
+      std::memcpy(b, s.data(), std::min<size_t>(s.size(), 16));
+      r.head[0] = r.head[1] = 0;
+      for (int j = 0; j < 16; j++) r.head[j / 8] = r.head[j / 8] << 8 | b[j];
+    }
+    std::sort(rows.begin(), rows.end(), [&](const Row& a, const Row& b) {
+      if (a.key != b.key) return a.key > b.key;
+      if (a.head[0] != b.head[0]) return a.head[0] < b.head[0];
+      if (a.head[1] != b.head[1]) return a.head[1] < b.head[1];
+      const int c = name(a.row).substr(shared).compare(name(b.row).substr(shared));  // as memcmp
+      return c != 0 ? c < 0 : a.row < b.row;
+    });
+    for (size_t i = 0; i < rows.size(); i++) out[i] = rows[i].row;
+  }
+  return give_array(std::move(out));
+}
+
 // Paths (an Arrow string array's offsets and bytes) cut at their last '/': the folder (before
 // it) and the tail of the name from its first '.' (the whole name when it has none), each as
 // codes into its distinct values, in order of first appearance. Flags per path: 1, no '/'
@@ -1667,5 +1725,7 @@ PYBIND11_MODULE(_kernels, m) {
            py::arg("cat_layer"), py::arg("name"), py::arg("name_kind"), py::arg("ts"),
            py::arg("dur"), py::arg("tid"), py::arg("proc"), py::arg("pk"))
       .def("take", &Layers::take);
+  m.def("order_by_key_then_name", &order_by_key_then_name, py::arg("key"), py::arg("offsets"),
+        py::arg("data"));
   m.def("path_parts", &path_parts, py::arg("offsets"), py::arg("data"));
 }

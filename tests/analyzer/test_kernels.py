@@ -262,3 +262,35 @@ def test_names_apart_that_disagree_are_refused(tmp_path):
             with pytest.raises(ValueError, match="past the paths"):
                 writer.add_names_apart(*bad)
             writer.add_names_apart(h.tobytes(), np.array([0, 4, 12], np.int64).tobytes(), data.tobytes())
+
+
+@pytest.mark.parametrize("names", ["short", "long"])
+@pytest.mark.parametrize("ties", ["few", "many", "all"])
+def test_files_ordered_by_time_then_name_as_arrow_sorts(ties, names):
+    """order_by_key_then_name (the summary's file order: time, greatest first, then name) is
+    Arrow's stable sort_indices on (time descending, name ascending): names compared as bytes
+    (non-ASCII after ASCII, a prefix first, a NUL byte after the end), equal names by row; times
+    that tie often or always; names that share a long prefix and differ only past the 16
+    bytes after it, or not at all."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+    from iotrace_analyzer import keys
+
+    rng = np.random.default_rng(11)
+    n = 5000
+    spread = {"few": 10**9, "many": 40, "all": 1}[ties]
+    t = rng.integers(0, spread, n) / 1000.0
+    t[:3] = [0.0, -0.0, 5.5]
+    stems = ["/d/a", "/d/a/b", "/d/\u00e4", "/d/z", "/D/a", "/d/a\n", "/d/\u00e91", "/d/\u00e9", "/d/a\x00"]
+    if names == "long":  # one prefix of 33 bytes, then 16 bytes alike, then the difference
+        stems = ["/scratch/datasets/imagenet/train/" + "0123456789abcdef" + x for x in stems + [""]]
+    picked = [stems[i] + ("" if r else f"{i % 7}") for i, r in
+              zip(rng.integers(0, len(stems), n), rng.integers(0, 2, n))]
+    arr = pa.array(picked, pa.string())
+    want = pc.sort_indices(pa.table({"t": t, "f": arr}),
+                           sort_keys=[("t", "descending"), ("f", "ascending")]).to_numpy()
+    off, data, _valid = keys.buffers(arr)
+    got = _kernels.order_by_key_then_name(t, off, data)
+    assert got.dtype == np.int64 and got.tolist() == want.tolist()
+    with pytest.raises(ValueError, match="offsets"):
+        _kernels.order_by_key_then_name(t[:-1], off, data)

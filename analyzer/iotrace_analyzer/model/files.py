@@ -18,7 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import units
+from .. import _kernels, units
+from ..keys import buffers
 from . import file_class
 
 # the summary's file row: its keys in order, and where each comes from
@@ -342,8 +343,9 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
             pc.is_in(fhash, value_set=s_hash).to_numpy(zero_copy_only=False)
     cls = file_class.classify_many(named, prefixes, dirs, stdio=is_stdio, unknown=unknown)
     classes = _classes(cols, cls)
-    order = pc.sort_indices(pa.table({"t": cols["time_us"], "f": named}),
-                            sort_keys=[("t", "descending"), ("f", "ascending")]).to_numpy().astype(np.int64)
+    # by time, greatest first, then by name (Arrow's stable order): names compared only among equal times
+    off, data, _valid = buffers(named)
+    order = _kernels.order_by_key_then_name(cols["time_us"], off, data)
     table = FileTable(cols, named, fhash, cls, order)
     if has_samples is not None:
         table.has_samples = has_samples[order]

@@ -634,16 +634,18 @@ def _random(S, D, T, rid, direction):
     seq_k, rnd_k = f"{direction}_sequential", f"{direction}_random"
     size_k = "read_extent" if direction == "read" else "bytes_written"
     F = _files(D)
+    # each column put in order once (a million files: a gather each)
+    seq_c, rnd_c = F[seq_k], F[rnd_k]
     weighed = F.is_class("data") & (F[size_k] >= T["min_file_bytes"]) & ~_skip(D, F)  # metadata-heavy's
-    data = weighed & (F[rnd_k] != 0)
-    seq = int(F[seq_k][weighed].sum())
-    rnd = int(F[rnd_k][data].sum())
+    data = weighed & (rnd_c != 0)
+    seq = int(seq_c[weighed].sum())
+    rnd = int(rnd_c[data].sum())
     t_k = "read_time_us" if direction == "read" else "write_time_us"
-    cost = py_sum(F[t_k][data] * F[rnd_k][data] / np.maximum(F[rnd_k][data] + F[seq_k][data], 1))
+    cost = py_sum(F[t_k][data] * rnd_c[data] / np.maximum(rnd_c[data] + seq_c[data], 1))
     if rnd < T["min_calls"] or rnd / (seq + rnd) < T["share"] or not _costs(S, T, cost):
         return None
     v = rnd / (seq + rnd)
-    data = F.rows(top_rows(data, [-F[rnd_k]], None, 10))
+    data = F.rows(top_rows(data, [-rnd_c], None, 10))
     kind = "reads" if direction == "read" else "writes"
     return _finding(
         rid, "warn", f"{100 * v:.0f}% of the data {kind} jump backwards in their file ({rnd} calls)", v, T["share"],
@@ -668,12 +670,13 @@ def random_writes(S, D, T):
 def _part(F: FileTable, data: np.ndarray, part):
     """Sums over data files (a mask of F's rows) of one part of their calls: "use" (the
     processes that only read or looked at a file) or "create" (those that wrote it)."""
-    meta_n = int(F[f"{part}_metadata_count"][data].sum())
+    meta_c, opens_c = F[f"{part}_metadata_count"], F[f"{part}_opens"]
+    meta_n = int(meta_c[data].sum())
     meta_t = py_sum(F[f"{part}_metadata_time_us"][data])
     io_t = py_sum(F[f"{part}_time_us"][data])
-    files = data & ((F[f"{part}_opens"] != 0) | (F[f"{part}_metadata_count"] != 0))
+    files = data & ((opens_c != 0) | (meta_c != 0))
     return dict(files=int(files.sum()), processes=int(F[f"{part}_processes"][files].max()) if files.any() else 0,
-                opens=int(F[f"{part}_opens"][data].sum()), metadata_calls=meta_n,
+                opens=int(opens_c[data].sum()), metadata_calls=meta_n,
                 metadata_time_us=round(meta_t, 3), io_time_us=round(io_t, 3),
                 metadata_share=round(meta_t / io_t, 6) if io_t else 0.0)
 
@@ -750,8 +753,8 @@ def redundant_reads(S, D, T):
     bytes read again within one open (a library reading a header or an index twice) and the
     file opened again (each epoch, or a cache that does not hold)."""
     F = _files(D)
-    data = F.is_class("data") & (F["read_extent"] != 0)
     br, ex = F["bytes_read"], F["read_extent"]
+    data = F.is_class("data") & (ex != 0)
     again_m = data & (br > ex)
     again_b = br - ex
     again = int(again_b[again_m].sum())

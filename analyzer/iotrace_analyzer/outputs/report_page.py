@@ -132,9 +132,16 @@ def _plot_html(div_id: str, fig: dict) -> str:
 
 @cache
 def _template() -> jinja2.Template:
-    env = jinja2.Environment(loader=jinja2.PackageLoader("iotrace_analyzer.outputs", "templates"),
-                             autoescape=jinja2.select_autoescape(["html", "j2"]))
-    return env.get_template("report.html.j2")
+    """The page's template, compiled once per user (Jinja's bytecode cache, in the temp folder:
+    compiling it took 0.2 s of every run); compiled each time where that folder cannot be used."""
+    def env(**kw) -> jinja2.Environment:
+        return jinja2.Environment(loader=jinja2.PackageLoader("iotrace_analyzer.outputs", "templates"),
+                                  autoescape=jinja2.select_autoescape(["html", "j2"]), **kw)
+
+    try:
+        return env(bytecode_cache=jinja2.FileSystemBytecodeCache()).get_template("report.html.j2")
+    except (OSError, RuntimeError):  # (RuntimeError: a folder another user owns)
+        return env().get_template("report.html.j2")
 
 
 def _labels(S: dict) -> dict:

@@ -426,6 +426,39 @@ def test_findings_sorted_most_severe_first(tmp_path):
         assert f["advice"] and all(isinstance(a, str) for a in f["advice"])
 
 
+def test_rules_run_two_at_a_time_with_the_same_findings(tmp_path, monkeypatch):
+    """Over many files (PARALLEL_FILES) the rules run on two threads: the same findings, in the
+    same order, as one after the other; a rule's exception comes out of findings()."""
+    p = Proc(100, wall_ms=1000)
+    for _ in range(4):
+        p.span("torch.save", "checkpoint", 100_000, args={"bytes": MiB})
+    for _i in range(20):
+        p.io("read", "pipe:[1]", dur_us=10, fd=5, size=MiB, ret=MiB)
+    p.read_file("/data/d.bin", 2 * MiB, MiB, passes=3)
+    d = tmp_path / "t"
+    d.mkdir()
+    write_trace(d / "t-node1-100.pfw.zst", p.done())
+    th = insights.thresholds({rid: {"min_share": 0} for rid, keys in insights.THRESHOLDS.items()
+                              if "min_share" in keys})
+    job = analyze([str(d)], Options(engine="local", workers=1, rules=th))
+    serial = insights.findings(job, th)
+    threads = []
+    rule = insights.RULES["pipe-traffic"]
+    monkeypatch.setitem(insights.RULES, "pipe-traffic",
+                        lambda *a: threads.append(__import__("threading").current_thread().name) or rule(*a))
+    monkeypatch.setattr(insights, "PARALLEL_FILES", 0)
+    assert insights.findings(job, th) == serial and [f["id"] for f in serial] == \
+        ["checkpoint-stall", "redundant-reads", "pipe-traffic"]
+    assert threads and threads[0].startswith("ThreadPoolExecutor")
+
+    def broken(*a):
+        raise ValueError("a rule's bug")
+
+    monkeypatch.setitem(insights.RULES, "io-bound", broken)
+    with pytest.raises(ValueError, match="a rule's bug"):
+        insights.findings(job, th)
+
+
 def test_cli_rules_file_threshold_and_quiet(tmp_path, capsys):
     p = Proc(100, wall_ms=2000)
     p.read_file("/data/samples.bin", 500 * 4 * KiB, 4 * KiB)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import os
 import re
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -1323,6 +1324,8 @@ def mpiio_unused(S, D, T):
          "needs none of this: the finding is about shared files and small requests"])
 
 
+PARALLEL_FILES = 100_000  # files from which the rules run two at a time
+
 RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small_writes,
          "random-reads": random_reads, "random-writes": random_writes, "metadata-heavy": metadata_heavy,
          "redundant-reads": redundant_reads, "checkpoint-stall": checkpoint_stall, "sync-heavy": sync_heavy,
@@ -1351,14 +1354,17 @@ def findings(job: Job, th: dict | None = None) -> list[dict]:
     S = job.summary
     job.per_sample = per_sample_files(job, th["metadata-heavy"]) \
         if th["metadata-heavy"]["enabled"] else np.zeros(len(job.files), bool)
-    out = []
     # an input that cannot tell what a rule needs (a Darshan log's counters) names it skipped
     skipped = (S.get("darshan") or {}).get("rules_skipped", {})
-    for rid, rule in RULES.items():
-        if th[rid]["enabled"] and rid not in skipped:
-            f = rule(S, job, th[rid])
-            if f is not None:
-                out.append(f)
+    todo = [(rule, th[rid]) for rid, rule in RULES.items() if th[rid]["enabled"] and rid not in skipped]
+    if len(job.files) >= PARALLEL_FILES and (os.cpu_count() or 1) > 1:
+        # the rules only read the job; over many files each is gathers and sums of columns that
+        # release the GIL: two at a time (a million files: 0.38-0.47 -> 0.27-0.34 s)
+        with ThreadPoolExecutor(2) as pool:
+            found = list(pool.map(lambda r: r[0](S, job, r[1]), todo))
+    else:
+        found = [rule(S, job, t) for rule, t in todo]
+    out = [f for f in found if f is not None]
 
     def key(f):
         over = f["value"] / f["threshold"] if f["threshold"] else 0.0

@@ -437,3 +437,27 @@ def test_file_names_of_a_trace_table_and_row_groups(tmp_path, monkeypatch, aide)
     assert [r["fhash"] for r in rows] == [fhex(paths[i % 4]) for i in range(12)]
     md = pq.ParquetFile(part).metadata
     assert [md.row_group(g).num_rows for g in range(md.num_row_groups)] == [6, 6]
+
+
+def test_files_table_one_row_per_hash_by_hash(tmp_path):
+    """files.parquet: one row per hash, its first row's name, by hash (as strings sort); the
+    tracer's hashes written again from their numbers, distinct or repeated; other hashes (a
+    DFTracer trace's) by the strings."""
+    from iotrace_analyzer.model.files import hash_keys
+    from iotrace_analyzer.outputs import parquet
+
+    hexes = [f"{v:016x}" for v in (0xFFFF000000000001, 5, 0x8000000000000000, 7)]
+    for rows in ([(h, f"/p/{i}") for i, h in enumerate(hexes)],
+                 [(hexes[1], "/first"), (hexes[0], "/a"), (hexes[1], "/second"), (hexes[3], "/b")],
+                 [("h-two", "/x"), (hexes[2], "/y"), ("h-one", "/z"), ("h-two", "/w")],
+                 [(f"{(i * 7919) % 50 * 0x0101010101:016x}", f"/n/{i}") for i in range(500)]):  # (a sort
+        # that is not stable would give some hash a later row's name)
+        files = pa.table({"fhash": [h for h, _ in rows], "name": [n for _, n in rows]})
+        keys = hash_keys(files.column("fhash"))
+        hex_keys = all(len(h) == 16 and h != "h-two" for h, _ in rows)
+        parquet.write_metadata(str(tmp_path), [], [], files, keys, hex_keys)
+        got = pq.read_table(tmp_path / "files.parquet").to_pylist()
+        first: dict = {}
+        for h, n in rows:
+            first.setdefault(h, n)
+        assert got == [{"fhash": h, "name": first[h]} for h in sorted(first)]

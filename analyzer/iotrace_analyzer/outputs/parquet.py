@@ -202,6 +202,16 @@ def open_part(out_dir: str, name: str, schema: pa.Schema) -> tuple[pq.ParquetWri
     return w, path
 
 
+def _first_by_key(keys: np.ndarray) -> np.ndarray:
+    """The row of each distinct key's first, in the keys' order (np.unique's return_index: a
+    stable sort; distinct keys, most often, need none)."""
+    order = np.argsort(keys)
+    k = keys[order]
+    if len(k) < 2 or (k[1:] != k[:-1]).all():
+        return order
+    return np.unique(keys, return_index=True)[1]
+
+
 def _distinct(keys: np.ndarray) -> bool:
     k = np.sort(keys)
     return not (k[1:] == k[:-1]).any()
@@ -241,7 +251,11 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
     if files is None or not files.num_rows:
         table = FILES_SCHEMA.empty_table()
     elif keys is not None and hex_keys:  # one row per hash (its first), by hash
-        table = files.take(np.unique(keys, return_index=True)[1])
+        first = _first_by_key(np.asarray(keys, np.uint64))
+        # the hashes written again from their numbers (the tracer's digits: the same strings),
+        # not gathered at random with the names (a million files: 0.62 -> 0.4x s)
+        table = pa.table({"fhash": _hex_strings(np.asarray(keys, np.uint64)[first]),
+                          "name": files.column("name").take(pa.array(first))})
     else:
         hashes = files.column("fhash").combine_chunks()
         if keys is None or not _distinct(keys):

@@ -461,3 +461,22 @@ def test_files_table_one_row_per_hash_by_hash(tmp_path):
         for h, n in rows:
             first.setdefault(h, n)
         assert got == [{"fhash": h, "name": first[h]} for h in sorted(first)]
+
+
+def test_file_order_sorted_apart_is_the_same(tmp_path, monkeypatch):
+    """Over many files (SORT_APART_FILES) the summary's file order is sorted on a thread while
+    the names are classified: the same files, in the same order, with the same figures."""
+    from iotrace_analyzer.model import files as files_model
+
+    p = 700
+    paths = [f"/data/o{i:03d}" for i in range(60)]
+    events = [process(p)] + [fh(x, p) for x in paths]
+    events += [io("read", p, (1000 + 10 * i) * US, (i % 4 + 1) * US, path=paths[i * 13 % 60], fd=3, size=8,
+                  offset=8 * i, ret=8) for i in range(400)]
+    write_trace(tmp_path / "t" / "o-node1-700.pfw.zst", events)
+    here = analyze([str(tmp_path / "t")], Options(engine="local", workers=1))
+    monkeypatch.setattr(files_model, "SORT_APART_FILES", 0)
+    apart = analyze([str(tmp_path / "t")], Options(engine="local", workers=1))
+    assert [r["file"] for r in apart.summary["files"]] == [r["file"] for r in here.summary["files"]]
+    assert apart.summary["files"] == here.summary["files"] and len(here.files) == 60
+    assert apart.files.file.to_pylist() == here.files.file.to_pylist()

@@ -13,6 +13,7 @@ as the loops over row dicts made them: the figures are the same to the last bit.
 from __future__ import annotations
 
 import sys
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -90,6 +91,24 @@ class Columns:
             return self.src[key][j].item()
         return self.fns[key](lambda k: _int64(self.src[k][j:j + 1]) if k in self.src else
                              np.asarray([self.at(k, j)]))[0].item()
+
+
+SORT_APART_FILES = 100_000  # files from which their order is sorted on a thread of its own
+
+
+class _Here:
+    """submit() runs the call here and now (a pool of no thread, for few files)."""
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+    def submit(self, fn, *args):
+        f: Future = Future()
+        f.set_result(fn(*args))
+        return f
 
 
 def _int64(a: np.ndarray) -> np.ndarray:
@@ -341,11 +360,14 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
         s_hash = pa.array(sorted(stdio), pa.string())
         is_stdio = _lookup(keys, fhash, hash_keys(s_hash), s_hash) >= 0 if keys is not None else \
             pc.is_in(fhash, value_set=s_hash).to_numpy(zero_copy_only=False)
-    cls = file_class.classify_many(named, prefixes, dirs, stdio=is_stdio, unknown=unknown)
-    classes = _classes(cols, cls)
-    # by time, greatest first, then by name (Arrow's stable order): names compared only among equal times
+    # by time, greatest first, then by name (Arrow's stable order): names compared only among
+    # equal times; sorted (without the GIL) while the names are classified, over many files
     off, data, _valid = buffers(named)
-    order = _kernels.order_by_key_then_name(cols["time_us"], off, data)
+    with ThreadPoolExecutor(1) if n >= SORT_APART_FILES else _Here() as pool:
+        ordering = pool.submit(_kernels.order_by_key_then_name, cols["time_us"], off, data)
+        cls = file_class.classify_many(named, prefixes, dirs, stdio=is_stdio, unknown=unknown)
+        classes = _classes(cols, cls)
+        order = ordering.result()
     table = FileTable(cols, named, fhash, cls, order)
     if has_samples is not None:
         table.has_samples = has_samples[order]

@@ -237,13 +237,20 @@ const char* const kFileSumNames[kFileSums] = {"count",      "dur",       "read",
 // A block's (fhash code, process) slots in the order they came, found through an array indexed
 // by code and process when the block's codes and processes allow it (a block of a million-file
 // job has thousands of codes: no node, no allocation per slot), else a map. Per slot: the
-// sums of kFileSumNames and the calls per direction and size bin.
+// sums of kFileSumNames, side by side (an event on a file adds to a dozen of them: two cache
+// lines, not one line in each of sixteen arrays), and the calls per direction and size bin.
 struct FileSlots {
   int64_t n = 1;
   std::vector<int32_t> cache;  // code * n + process -> slot, -1
   std::unordered_map<int64_t, uint32_t> map;
   std::vector<int64_t> fh, proc;
-  std::vector<int64_t> sums[kFileSums];
+  std::vector<int64_t> sums;  // slot * kFileSums + sum
+  int64_t& sum(size_t slot, int c) { return sums[slot * kFileSums + size_t(c)]; }
+  std::vector<int64_t> column(int c) const {
+    std::vector<int64_t> out(fh.size());
+    for (size_t k = 0; k < out.size(); k++) out[k] = sums[k * kFileSums + size_t(c)];
+    return out;
+  }
   // slot * 2 * kSizeBins + direction * kSizeBins + bin -> calls (of one block: int32; a
   // million files' slots are 80 MB written and scanned, not 160)
   std::vector<int32_t> bins;
@@ -266,7 +273,7 @@ struct FileSlots {
   }
   uint32_t add(int64_t f, int64_t p) {
     fh.push_back(f), proc.push_back(p);
-    for (auto& s : sums) s.push_back(0);
+    sums.resize(sums.size() + kFileSums, 0);
     bins.resize(bins.size() + 2 * kSizeBins, 0);
     return uint32_t(fh.size() - 1);
   }
@@ -396,7 +403,7 @@ py::dict figures(I32 ph, U8 ph_x, I32 cat, U8 cat_kind, I32 name, U8 name_kind, 
     py::dict d;
     d["fhash"] = to_array(F.files.fh);
     d["proc"] = to_array(F.files.proc);
-    for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = to_array(F.files.sums[c]);
+    for (int c = 0; c < kFileSums; c++) d[kFileSumNames[c]] = give_array(F.files.column(c));
     out["files"] = d;
     std::vector<int64_t> slot, bin, count;  // sparse, by files slot
     for (size_t k = 0; k < F.files.bins.size(); k++)
@@ -451,6 +458,16 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
              const Col& offset, const Col& err, I32& fh, U8& fh_kind, const Col& fd, const Col& tid,
              I64& proc, int64_t n_procs, I64& shifts, int64_t tl_exp) {
   const int64_t rows = ts.rows();
+  {  // room for the most the block can have (a point per row; a files slot per code and
+     // process): the block's thousands of slots and points are not grown by copies
+    const size_t pts = size_t(rows);
+    for (auto* v : {&F.pt_slot, &F.pt_ts, &F.pt_off, &F.pt_len}) v->reserve(pts);
+    F.pt_dir.reserve(pts);
+    const size_t slots = std::min(
+        pts, size_t(fh.shape(0) ? fh_kind.shape(0) : 0) * size_t(std::max<int64_t>(n_procs, 1)));
+    F.files.fh.reserve(slots), F.files.proc.reserve(slots);
+    F.files.sums.reserve(slots * kFileSums), F.files.bins.reserve(slots * 2 * kSizeBins);
+  }
   const int32_t* ph_ = ph.data();
   const uint8_t* ph_x_ = ph_x.data();
   const int32_t* cat_ = cat.data();
@@ -584,20 +601,19 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     int64_t f = -1;  // the row's files slot
     if (fh_[i] >= 0) {
       f = int64_t(files.slot(fh_[i], p));
-      auto& fs = files.sums;
-      fs[0][f]++;
-      fs[1][f] += d;
-      fs[2][f] += r.rd ? moved : 0;
-      fs[3][f] += r.wr ? moved : 0;
+      int64_t* fs = &files.sum(size_t(f), 0);
+      fs[0]++;
+      fs[1] += d;
+      fs[2] += r.rd ? moved : 0;
+      fs[3] += r.wr ? moved : 0;
       // open, stat, close, lseek...: neither a data call nor a sync (which is the writes' cost)
       const bool meta = !(r.rd || r.wr) && !(nc >= 0 && (name_kind_[nc] & kSync));
-      fs[4][f] += meta;
-      fs[5][f] += meta ? d : 0;
-      fs[6][f] += r.rd, fs[7][f] += r.wr;
-      fs[8][f] += r.rd ? d : 0, fs[9][f] += r.wr ? d : 0;
-      fs[10][f] += nc >= 0 && (name_kind_[nc] & kOpen);
-      if (r.rd && offset.ok(i))
-        fs[kReadExtent][f] = std::max(fs[kReadExtent][f], offset.v[i] + moved);
+      fs[4] += meta;
+      fs[5] += meta ? d : 0;
+      fs[6] += r.rd, fs[7] += r.wr;
+      fs[8] += r.rd ? d : 0, fs[9] += r.wr ? d : 0;
+      fs[10] += nc >= 0 && (name_kind_[nc] & kOpen);
+      if (r.rd && offset.ok(i)) fs[kReadExtent] = std::max(fs[kReadExtent], offset.v[i] + moved);
     }
     const size_t b = tl.slot((t + shift_[p]) >> tl_exp, p);
     tl.sums[0][b] += r.rd ? moved : 0;
@@ -636,7 +652,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       o.consecutive += offset.v[i] == c.end;
       const bool seq = offset.v[i] >= c.end;
       o.sequential += seq, o.random += !seq;
-      if (f >= 0) files.sums[kReadSeq + 2 * dir + !seq][f]++;
+      if (f >= 0) files.sum(size_t(f), kReadSeq + 2 * dir + !seq)++;
     }
     c.ts = t, c.end = offset.v[i] + moved;
   }
@@ -664,9 +680,8 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
     }
     // Out of order (threads sharing a stream): the direction's calls sorted by (stream, ts).
     o = Found::Dir();
-    for (int k = 0; k < 2; k++)
-      std::fill(files.sums[kReadSeq + 2 * dir + k].begin(),
-                files.sums[kReadSeq + 2 * dir + k].end(), 0);
+    for (size_t slot = 0; slot < files.size(); slot++)
+      for (int k = 0; k < 2; k++) files.sum(slot, kReadSeq + 2 * dir + k) = 0;
     std::vector<int64_t> st, tss, off, en;
     for (int64_t i = 0; i < rows; i++) {
       const Row r = row(i);
@@ -694,7 +709,7 @@ void compute(Found& F, I32& ph, U8& ph_x, I32& cat, U8& cat_kind, I32& name, U8&
       o.consecutive += off[i] == pe;
       const bool seq = off[i] >= pe;
       o.sequential += seq, o.random += !seq;
-      if (st[i] >= 0) files.sums[kReadSeq + 2 * dir + !seq][size_t(st[i])]++;
+      if (st[i] >= 0) files.sum(size_t(st[i]), kReadSeq + 2 * dir + !seq)++;
     }
     if (m) o.tail_end.push_back(en[order[m - 1]]);
   }

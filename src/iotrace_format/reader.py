@@ -24,11 +24,11 @@ here: the tracer's commands use this module and must not pay for pyarrow or Dask
 
 from __future__ import annotations
 
+import collections
 import glob
 import json
 import mmap
 import os
-import collections
 import struct
 import zlib
 from dataclasses import dataclass

@@ -13,7 +13,7 @@ as the loops over row dicts made them: the figures are the same to the last bit.
 from __future__ import annotations
 
 import sys
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 import pyarrow as pa
@@ -94,21 +94,6 @@ class Columns:
 
 
 SORT_APART_FILES = 100_000  # files from which their order is sorted on a thread of its own
-
-
-class _Here:
-    """submit() runs the call here and now (a pool of no thread, for few files)."""
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        return None
-
-    def submit(self, fn, *args):
-        f: Future = Future()
-        f.set_result(fn(*args))
-        return f
 
 
 def _int64(a: np.ndarray) -> np.ndarray:
@@ -363,11 +348,12 @@ def collect(partials: list, all_names, stdio: set, prefixes: tuple, dirs: frozen
     # by time, greatest first, then by name (Arrow's stable order): names compared only among
     # equal times; sorted (without the GIL) while the names are classified, over many files
     off, data, _valid = buffers(named)
-    with ThreadPoolExecutor(1) if n >= SORT_APART_FILES else _Here() as pool:
-        ordering = pool.submit(_kernels.order_by_key_then_name, cols["time_us"], off, data)
+    with ThreadPoolExecutor(1) as pool:  # (its thread starts at a submit only)
+        ordering = pool.submit(_kernels.order_by_key_then_name, cols["time_us"], off, data) \
+            if n >= SORT_APART_FILES else None
         cls = file_class.classify_many(named, prefixes, dirs, stdio=is_stdio, unknown=unknown)
         classes = _classes(cols, cls)
-        order = ordering.result()
+        order = ordering.result() if ordering else _kernels.order_by_key_then_name(cols["time_us"], off, data)
     table = FileTable(cols, named, fhash, cls, order)
     if has_samples is not None:
         table.has_samples = has_samples[order]

@@ -253,7 +253,7 @@ def write_metadata(out_dir: str, processes: list[dict], threads: list[dict], fil
     elif keys is not None and hex_keys:  # one row per hash (its first), by hash
         first = _first_by_key(np.asarray(keys, np.uint64))
         # the hashes written again from their numbers (the tracer's digits: the same strings),
-        # not gathered at random with the names (a million files: 0.62 -> 0.4x s)
+        # not gathered at random with the names (a million files: 0.62 -> 0.45 s)
         table = pa.table({"fhash": _hex_strings(np.asarray(keys, np.uint64)[first]),
                           "name": files.column("name").take(pa.array(first))})
     else:

@@ -112,16 +112,17 @@ class Job:
             self.value = self.fn(*self.args)
         except BaseException as e:  # noqa: BLE001 (raised by result)
             self.error = e
-        with self.cond:
-            self.state, self.fn, self.args = Job.DONE, None, None
-            self.cond.notify_all()
+        self._done()
 
     def cancel(self) -> None:
         """Not to be run (a reader stopped early), unless it has started."""
         if self.claim():
-            with self.cond:
-                self.state, self.fn, self.args = Job.DONE, None, None
-                self.cond.notify_all()
+            self._done()
+
+    def _done(self) -> None:
+        with self.cond:
+            self.state, self.fn, self.args = Job.DONE, None, None
+            self.cond.notify_all()
 
     def result(self):
         """fn's value (given once: the helper's queue may hold the job a while yet, not a

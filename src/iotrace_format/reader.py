@@ -290,9 +290,11 @@ def _open_map(path: str):
 # --------------------------------------------------------------------------- decoding
 
 
-def _note(damage: list | None, *args) -> None:
+def _note(damage: list | None, *args, at: int | None = None) -> None:
+    """A Damage record at the end of `damage` (or at `at`: a frame decoded ahead, before the
+    notes the walk made past it meanwhile)."""
     if damage is not None:
-        damage.append(Damage(*args))
+        damage.insert(len(damage) if at is None else at, Damage(*args))
 
 
 def _whole_lines(tail: bytes, data: bytes) -> tuple[bytes, bytes]:
@@ -544,10 +546,9 @@ def _zstd_batches(path, buf, start, end, damage, names_apart: bool = False, ahea
 
     def decoded(batch, status, pos, at=None):
         nonlocal put_in
-        if batch.damaged and status == "ok" and damage is not None:
+        if batch.damaged and status == "ok":
             lines = batch.rows + len(batch.meta) + batch.name_count
-            d = Damage(path, pos, "corrupt-frame", f"compact frame damaged; {lines} lines decoded before it")
-            damage.insert(len(damage) if at is None else at, d)
+            _note(damage, path, pos, "corrupt-frame", f"compact frame damaged; {lines} lines decoded before it", at=at)
             put_in += 1
         return batch
 

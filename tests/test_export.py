@@ -903,6 +903,29 @@ def test_json_holds_what_the_pftrace_holds(real_jobs, tmp_path):
 
 
 @pytest.mark.parametrize("threads", [False, True])
+def test_a_write_error_is_raised_whichever_thread_deflates(threads):
+    """A full disk while the deflate thread has batches waiting (4 KiB batches: thousands handed
+    over): the writer raises the error instead of going on or hanging, as it does unthreaded."""
+    from iotrace_format import _native
+
+    from iotrace_analyzer import _export
+
+    lines = [b'{"ph":"X","name":"read","cat":"posix","pid":7,"tid":7,"ts":%d.0,"dur":1.0,'
+             b'"args":{"ret":%d}}' % (10 * k, k) for k in range(20000)]
+    cols = _export.Columns(_native.scan_json(b"\n".join(lines) + b"\n"))
+    fd = os.open("/dev/full", os.O_WRONLY)
+    try:
+        w = _export.ProtoWriter(fd, seq=1, vpid=7, pid=7, sort_index=0, file_index=0,
+                                batch_bytes=4096, deflate_thread=threads)
+        with pytest.raises(RuntimeError, match="No space left on device"):
+            w.encode(cols, np.arange(cols.rows, dtype=np.int64), np.zeros(0, np.int64),
+                     np.zeros(0, np.uint64))
+            w.close()
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("threads", [False, True])
 def test_a_batch_of_many_new_file_names(tmp_path, threads):
     """A batch naming thousands of files in its FH lines (a job that reads a million), used in
     another order: every name is found (the writers look them up a few ahead), none left for

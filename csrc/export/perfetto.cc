@@ -4,6 +4,7 @@
 #include <zlib.h>
 
 #include <condition_variable>
+#include <deque>
 #include <exception>
 #include <mutex>
 #include <stdexcept>
@@ -125,21 +126,25 @@ int64_t RecentStarts::begin(int64_t ts, int64_t dur) {
 // --- the writer --------------------------------------------------------------------------------
 
 // Compresses and writes the packets: with ProtoParams::deflate_thread, on a thread of its own
-// once a file fills a batch (the writing of the next batch overlaps the deflate of this one, on
-// the other core; a small file's one batch is compressed on the calling thread, no thread
-// started).
+// once a file fills a batch (the writing of the next batches overlaps the deflate of this one,
+// on the other core; a small file's one batch is compressed on the calling thread, no thread
+// started). Up to kDepth batches wait for it: the writer and the reader ahead of it share the
+// cores with it, and a single slot made the writer wait whenever the deflate was a batch behind.
 struct ProtoWriter::Z {
+  static constexpr size_t kDepth = 3;
   z_stream s{};
   std::string buf;
   FastDeflate fast;
   int level;
   FdOut& out;
-  // the thread and the one batch handed over to it
+  // the thread, the batches handed over to it (in order; the first is the one it writes) and
+  // the buffers of those written, for the next ones
   std::thread worker;
   std::mutex m;
   std::condition_variable cv;
-  Buf job;
-  bool has_job = false, done = false;
+  std::deque<Buf> jobs;
+  std::vector<Buf> spare;
+  bool done = false;
   std::exception_ptr error;
 
   Z(int level, FdOut& out) : level(level), out(out) {
@@ -184,23 +189,26 @@ struct ProtoWriter::Z {
       raw.clear();
       return;
     }
-    if (!worker.joinable()) {
-      job.room(raw.size() + (64 << 10));  // as big as raw's: the two are swapped
-      worker = std::thread([this] { run(); });
-    }
+    if (!worker.joinable()) worker = std::thread([this] { run(); });
     std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return !has_job; });
+    cv.wait(l, [&] { return jobs.size() < kDepth || error; });
     if (error) std::rethrow_exception(error);
-    std::swap(raw, job);
-    raw.clear();
-    has_job = true;
+    Buf next;
+    if (!spare.empty()) {
+      next = std::move(spare.back());
+      spare.pop_back();
+    } else {
+      next.room(raw.size() + (64 << 10));  // as big as raw's: the two are swapped
+    }
+    std::swap(raw, next);
+    jobs.push_back(std::move(next));
     cv.notify_all();
   }
   // Waits until what was handed over is written; rethrows its error.
   void wait() {
     if (!worker.joinable()) return;
     std::unique_lock<std::mutex> l(m);
-    cv.wait(l, [&] { return !has_job; });
+    cv.wait(l, [&] { return jobs.empty(); });
     if (error) std::rethrow_exception(error);
   }
   void stop() {
@@ -215,17 +223,22 @@ struct ProtoWriter::Z {
   void run() {
     std::unique_lock<std::mutex> l(m);
     for (;;) {
-      cv.wait(l, [&] { return has_job || done; });
-      if (!has_job) return;
+      cv.wait(l, [&] { return !jobs.empty() || done; });
+      if (jobs.empty()) return;
+      Buf& job = jobs.front();    // (a deque's push_back moves no element)
+      bool failed = bool(error);  // (only this thread sets it)
       l.unlock();
+      std::exception_ptr e;
       try {
-        if (!error) write(job);
+        if (!failed) write(job);
       } catch (...) {
-        error = std::current_exception();  // read by the caller's thread after has_job is false
+        e = std::current_exception();
       }
       job.clear();
       l.lock();
-      has_job = false;
+      if (e) error = e;  // rethrown by the caller's next hand_over or wait
+      spare.push_back(std::move(job));
+      jobs.pop_front();
       cv.notify_all();
     }
   }

@@ -139,13 +139,12 @@ class Keys:
         if missing.any():
             # new keys numbered in the order of (name id, the hash's code in this batch), as the
             # rows' distinct pairs sorted
+            # (a batch's hashes are distinct: distinct (name, code) pairs are distinct keys)
             width = len(hashes) + 1
-            for p in np.unique(name_ids[missing] * width + fc[missing]).tolist():
-                n, f = divmod(p, width)
-                h = self.last_hashes[1][f]
-                if self.table[n, h] < 0:
-                    self.table[n, h] = len(self.key_list)
-                    self.key_list.append((n, hashes[f] if f < len(hashes) else None))
+            n, f = np.divmod(np.unique(name_ids[missing] * width + fc[missing]), width)
+            self.table[n, self.last_hashes[1][f]] = np.arange(len(self.key_list), len(self.key_list) + len(n))
+            named = list(hashes) + [None]
+            self.key_list.extend(zip(n.tolist(), [named[i] for i in f.tolist()]))
             key_ids = self.table[name_ids, hash_id].astype(np.int64)
         return name_ids, key_ids
 

@@ -5,6 +5,9 @@ decoded ahead come in the file's order with the damage noted in the file's order
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -120,3 +123,37 @@ def test_a_reader_that_stops_early_leaves_the_blocks_ahead_undecoded(tmp_path, m
     finally:
         gate.set()
         h.close()
+
+
+ARENAS = r"""
+import ctypes, re, sys, threading
+from iotrace_analyzer import engine
+if sys.argv[1] == "one":
+    engine.one_arena()
+all_in = threading.Barrier(3)
+def work():
+    all_in.wait()  # the three at once: none takes over an arena another has left
+    blocks = [bytearray(256 << 10) for _ in range(4)]  # malloc'd in this thread's arena
+    all_in.wait()
+    del blocks
+threads = [threading.Thread(target=work) for _ in range(3)]
+for t in threads: t.start()
+for t in threads: t.join()
+libc = ctypes.CDLL("libc.so.6")
+buf, size = ctypes.c_char_p(), ctypes.c_size_t()
+libc.open_memstream.restype = ctypes.c_void_p
+f = libc.open_memstream(ctypes.byref(buf), ctypes.byref(size))
+libc.malloc_info(0, ctypes.c_void_p(f))
+libc.fclose(ctypes.c_void_p(f))
+print(len(re.findall(rb"<heap nr=", ctypes.string_at(buf, size.value))))
+"""
+
+
+@pytest.mark.parametrize("how, arenas", [("one", 1), ("default", 4)])
+def test_one_arena_keeps_every_thread_in_the_main_heap(how, arenas):
+    """engine.one_arena (the export's command, tune_process): threads started after it malloc in
+    the main arena; without it each of three threads gets an arena of its own."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("MALLOC_", "GLIBC_TUNABLES"))}
+    out = subprocess.run([sys.executable, "-c", ARENAS, how], capture_output=True, text=True, check=True,
+                         env=env)
+    assert int(out.stdout) == arenas

@@ -106,6 +106,7 @@ def run_export(args: argparse.Namespace) -> int:
     # beside the writers: 1% of an export's CPU).
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     try:
+        from .. import engine
         from .budget import DEFAULT_MAX_SLICES
         from .filters import EventFilter
         from .merge import NothingRead, budget_text, export, output_format, reader
@@ -141,6 +142,7 @@ def run_export(args: argparse.Namespace) -> int:
     filt = EventFilter(pids=set(args.pid), ranks=set(args.rank), cats=args.cat,
                        names=args.name, min_dur_us=args.min_dur, max_events=args.max_events,
                        window_from_us=start, window_to_us=end)
+    engine.one_arena()  # this command's process is the export's own
     try:
         res = export(args.traces, args.output, filt, jobs=args.jobs, max_slices=max_slices)
     except NothingRead as exc:  # a runtime failure, not a usage error: status 1

@@ -101,7 +101,8 @@ def tids_of(cols, pid: int) -> np.ndarray:
 class Keys:
     """A file's (category, name) pairs and (name, file hash) keys as small ints."""
 
-    def __init__(self):
+    def __init__(self, most: int | None = None):
+        self.most = most  # more keys than this: TooManyKeys, before they are made
         self.names: dict[tuple[str, str], int] = {}
         self.key_list: list[tuple[int, str | None]] = []
         # The key id of (name id, file hash id), -1: none yet; the batch's fhash dictionary as
@@ -142,6 +143,8 @@ class Keys:
             # (a batch's hashes are distinct: distinct (name, code) pairs are distinct keys)
             width = len(hashes) + 1
             n, f = np.divmod(np.unique(name_ids[missing] * width + fc[missing]), width)
+            if self.most is not None and len(self.key_list) + len(n) > self.most:
+                raise TooManyKeys
             self.table[n, self.last_hashes[1][f]] = np.arange(len(self.key_list), len(self.key_list) + len(n))
             named = list(hashes) + [None]
             self.key_list.extend(zip(n.tolist(), [named[i] for i in f.tolist()]))
@@ -230,7 +233,7 @@ class StatsPass:
 
     def __init__(self, pid: int):
         self.pid = pid
-        self.keys = Keys()
+        self.keys = Keys(MAX_KEYS)
         # per thread: the longest slice since each call's previous call of its key (NEVER: the
         # first), batch after batch
         self.threads: dict[int, _export.LongestSince] = {}
@@ -249,9 +252,7 @@ class StatsPass:
         x = rows[phases(cols, ("X",))[rows]]
         if not len(x):
             return
-        name_ids, key_ids = self.keys.of(cols, x)
-        if len(self.keys.key_list) > MAX_KEYS:
-            raise TooManyKeys
+        name_ids, key_ids = self.keys.of(cols, x)  # TooManyKeys past MAX_KEYS
         d = dur_index(_ints(cols, "dur_ns")[x])
         longest = np.empty(len(x), np.int16)
         for tid, seg in by_thread(tids_of(cols, self.pid)[x]):

@@ -16,6 +16,7 @@ import zlib
 from decimal import ROUND_HALF_UP, Decimal
 
 import numpy as np
+import orjson
 import pytest
 
 import perfetto_job
@@ -900,6 +901,41 @@ def test_json_holds_what_the_pftrace_holds(real_jobs, tmp_path):
     names = {(e["pid"], e["tid"]): e["args"]["name"] for e in evs
              if e["ph"] == "M" and e["name"] == "thread_name"}
     assert names == got["threads"]
+
+
+def test_args_objects_keys_and_values_repeating_and_not(tmp_path):
+    """Args objects whose keys and short values repeat (the writer compares its last few before
+    interning) among others that do not, on two threads (a sequence each), in an order that
+    turns the last few over: every event keeps its own args, each string interned once per
+    sequence."""
+    from iotrace_format import _native
+
+    from iotrace_analyzer import _export
+
+    lines, want = [], []
+    for k in range(400):
+        tid = 7 + k % 2
+        args = {"call": ["pread", "stat", "open"][k % 3], f"k{k % 11}": f"v{k % 13}", "n": k,
+                "lone": f"only{k}"}
+        lines.append(orjson.dumps({"ph": "X", "name": "op", "cat": "posix", "pid": 7, "tid": tid,
+                                   "ts": float(10 * k), "dur": 1.0, "args": args}))
+        want.append((tid, args))
+    batch = _native.scan_json(b"\n".join(lines) + b"\n")
+    out = tmp_path / "part.pftrace"
+    with open(out, "wb") as f:
+        w = _export.ProtoWriter(f.fileno(), seq=1, vpid=7, pid=7, sort_index=0, file_index=0)
+        cols = _export.Columns(batch)
+        w.encode(cols, np.arange(cols.rows, dtype=np.int64), np.zeros(0, np.int64), np.zeros(0, np.uint64))
+        w.close()
+    got = decoded_pftrace(str(out))
+    assert sorted(((s["tid"], s["args"]) for s in got["slices"]), key=lambda e: e[1]["n"]) == want
+    interned = collections.Counter()
+    for packet in _packets(out.read_bytes()):
+        d = dict(_fields(packet))
+        for kind, entry in _fields(d.get(12, b"")):
+            interned[d[10], kind, dict(_fields(entry))[2]] += 1
+    assert interned[2, 29, b"pread"] == 1 and interned[1, 3, b"call"] == 1  # (tids 7, 8: sequences 1, 2)
+    assert set(interned.values()) == {1}
 
 
 @pytest.mark.parametrize("threads", [False, True])

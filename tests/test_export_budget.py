@@ -372,3 +372,28 @@ def test_longest_since_is_the_longest_slice_back_to_the_keys_last_call():
             at += step
         assert got == want
     assert _export.LongestSince(NEVER)(np.zeros(0, np.int16), np.zeros(0, np.int64)).tolist() == []
+
+
+def test_merged_args_text_is_the_json_of_each_run():
+    """The merged slices' args objects as the kernel writes them: counts and bytes as integers
+    (the extremes of int64 too), time_us as Python prints ns / 1000, bytes only for calls that
+    move data, fhash only for keys that have one."""
+    from iotrace_analyzer import _export
+
+    big = 2**63 - 1
+    count = np.array([1, 12345, big, 7], np.int64)
+    key = np.array([0, 1, 2, 0], np.int64)
+    name_of_key = np.array([0, 1, 0], np.int64)
+    nbytes = np.array([4096, -2**63, big, 0], np.int64)
+    dur = np.array([1500, 2000, 123456789, 7], np.int64)
+    offsets, data = _export.merged_args(count, key, name_of_key, nbytes, dur, ["pread", "stat"],
+                                        [True, False], ["00ff", None, "abcd"])
+    texts = [bytes(data[a:b]).decode() for a, b in zip(offsets[:-1], offsets[1:])]
+    assert [orjson.loads(t) for t in texts] == [
+        {"merged": 1, "call": "pread", "bytes": 4096, "time_us": 1.5, "fhash": "00ff"},
+        {"merged": 12345, "call": "stat", "time_us": 2.0},
+        {"merged": big, "call": "pread", "bytes": big, "time_us": 123456.789, "fhash": "abcd"},
+        {"merged": 7, "call": "pread", "bytes": 0, "time_us": 0.007, "fhash": "00ff"},
+    ]
+    assert texts[1] == '{"merged":12345,"call":"stat","time_us":2.0}'
+    assert all(f"{d / 1000}" in t for d, t in zip(dur.tolist(), texts))

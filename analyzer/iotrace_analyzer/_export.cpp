@@ -5,10 +5,10 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-#include <stdio.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <charconv>
 #include <memory>
 #include <optional>
 #include <queue>
@@ -391,9 +391,9 @@ PYBIND11_MODULE(_export, m) {
         int32_t* off = offsets.mutable_data();
         std::string out;
         out.reserve(size_t(n) * 96);
-        char num[32];
-        auto put_int = [&](int64_t v) {
-          out.append(num, size_t(snprintf(num, sizeof num, "%lld", (long long)v)));
+        char num[24];
+        auto put_int = [&](int64_t v) {  // (to_chars: with snprintf this took 3.5 times as long)
+          out.append(num, size_t(std::to_chars(num, num + sizeof num, v).ptr - num));
         };
         off[0] = 0;
         for (int64_t i = 0; i < n; ++i) {

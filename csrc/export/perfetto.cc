@@ -455,12 +455,18 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
         // interned unless long: a dictionary's value once per batch and code
         uint64_t iid;
         uint64_t* cached = a.dict >= 0 ? &seq_->value_codes[a.dict][size_t(a.code)] : nullptr;
+        const uint64_t* recent = cached ? nullptr : seq_->recent_values.find(a.s);
         if (cached && *cached) {
           iid = *cached;
+        } else if (recent) {
+          iid = *recent;
         } else {
           iid = utf8_chars(a.s) <= kMaxInternedString ? intern(seq_->values, a.s, a.restored)
                                                       : UINT64_MAX;
-          if (cached) *cached = iid;
+          if (cached)
+            *cached = iid;
+          else if (a.s.size() <= kMaxInternedString)
+            seq_->recent_values.put(a.s, iid);
         }
         if (iid != UINT64_MAX) {
           char* o = te_.room(24);

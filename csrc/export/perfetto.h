@@ -106,6 +106,26 @@ class ProtoWriter : public PartWriter {
     uint32_t field;
     StrIds ids;
   };
+  // The last strings an args object interned and their iids, compared before the hash table:
+  // such rows repeat their keys and many values (a merged slice's "merged", "call", "pread",
+  // its file), and hashing each again was most of their writing.
+  struct Recent {
+    static constexpr int kN = 8;
+    std::string s[kN];
+    uint64_t iid[kN] = {};  // 0: empty
+    int next = 0;
+    const uint64_t* find(std::string_view v) const {
+      for (int i = 0; i < kN; i++)
+        if (iid[i] && s[i].size() == v.size() && !memcmp(s[i].data(), v.data(), v.size()))
+          return &iid[i];
+      return nullptr;
+    }
+    void put(std::string_view v, uint64_t id) {
+      s[next].assign(v.data(), v.size());
+      iid[next] = id;
+      next = (next + 1) % kN;
+    }
+  };
   // A thread's packet sequence: its own interning, and its track as the default one (so that
   // no event repeats it).
   struct Seq {
@@ -117,6 +137,7 @@ class ProtoWriter : public PartWriter {
     std::vector<uint64_t> name_codes, cat_codes;  // iid per dictionary code (0: not yet)
     std::vector<uint64_t> value_codes[3];         // fname, fname2, hhash: value iid per code
     uint64_t fixed_keys[kIntArgs + 3] = {};       // arg name iids of the column args
+    Recent recent_keys, recent_values;            // of args objects
   };
   struct Thread {
     uint64_t uuid = 0;
@@ -139,7 +160,12 @@ class ProtoWriter : public PartWriter {
   uint64_t name_iid(const BatchView& b, int64_t r);
   uint64_t cat_iid(const BatchView& b, int64_t r);
   uint64_t arg_name_iid(const Arg& a) {
-    if (a.key_id < 0) return intern(seq_->arg_names, a.key);
+    if (a.key_id < 0) {
+      if (const uint64_t* iid = seq_->recent_keys.find(a.key)) return *iid;
+      uint64_t iid = intern(seq_->arg_names, a.key);
+      seq_->recent_keys.put(a.key, iid);
+      return iid;
+    }
     uint64_t& iid = seq_->fixed_keys[a.key_id];
     if (!iid) iid = intern(seq_->arg_names, a.key);
     return iid;

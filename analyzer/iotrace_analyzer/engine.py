@@ -62,8 +62,9 @@ def tune_process() -> None:
 def one_arena() -> None:
     """glibc's malloc in one arena for every thread of this process (before they start: the
     limit is read at a thread's first malloc). A thread's own arena keeps what the thread freed
-    apart from the others: the export's reading thread, writer and deflate thread had 22 MiB
-    more at their peak on the 1M-files trace, for no speed (farm-bench, 8 pairs)."""
+    apart from the others: the export's reading thread, writer and deflate thread had 15-22 MiB
+    more at their peak on the 1M-files trace, in the same time within the noise (farm-bench:
+    wall ratios 0.99 and 1.03 in two runs)."""
     try:
         ctypes.CDLL("libc.so.6").mallopt(-8, 1)  # M_ARENA_MAX
     except (OSError, AttributeError):

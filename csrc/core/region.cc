@@ -191,11 +191,16 @@ bool fallocate_segment(uint64_t off, uint64_t size) {
 bool chunk_ready(uint64_t at, uint64_t bytes) {
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   if (g.anon || g.seg_ready[n - 1] || at + bytes <= g.seg_populated) return true;
+  // From the frontier, or from `at` where fresh chunks were carved past it: those are in use
+  // with blocks of their own (or left alone), and a populate that fails gives back all it
+  // covered (MADV_REMOVE). Covering them, it took an in-use chunk's pages away on a full disk,
+  // and its thread's next record met SIGBUS (seen once in CI, test_faults' disk-full gzip case).
+  const uint64_t from = at > g.seg_populated ? at : g.seg_populated;
   uint64_t end = at + bytes;
   uint64_t ahead = g.seg_populated + (64 << 10);
   if (end < ahead) end = ahead;
   if (end > g.h->segment[n - 1].size) end = g.h->segment[n - 1].size;
-  if (!populate(g.seg_addr[n - 1] + g.seg_populated, end - g.seg_populated)) return false;
+  if (!populate(g.seg_addr[n - 1] + from, end - from)) return false;
   g.seg_populated = end;
   return true;
 }

@@ -84,6 +84,9 @@ class Task:
     # read ahead and its packets deflated by threads beside the writing (in forked workers,
     # which keep the cores busy, they only add memory)
     threads: bool = False
+    # .pftrace: what the part starts with (the first task's: the descriptors of the job's
+    # processes), so that its part becomes the output as it is, not copied behind them
+    head: bytes = b""
 
 
 @dataclass
@@ -205,6 +208,9 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
                            tmp)
             if len(tasks) == 1 and jobs > 1:
                 tasks[0].threads = True
+            if fmt == "pftrace" and tasks:
+                job_head = [(JOB_VPID, JOB_LABEL)] if plan and plan.merging else []
+                tasks[0].head = _export.process_descriptors([(p.vpid, p.label) for p in procs] + job_head)
             results = list(pool.map(export_task, tasks))
             again = _with_job_names(tasks, results, pool)
             for i, res in zip(again, pool.map(export_task, [tasks[i] for i in again])):
@@ -442,6 +448,9 @@ def export_task(task: Task) -> TaskResult:
     """Pass 3 for a task: its files' events, one after the other, into its part file."""
     out = TaskResult([])
     with open(task.part_path, "wb") as f:
+        if task.head:
+            f.write(task.head)
+            f.flush()  # before the writers' own writes to its fd
         for job in task.jobs:
             res, crc, size = export_file(job, f.fileno(), task.fnames, task.threads)
             out.files.append(res)
@@ -721,6 +730,7 @@ def _summarise(output: str, procs: list[Proc], results: list[FileResult],
 
 
 JOB_VPID = 0x7FFFFFF0  # the job's own process (--max-slices: its counters, the budget)
+JOB_LABEL = "job (iotrace export)"
 
 
 def budget_text(b: dict) -> str:
@@ -774,7 +784,7 @@ def _job_part(tmp: str, fmt: str, procs: list[Proc], files: list[FileResult], pl
     b["merged_slices"] = sum(m.slices for m in merged)
     b["written"] = b["slices"] - b["merged_calls"] + b["merged_slices"]
     b["first_ns"] = plan.first_ns
-    part = JobPart(JOB_VPID, "job (iotrace export)", len(procs), os.path.join(tmp, "job.part"))
+    part = JobPart(JOB_VPID, JOB_LABEL, len(procs), os.path.join(tmp, "job.part"))
     index = 1 + max((f.index for p in procs for f in p.files), default=0)
     counters = bud.IoCounters(plan.bin_ns)
     for f in files:
@@ -815,11 +825,12 @@ def _job_part(tmp: str, fmt: str, procs: list[Proc], files: list[FileResult], pl
 def _assemble(output: str, fmt: str, procs: list[Proc], tasks: list[Task],
               results: list[TaskResult], notes: list[dict], result: ExportResult,
               job: JobPart | None = None) -> None:
-    heads = procs + ([job] if job is not None else [])
     if fmt == "pftrace":
-        with open(output, "wb", buffering=0) as out:  # unbuffered: parts are copied by fd
-            out.write(_export.process_descriptors([(p.vpid, p.label) for p in heads]))
-            for task in tasks:
+        # The first part starts with the processes' descriptors (export_task): it becomes the
+        # output as it is, and only the others are copied behind it (0.1 s per 100 MB).
+        os.replace(tasks[0].part_path, output)
+        with open(output, "ab", buffering=0) as out:  # unbuffered: parts are copied by fd
+            for task in tasks[1:]:
                 _append(out, task.part_path)
             if job is not None:
                 _append(out, job.path)
@@ -827,7 +838,7 @@ def _assemble(output: str, fmt: str, procs: list[Proc], tasks: list[Task],
                                            NOTES_SEQ))
         return
     doc = json_out.JsonJob(output, fmt == "json.gz")
-    doc.write_head(json_out.head(heads))
+    doc.write_head(json_out.head(procs + ([job] if job is not None else [])))
     for task, res in zip(tasks, results):
         doc.add_part(task.part_path, res.crc, res.size)
     if job is not None:

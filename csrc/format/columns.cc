@@ -54,6 +54,12 @@ void Validity::grow(size_t row) {
   words.resize(want, ~uint64_t(0));
 }
 
+int64_t Validity::nulls() const {
+  int64_t n = 0;
+  for (uint64_t w : words) n += __builtin_popcountll(~w);  // bits past the rows stay set
+  return n;
+}
+
 void EventColumns::reserve(size_t n) {
   n += rows;
   for (Validity* v : {&ph.valid, &name.valid, &cat.valid, &fhash.valid, &fhash2.valid, &hhash.valid,
@@ -108,7 +114,7 @@ void release_schema(ArrowSchema* s) {
 }
 
 const void* bitmap(Validity& v, size_t rows) {
-  if (!v.nulls) return nullptr;
+  if (v.words.empty()) return nullptr;             // no null
   v.words.resize((rows + 63) / 64, ~uint64_t(0));  // the rows after the last null: valid
   return v.words.data();                           // little-endian words: Arrow's bit order
 }
@@ -147,7 +153,7 @@ void export_columns(EventColumns&& in, ArrowSchema* schema, ArrowArray* array) {
       ds.release = release_child_schema;
       s.dictionary = &ds;
       a.n_buffers = 2;
-      a.null_count = col.valid.nulls;
+      a.null_count = col.valid.nulls();
       buf[0] = bitmap(col.valid, rows);
       buf[1] = col.codes.data();
       ArrowArray& da = h->dict_arrays[d];
@@ -165,13 +171,13 @@ void export_columns(EventColumns&& in, ArrowSchema* schema, ArrowArray* array) {
       I64Column& col = *i64s[i];
       s.format = "l";
       a.n_buffers = 2;
-      a.null_count = col.valid.nulls;
+      a.null_count = col.valid.nulls();
       buf[0] = bitmap(col.valid, rows);
       buf[1] = col.v.data();
     } else {  // args
       s.format = "u";
       a.n_buffers = 3;
-      a.null_count = c.args.valid.nulls;
+      a.null_count = c.args.valid.nulls();
       buf[0] = bitmap(c.args.valid, rows);
       buf[1] = c.args.offs.data();
       buf[2] = c.args.data.data();

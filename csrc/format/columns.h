@@ -28,18 +28,18 @@ constexpr const char* kEventColumns[] = {
     "fd2", "size", "offset", "ret", "bytes", "errno", "flags",  "mode",  "hhash",  "args"};
 
 // Validity as Arrow's bitmap (bit set: valid), grown only by nulls: the words past the last
-// null are all valid and never stored, so a valid value costs nothing here.
+// null are all valid and never stored, so a valid value costs nothing here, and the nulls are
+// counted once, at the end (most int columns are null in most rows).
 struct Validity {
   std::vector<uint64_t> words;  // bits of rows [0, 64 * words.size()); set unless null
-  int64_t nulls = 0;
-  size_t rows_hint = 0;  // the rows the block is expected to have: words made at once
+  size_t rows_hint = 0;         // the rows the block is expected to have: words made at once
   void null_at(size_t row) {
     if ((row >> 6) >= words.size()) grow(row);
     words[row >> 6] &= ~(uint64_t(1) << (row & 63));
-    nulls++;
   }
   void valid_at(size_t) {}
   void grow(size_t row);
+  int64_t nulls() const;
 };
 
 struct I64Column {

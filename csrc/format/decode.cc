@@ -1,6 +1,6 @@
 #include "decode.h"
 
-#include <unordered_map>
+#include <vector>
 
 #include "compact_walk.h"
 #include "fh_line.h"
@@ -9,13 +9,48 @@
 namespace iot {
 
 namespace {
+// File hash -> its code in a column: open addressing (a job of a million files has a million;
+// std::unordered_map's node per entry cost a tenth of a block's decoding).
+class HashCodes {
+ public:
+  // The code slot of h: -1 when h is new (the caller sets it).
+  int32_t& of(uint64_t h) {
+    if ((n_ + 1) * 2 > slots_.size()) grow();
+    Slot* s = find(h);
+    if (s->code < 0) {
+      s->h = h;
+      n_++;
+    }
+    return s->code;
+  }
+
+ private:
+  struct Slot {
+    uint64_t h = 0;
+    int32_t code = -1;  // -1: empty
+  };
+  Slot* find(uint64_t h) {
+    size_t mask = slots_.size() - 1;
+    for (size_t i = size_t((h * 0x9E3779B97F4A7C15ull) >> 32) & mask;; i = (i + 1) & mask)
+      if (slots_[i].code < 0 || slots_[i].h == h) return &slots_[i];
+  }
+  void grow() {
+    std::vector<Slot> old(slots_.empty() ? 64 : slots_.size() * 2);
+    old.swap(slots_);
+    for (const Slot& e : old)
+      if (e.code >= 0) *find(e.h) = e;
+  }
+  std::vector<Slot> slots_;
+  size_t n_ = 0;
+};
+
 struct ColumnRows {
   EventColumns& cols;
   int64_t pid = 0, res = 1;
   int32_t x_code = -1;
-  int32_t name_code[C_COUNT], cat_code[C_COUNT];       // per call: codes of its name and category
-  std::unordered_map<uint64_t, int32_t> hash_code[2];  // fhash, fhash2: code of each hash
-  uint64_t last_hash[2] = {0, 0};                      // runs of one file: no map lookup
+  int32_t name_code[C_COUNT], cat_code[C_COUNT];  // per call: codes of its name and category
+  HashCodes hash_code[2];                         // fhash, fhash2: code of each hash
+  uint64_t last_hash[2] = {0, 0};                 // runs of one file: no map lookup
   int32_t last_code[2] = {-1, -1};
 
   explicit ColumnRows(EventColumns& c) : cols(c) {
@@ -48,16 +83,15 @@ struct ColumnRows {
   }
   void hash(int k, DictColumn& col, uint64_t h) {
     if (last_code[k] >= 0 && last_hash[k] == h) return col.add_code(last_code[k]);
-    std::unordered_map<uint64_t, int32_t>& codes = hash_code[k];
-    auto it = codes.find(h);
-    if (it == codes.end()) {  // 16 hex digits, as the JSON form writes the hash
+    int32_t& code = hash_code[k].of(h);
+    if (code < 0) {  // 16 hex digits, as the JSON form writes the hash
       char text[16];
       hex16_text(h, text);
-      it = codes.emplace(h, col.code(std::string_view(text, 16))).first;
+      code = col.code(std::string_view(text, 16));
     }
     last_hash[k] = h;
-    last_code[k] = it->second;
-    col.add_code(it->second);
+    last_code[k] = code;
+    col.add_code(code);
   }
   void io(const IoRec& r, const IoTimes& t, int tid) {
     const uint16_t call = r.h.call;

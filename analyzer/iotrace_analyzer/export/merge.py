@@ -195,7 +195,8 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
         if max_slices:
             stats = bud.SliceStats()
             kept = [(f.path, filt, f.clock, cutoff, p.pid) for p in procs for f in p.files]
-            for s in pool.map(_slice_stats, kept):
+            ahead = len(kept) == 1 and jobs > 1  # the only file: decoded on the other core
+            for s in pool.map(_slice_stats, [k + (ahead,) for k in kept]):
                 stats.merge(s)
             if stats.too_many_keys:
                 too_many = True
@@ -355,13 +356,14 @@ def _histogram(arg: tuple[str, EventFilter, JobClock | None]) -> TimeHistogram:
 
 def _slice_stats(arg: tuple) -> bud.SliceStats:
     """Pass 2 (--max-slices): the slices the filters keep, per name and duration threshold."""
-    path, filt, clock, cutoff, pid = arg
+    path, filt, clock, cutoff, pid, ahead = arg
     stats = bud.StatsPass(pid)
     res = FileResult()
     job = FileJob(file=None, proc=None, fmt="", filter=filt, cutoff_ns=cutoff, flow_in=0,
                   fork_flows={}, spawn_flows=[])
+    columns = _columns(path, clock)
     try:
-        for cols in _columns(path, clock):
+        for cols in _read_ahead(columns) if ahead else columns:
             stats.add(cols, _rows(cols, job, res))
     except bud.TooManyKeys:
         return bud.SliceStats(too_many_keys=True)
@@ -529,8 +531,9 @@ READ_AHEAD = 1  # batches decoded ahead of the writer (besides the one being dec
 
 def _read_ahead(batches):
     """The items of an iterator, taken from it by a thread of their own READ_AHEAD ahead:
-    the decoding (which releases the GIL) runs beside the writing, on the other core. Its
-    exception comes where it was raised, in order; leaving early closes the iterator."""
+    the decoding (which releases the GIL) runs beside the writing or the budget's count, on
+    the other core. Its exception comes where it was raised, in order; leaving early closes
+    the iterator."""
     q: queue.Queue = queue.Queue(READ_AHEAD)
     stop = threading.Event()
 

@@ -61,6 +61,12 @@ def _ints(cols, name: str, default: int = 0) -> np.ndarray:
     return np.full(cols.rows, default, np.int64) if v is None else v
 
 
+def take(a: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """a[rows] for increasing positions rows; a itself when they are all of its rows (most
+    batches keep every row: no copy of 9M values a pass)."""
+    return a if len(rows) == len(a) else a[rows]
+
+
 def stable_order(keys: np.ndarray) -> np.ndarray:
     """The positions grouped by key, in order within a key (a stable argsort: radix sort when
     the keys fit 16 bits, as a file's name and file keys mostly do)."""
@@ -114,8 +120,8 @@ class Keys:
     def of(self, cols, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(name ids, key ids) of these rows."""
         names, cats = cols.dictionary("name"), cols.dictionary("cat")
-        nc = codes_or_null(cols, "name", len(names))[rows].astype(np.int64)
-        cc = codes_or_null(cols, "cat", len(cats))[rows].astype(np.int64)
+        nc = take(codes_or_null(cols, "name", len(names)), rows).astype(np.int64)
+        cc = take(codes_or_null(cols, "cat", len(cats)), rows).astype(np.int64)
 
         def name_id(p: int) -> int:
             n, c = divmod(p, len(cats) + 1)
@@ -124,7 +130,7 @@ class Keys:
 
         name_ids = _lookup(nc * (len(cats) + 1) + cc, (len(names) + 1) * (len(cats) + 1), name_id)
         hashes = cols.dictionary("fhash")
-        fc = codes_or_null(cols, "fhash", len(hashes))[rows].astype(np.int64)
+        fc = take(codes_or_null(cols, "fhash", len(hashes)), rows).astype(np.int64)
         if self.last_hashes is None or self.last_hashes[0] != hashes:
             ids = [self.hash_ids.setdefault(h, len(self.hash_ids)) for h in hashes]
             self.last_hashes = (hashes, np.array(ids + [0], np.int64))  # the last: no file
@@ -245,21 +251,21 @@ class StatsPass:
     def add(self, cols, rows: np.ndarray) -> None:
         ts_all = _ints(cols, "ts_ns")
         if len(rows):
-            t = ts_all[rows]
-            end = t + _ints(cols, "dur_ns")[rows]
+            t = take(ts_all, rows)
+            end = t + take(_ints(cols, "dur_ns"), rows)
             self.first_ns = int(t.min()) if self.first_ns is None else min(self.first_ns, int(t.min()))
             self.last_ns = int(end.max()) if self.last_ns is None else max(self.last_ns, int(end.max()))
-        x = rows[phases(cols, ("X",))[rows]]
+        x = rows[take(phases(cols, ("X",)), rows)]
         if not len(x):
             return
         name_ids, key_ids = self.keys.of(cols, x)  # TooManyKeys past MAX_KEYS
-        d = dur_index(_ints(cols, "dur_ns")[x])
+        d = dur_index(take(_ints(cols, "dur_ns"), x))
         longest = np.empty(len(x), np.int16)
-        for tid, seg in by_thread(tids_of(cols, self.pid)[x]):
+        for tid, seg in by_thread(take(tids_of(cols, self.pid), x)):
             since = self.threads.get(tid)
             if since is None:
                 since = self.threads[tid] = _export.LongestSince(NEVER)
-            longest[seg] = since(d[seg], key_ids[seg])
+            longest[seg] = since(take(d, seg), take(key_ids, seg))
         grow = len(self.keys.names) - len(self.hist)
         if grow:
             self.hist = np.vstack([self.hist, np.zeros((grow, WIDTH), np.int64)])
@@ -386,26 +392,26 @@ class Merger:
     def batch(self, cols, batch, rows: np.ndarray) -> np.ndarray:
         """The rows of a batch to write as they are (the others are merged, or held in an open
         run); the merged slices closed so far are taken with take_batches()."""
-        is_x = phases(cols, ("X",))[rows]
+        is_x = take(phases(cols, ("X",)), rows)
         x = rows[is_x]
         if not len(x):
             return rows
         name_ids, key_ids = self.keys.of(cols, x)
         rare, counted = self._names()
-        d = dur_index(_ints(cols, "dur_ns")[x])
+        d = dur_index(take(_ints(cols, "dur_ns"), x))
         long = d > self.plan.threshold
         short = ~long & ~rare[name_ids]
-        ts = _ints(cols, "ts_ns")[x]
-        dur = _ints(cols, "dur_ns")[x]
+        ts = take(_ints(cols, "ts_ns"), x)
+        dur = take(_ints(cols, "dur_ns"), x)
         nbytes = moved_bytes(cols, x) * counted[name_ids]
         write = ~short
         save: list[_Run] = []
-        for tid, seg in by_thread(tids_of(cols, self.pid)[x]):
+        for tid, seg in by_thread(take(tids_of(cols, self.pid), x)):
             th = self.threads.setdefault(tid, _Thread())
-            seg_long = long[seg]
+            seg_long = take(long, seg)
             later = np.cumsum(seg_long) - seg_long  # long slices before each call, in the batch
             final = int(seg_long.sum())
-            sel = short[seg]
+            sel = take(short, seg)
             members = seg[sel]
             if not len(members):
                 if final:
@@ -594,13 +600,13 @@ def moved_bytes(cols, rows: np.ndarray) -> np.ndarray:
     """Bytes a data call moved (the analyzer's rule): `bytes` if present, else `ret` when > 0."""
     nbytes = cols.ints("bytes")
     ret = cols.ints("ret")
-    r = np.zeros(len(rows), np.int64) if ret is None else np.maximum(ret[rows], 0)
+    r = np.zeros(len(rows), np.int64) if ret is None else np.maximum(take(ret, rows), 0)
     if ret is not None and (valid := cols.int_valid("ret")) is not None:
-        r = np.where(valid[rows], r, 0)
+        r = np.where(take(valid, rows), r, 0)
     if nbytes is None:
         return r
     valid = cols.int_valid("bytes")
-    return nbytes[rows] if valid is None else np.where(valid[rows], nbytes[rows], r)
+    return take(nbytes, rows) if valid is None else np.where(take(valid, rows), take(nbytes, rows), r)
 
 
 # --- counter tracks ---------------------------------------------------------------------------
@@ -620,16 +626,16 @@ class IoCounters:
 
     def add(self, cols, rows: np.ndarray, reads: frozenset, writes: frozenset,
             opens: frozenset, closes: frozenset) -> None:
-        x = rows[phases(cols, ("X",))[rows]]
+        x = rows[take(phases(cols, ("X",)), rows)]
         if not len(x):
             return
         names = cols.dictionary("name")
-        codes = codes_or_null(cols, "name", len(names))[x]
+        codes = take(codes_or_null(cols, "name", len(names)), x)
         kind = np.array([(n in reads) + 2 * (n in writes) + 4 * (n in opens) + 8 * (n in closes)
                          for n in names] + [0], np.int8)[codes]
         if not kind.any():
             return
-        ts = _ints(cols, "ts_ns")[x]
+        ts = take(_ints(cols, "ts_ns"), x)
         b = ts // self.bin_ns
         nbytes = moved_bytes(cols, x)
         reading, writing = kind == 1, kind == 2
@@ -654,7 +660,7 @@ class IoCounters:
                 failed |= True if valid is None else valid[x][oc]
             step = np.where(kind[oc] == 4, 1, -1) * ~failed
             level = self._open + np.cumsum(step)
-            ends = (ts + _ints(cols, "dur_ns")[x])[oc] // self.bin_ns
+            ends = (ts + take(_ints(cols, "dur_ns"), x))[oc] // self.bin_ns
             last = np.append(ends[1:] != ends[:-1], True)
             for k, v in zip(ends[last].tolist(), level[last].tolist()):
                 self.open_files[k] = v

@@ -454,7 +454,9 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
       case Arg::STR: {
         // interned unless long: a dictionary's value once per batch and code
         uint64_t iid;
-        uint64_t* cached = a.dict >= 0 ? &seq_->value_codes[a.dict][size_t(a.code)] : nullptr;
+        uint64_t* cached = a.dict >= 0  ? &seq_->value_codes[a.dict][size_t(a.code)]
+                           : a.restored ? seq_->paths.at(a.s)
+                                        : nullptr;
         const uint64_t* recent = cached ? nullptr : seq_->recent_values.find(a.s);
         if (cached && *cached) {
           iid = *cached;

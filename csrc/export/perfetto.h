@@ -127,6 +127,21 @@ class ProtoWriter : public PartWriter {
       next = (next + 1) % kN;
     }
   };
+  // The iids of the paths of names_ an args object names (a merged slice's file), by the
+  // path's address: names_ keeps a path's bytes in place, so one address is one path, and a
+  // hit hashes no text (the 64 files of a budgeted export interleave, past Recent's reach).
+  struct ByAddress {
+    struct Slot {
+      const char* p = nullptr;
+      uint64_t iid = 0;  // 0: not yet
+    };
+    Slot slots[256];
+    uint64_t* at(std::string_view s) {
+      Slot& e = slots[(reinterpret_cast<uintptr_t>(s.data()) >> 3) & 255];
+      if (e.p != s.data()) e = Slot{s.data(), 0};
+      return &e.iid;
+    }
+  };
   // A thread's packet sequence: its own interning, and its track as the default one (so that
   // no event repeats it).
   struct Seq {
@@ -139,6 +154,7 @@ class ProtoWriter : public PartWriter {
     std::vector<uint64_t> value_codes[3];         // fname, fname2, hhash: value iid per code
     uint64_t fixed_keys[kIntArgs + 3] = {};       // arg name iids of the column args
     Recent recent_keys, recent_values;            // of args objects
+    ByAddress paths;                              // of args objects: restored file names
   };
   struct Thread {
     uint64_t uuid = 0;

@@ -142,6 +142,21 @@ def merged_export(gen_job, tmp_path_factory):
     return out, res
 
 
+
+def test_dur_index_counts_the_thresholds_at_or_below_each_duration():
+    """dur_index looks short durations up in a table and searches for long ones: both give
+    the count of EDGES at or below the duration, at every edge, beside it and at the table's end."""
+    from iotrace_analyzer.export import budget
+
+    edges = budget.EDGES.tolist()
+    short = budget._SHORT
+    values = {-5, 0, 1, 2, 3, short - 1, short, short + 1, 2**62}
+    values |= {e + k for e in edges for k in (-1, 0, 1)}
+    d = np.array(sorted(values), np.int64)
+    got = budget.dur_index(d)
+    assert got.dtype == np.int16
+    assert got.tolist() == [sum(1 for e in edges if e <= v) for v in d.tolist()]
+
 def test_merged_export_keeps_long_and_rare_slices_and_merges_the_rest_exactly(gen_job, merged_export):
     require_trace_processor()
     _traces, ev = gen_job

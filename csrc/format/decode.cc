@@ -9,8 +9,9 @@
 namespace iot {
 
 namespace {
-// File hash -> its code in a column: open addressing (a job of a million files has a million;
-// std::unordered_map's node per entry cost a tenth of a block's decoding).
+// File hash -> its code in a block's column: open addressing (where a job reads a million
+// files a block names a new one every few rows, and std::unordered_map's node per entry cost a
+// tenth of the block's decoding).
 class HashCodes {
  public:
   // The code slot of h: -1 when h is new (the caller sets it).

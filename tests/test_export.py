@@ -326,6 +326,7 @@ def decoded_pftrace(path):
     flows on them. {"slices": [...], "instants": [...], "counters": [...], "threads": {...},
     "flags": [...], "notes": [...]}; a slice is a dict with begin, end, pid, tid, name, cat, args, out, in."""
     tables, tracks, counters, open_, defaults = {}, {}, {}, {}, {}
+    clocks, last = {}, {}  # per sequence: the default clock of its timestamps, its last value
     out = {"slices": [], "instants": [], "counters": [], "threads": {}, "flags": [], "notes": []}
     for packet in _packets(open(path, "rb").read()):
         d = {}
@@ -345,9 +346,21 @@ def decoded_pftrace(path):
         if 13 in d and d[13][0] & 1:  # incremental state cleared: interning, defaults
             tables[seq] = {}
             defaults.pop(seq, None)
-        if 59 in d:  # TracePacketDefaults: the track of events that name none
-            ted = dict(_fields(dict(_fields(d[59][0]))[11]))
-            defaults[seq] = ted[11]
+            clocks.pop(seq, None)
+        if 59 in d:  # TracePacketDefaults: the track of events that name none, the clock
+            packet_defaults = dict(_fields(d[59][0]))
+            defaults[seq] = dict(_fields(packet_defaults[11]))[11]
+            clocks[seq] = packet_defaults.get(58, 6)
+        if 6 in d:  # a ClockSnapshot: the sequence's incremental clock starts at the trace's 0
+            snap = [dict(_fields(c)) for f, c in _fields(d[6][0]) if f == 1]
+            assert snap == [{1: 6, 2: 0}, {1: 64, 2: 0, 3: 1}], snap
+            last[seq] = 0
+        if 8 in d:  # the timestamp: on the trace clock, or the time since the sequence's last
+            clock = d.get(58, [clocks.get(seq, 6)])[0]
+            assert clock in (6, 64), clock
+            if clock == 64:
+                last[seq] += d[8][0]
+                d[8] = [last[seq]]
         table = tables.setdefault(seq, {})
         for data in d.get(12, []):
             for kind, entry in _fields(data):

@@ -51,6 +51,32 @@ constexpr uint8_t T_EVENT_NAME[2] = {0xBA, 0x01};        // TrackEvent.name = 23
 constexpr uint8_t T_COMPRESSED[2] = {0x92, 0x03};        // TracePacket.compressed_packets = 50
 constexpr uint8_t T_DESCRIPTOR[2] = {0xE2, 0x03};        // TracePacket.track_descriptor = 60
 constexpr uint8_t T_DEFAULTS[2] = {0xDA, 0x03};          // TracePacket.trace_packet_defaults = 59
+constexpr uint8_t T_CLOCK_ID[2] = {0xD0, 0x03};  // timestamp_clock_id = 58 (packet, defaults)
+constexpr uint8_t T_CLOCK_SNAPSHOT = 0x32;       // TracePacket.clock_snapshot = 6
+
+// Clocks: the times are on the trace's clock (BOOTTIME, Perfetto's default); a thread's packets
+// give theirs on a clock of its sequence that counts from the sequence's previous timestamp.
+constexpr uint8_t kTraceClock = 6;         // BUILTIN_CLOCK_BOOTTIME
+constexpr uint8_t kIncrementalClock = 64;  // 64..127: a sequence's own clocks
+
+// A packet's timestamp on a thread's sequence: the time since the sequence's previous one (2-3
+// bytes instead of 6: a 1M-files export's packets are 13% smaller). A time before that one (a
+// slice that starts before the end of one written before it) is written whole, on the trace's
+// clock, and leaves the sequence's clock where it was, as Perfetto's own SDK does. At most 14
+// bytes.
+inline char* put_timestamp(char* o, int64_t ts, int64_t& last) {
+  *o++ = char(T_TIMESTAMP);
+  if (ts >= last) {
+    o = put_varint(o, uint64_t(ts - last));
+    last = ts;
+    return o;
+  }
+  o = put_varint(o, uint64_t(ts));
+  *o++ = char(T_CLOCK_ID[0]);
+  *o++ = char(T_CLOCK_ID[1]);
+  *o++ = char(kTraceClock);
+  return o;
+}
 
 int pending_index(uint32_t field) { return field == 1 ? 0 : field == 2 ? 1 : field == 3 ? 2 : 3; }
 
@@ -321,18 +347,31 @@ ProtoWriter::Thread& ProtoWriter::thread_of(int64_t tid) {
       tail.byte(SLICE_END);
       t->end_tail = tail.str();
       thread_descriptor(*t, tid, {});
-      // The sequence's first packet: clears its incremental state and makes the thread's
-      // track the default one of its events.
-      Buf track, defaults, body;
+      // The sequence's first packet: clears its incremental state, makes the thread's track
+      // the default one of its events and the sequence's clock the default one of their
+      // timestamps, and defines that clock: 0 at the trace clock's 0, counting up by the
+      // packets' timestamps (a snapshot at 0 in every sequence: the trace clock's snapshots
+      // must not go back).
+      Buf track, defaults, clock, clocks, body;
       track.byte(T_TRACK_UUID);
       track.varint(t->uuid);
+      defaults.bytes(T_CLOCK_ID, 2);
+      defaults.byte(kIncrementalClock);
       defaults.ld(11, track.view());
+      clock.bytes("\x08\x06\x10\x00", 4);  // clock_id = trace clock, timestamp = 0
+      clocks.ld(1, clock.view());
+      clock.clear();
+      clock.bytes("\x08\x40\x10\x00\x18\x01", 6);  // clock_id = 64, timestamp = 0, incremental
+      clocks.ld(1, clock.view());
       body.bytes(t->seq.field);
       body.byte(T_FLAGS);
       body.byte(INCREMENTAL_STATE_CLEARED | NEEDS_INCREMENTAL_STATE);
       body.bytes(T_DEFAULTS, 2);
       body.varint(defaults.size());
       body.bytes(defaults.view());
+      body.byte(T_CLOCK_SNAPSHOT);
+      body.varint(clocks.size());
+      body.bytes(clocks.view());
       framed(raw_, body.view());
     } else {
       t = &it->second;  // unordered_map nodes stay put
@@ -573,8 +612,7 @@ bool ProtoWriter::fast_event(const BatchView& b, int64_t r, Kind kind, Thread& t
   size_t start = raw_.size();
   char* o = raw_.room(512);  // the head, 12 annotations of at most 25 bytes, the lengths
   o += 2;                    // T_PACKET and a one-byte length, for now
-  *o++ = char(T_TIMESTAMP);
-  o = put_varint(o, uint64_t(begin));
+  o = put_timestamp(o, begin, seq.last_ts);
   memcpy(o, seq.field.data(), seq.field.size());
   o += seq.field.size();
   *o++ = char(T_TRACK_EVENT);
@@ -626,12 +664,11 @@ bool ProtoWriter::fast_event(const BatchView& b, int64_t r, Kind kind, Thread& t
   return true;
 }
 
-void ProtoWriter::end_packet(const Thread& t, int64_t end) {
+void ProtoWriter::end_packet(Thread& t, int64_t end) {
   size_t tail = t.end_tail.size();  // < 100 bytes: the packet's length is a byte
   char* o = raw_.room(tail + 16);
   o[0] = char(T_PACKET);
-  o[2] = char(T_TIMESTAMP);
-  char* e = put_varint(o + 3, uint64_t(end));
+  char* e = put_timestamp(o + 2, end, t.seq.last_ts);
   memcpy(e, t.end_tail.data(), tail);
   e += tail;
   o[1] = char(e - o - 2);
@@ -645,13 +682,15 @@ void ProtoWriter::emit(int64_t ts) {
     for (Buf& p : seq.pending) interned += p.size();
   }
   size_t te = te_.size();
-  size_t body = 1 + varint_len(uint64_t(ts)) + seq.field.size() + 1 + varint_len(te) + te;
+  char stamp[16];
+  size_t stamp_size = size_t(put_timestamp(stamp, ts, seq.last_ts) - stamp);
+  size_t body = stamp_size + seq.field.size() + 1 + varint_len(te) + te;
   if (interned) body += 1 + varint_len(interned) + interned;
   char* o = raw_.room(body + 16);
   *o++ = char(T_PACKET);
   o = put_varint(o, body);
-  *o++ = char(T_TIMESTAMP);
-  o = put_varint(o, uint64_t(ts));
+  memcpy(o, stamp, stamp_size);
+  o += stamp_size;
   memcpy(o, seq.field.data(), seq.field.size());
   o += seq.field.size();
   if (interned) {  // by field: categories, names, annotation names, values

@@ -155,6 +155,7 @@ class ProtoWriter : public PartWriter {
     uint64_t fixed_keys[kIntArgs + 3] = {};       // arg name iids of the column args
     Recent recent_keys, recent_values;            // of args objects
     ByAddress paths;                              // of args objects: restored file names
+    int64_t last_ts = 0;                          // the sequence's clock (see put_timestamp)
   };
   struct Thread {
     uint64_t uuid = 0;
@@ -192,7 +193,7 @@ class ProtoWriter : public PartWriter {
   void json_annotation(uint64_t key, std::string_view text);
   void small_annotation(uint64_t key, uint8_t field, uint64_t v);
   bool fast_event(const BatchView& b, int64_t r, Kind kind, Thread& t);
-  void end_packet(const Thread& t, int64_t end);
+  void end_packet(Thread& t, int64_t end);
   uint64_t fixed_key(int k);
   void counters(const BatchView& b, int64_t r);
   void emit(int64_t ts);  // a packet with te_ at ts, on the current sequence

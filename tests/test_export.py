@@ -642,9 +642,14 @@ def worker():
     io("worker", 150)
 
 
+def loader():
+    io("thread", 200)
+    load(os.path.join(DATA, "main-a"))  # a file the main thread names too: two sequences' path
+
+
 if __name__ == "__main__":
     io("main-a", 300)
-    t = threading.Thread(target=io, args=("thread", 200), name="loader")
+    t = threading.Thread(target=loader, name="loader")
     t.start()
     with iotrace.region("checkpoint", cat="ckpt", step=1, note="x" * 300, shape=[2, 3]):
         io("main-b", 100)

@@ -285,9 +285,29 @@ uint32_t ProtoWriter::seq_id(size_t k) const {
 }
 
 uint64_t ProtoWriter::intern(Interner& in, std::string_view s, bool stable) {
-  bool added;
-  uint64_t iid = in.ids.get(s, stable, &added);
-  if (!added) return iid;
+  uint64_t iid;
+  if (stable && &in == &seq_->values) {
+    // A path of names_: the first sequence that interns it keeps its iid in the path's record,
+    // and finds it there again (no look-up, no slot: a trace of a million files, each read by
+    // one thread, interns each path in one sequence); the others look it up in their table.
+    uint32_t note[2];
+    FileNames::get_note(s, note);
+    if (note[0] == seq_->number) return note[1];
+    if (note[0]) {
+      bool added;
+      iid = in.ids.get(s, true, &added);
+      if (!added) return iid;
+    } else {
+      note[0] = seq_->number;
+      note[1] = in.ids.take_id();
+      FileNames::set_note(s, note);
+      iid = note[1];
+    }
+  } else {
+    bool added;
+    iid = in.ids.get(s, stable, &added);
+    if (!added) return iid;
+  }
   // The entry {iid = 1; name = 2} goes in the InternedData of the sequence's next packet: the
   // first that uses it.
   size_t entry = 1 + varint_len(iid) + 1 + varint_len(s.size()) + s.size();
@@ -334,6 +354,7 @@ ProtoWriter::Thread& ProtoWriter::thread_of(int64_t tid) {
       uint32_t id = seq_id(threads_.size());
       it = threads_.emplace(tid, Thread()).first;
       t = &it->second;
+      t->seq.number = uint32_t(threads_.size());
       t->uuid = thread_uuid(p_.sort_index, tid);
       Buf seq;
       seq.byte(T_SEQ);

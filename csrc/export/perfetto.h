@@ -145,7 +145,8 @@ class ProtoWriter : public PartWriter {
   // A thread's packet sequence: its own interning, and its track as the default one (so that
   // no event repeats it).
   struct Seq {
-    std::string field;  // trusted_packet_sequence_id, as a field
+    std::string field;    // trusted_packet_sequence_id, as a field
+    uint32_t number = 0;  // 1, 2, ... in the writer: a path's owner (FileNames' note)
     Interner names{2, {}}, cats{1, {}}, arg_names{3, {}}, values{29, {}};
     Buf pending[4];  // new interned entries by field: categories, names, arg names, values
     bool has_pending = false;

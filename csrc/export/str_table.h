@@ -136,7 +136,7 @@ class StrIds {
  public:
   // The id of s (hash: str_hash(s)); *added when it was new (given the next id).
   uint32_t get(std::string_view s, uint64_t hash, bool stable, bool* added) {
-    if ((n_ + 1) * 4 > slots_.size() * 3) grow();
+    if ((filled_ + 1) * 4 > slots_.size() * 3) grow();
     uint32_t h = uint32_t(hash);
     size_t mask = slots_.size() - 1;
     for (size_t i = h & mask;; i = (i + 1) & mask) {
@@ -145,6 +145,7 @@ class StrIds {
         e.h = h;
         e.p = stable ? s.data() : copy(s);
         e.id = uint32_t(++n_);
+        filled_++;
         *added = true;
         return e.id;
       }
@@ -162,6 +163,9 @@ class StrIds {
     if (slots_.size()) __builtin_prefetch(&slots_[uint32_t(hash) & (slots_.size() - 1)], 1);
   }
   size_t size() const { return n_; }
+  // The next id, for a string its caller keeps apart (a path whose record holds its id): not
+  // in the table.
+  uint32_t take_id() { return uint32_t(++n_); }
 
  private:
   struct Slot {  // 16 bytes
@@ -193,7 +197,8 @@ class StrIds {
     }
   }
   Slots<Slot> slots_;
-  size_t n_ = 0;
+  size_t n_ = 0;       // ids given
+  size_t filled_ = 0;  // slots taken
   Arena arena_;
 };
 
@@ -211,13 +216,15 @@ class FileNames {
     } else {
       n_++;
     }
-    // a record: the key's length (4 bytes), the key, the path's length, the path
+    // a record: the key's length (4 bytes), the key, the note (8 bytes), the path's length,
+    // the path
     uint32_t k = uint32_t(hash.size()), v = uint32_t(path.size());
-    char* r = arena_.alloc(8 + k + v);
+    char* r = arena_.alloc(16 + k + v);
     memcpy(r, &k, 4);
     memcpy(r + 4, hash.data(), k);
-    memcpy(r + 4 + k, &v, 4);
-    memcpy(r + 8 + k, path.data(), v);
+    memset(r + 4 + k, 0, 8);
+    memcpy(r + 12 + k, &v, 4);
+    memcpy(r + 16 + k, path.data(), v);
     slots_[i] = Slot{h, r};
   }
   // Many (hash, path) pairs in order, their slots fetched a few pairs ahead.
@@ -253,6 +260,14 @@ class FileNames {
     if (slots_.size()) __builtin_prefetch(&slots_[size_t(h) & (slots_.size() - 1)]);
   }
   size_t size() const { return n_; }
+  // Two words kept with a path found here (zero until set), for its user: the Perfetto writer
+  // keeps there the sequence that interned the path first and its iid in it.
+  static void get_note(std::string_view path, uint32_t note[2]) {
+    memcpy(note, path.data() - 12, 8);
+  }
+  static void set_note(std::string_view path, const uint32_t note[2]) {
+    memcpy(const_cast<char*>(path.data()) - 12, note, 8);
+  }
 
  private:
   struct Slot {
@@ -266,7 +281,7 @@ class FileNames {
   }
   static std::string_view key_of(const char* r) { return std::string_view(r + 4, u32(r)); }
   static std::string_view path_of(const char* r) {
-    const char* v = r + 4 + u32(r);
+    const char* v = r + 12 + u32(r);
     return std::string_view(v + 4, u32(v));
   }
   // The slot holding `hash`, or the empty one where it would go.

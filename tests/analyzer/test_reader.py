@@ -209,3 +209,37 @@ def test_names_apart_are_the_fh_lines_the_tracer_writes(tmp_path):
     batches = list(iter_batches(p, [], names_apart=True))
     assert sum(b.name_count for b in batches) == 3
     assert sum(len(b.meta) for b in batches) == sum(len(b.meta) for b in iter_batches(p, [])) - 3
+
+
+def test_names_apart_at_every_position_of_a_byte_that_needs_the_parser():
+    """The scanner reads a path eight bytes a step: a quote, a backslash or a control character
+    (escaped in the JSON text) anywhere in the path leaves the line to the JSON parser; bytes
+    above 0x7F and DEL stay in the path (valid UTF-8), invalid UTF-8 is left to the parser, and
+    a hash is 16 lowercase hex digits or the line is left too."""
+    import json
+
+    from conftest import fhex
+    from iotrace_format import _native
+
+    def line(path_json: str, value: str) -> bytes:
+        return (b'{"ph":"M","name":"FH","pid":7,"tid":7,"args":{"name":' + path_json.encode()
+                + b',"value":"' + value.encode() + b'"}}')
+
+    apart_expected, lines = [], []
+    for k in range(25):
+        for special in ('"', "\\", "\x01", "\x1f", "é", "\x7f", "€", " "):
+            path = "a" * k + special + "b" * (24 - k)
+            lines.append(line(json.dumps(path, ensure_ascii=False), fhex(path)))
+            if special not in ('"', "\\", "\x01", "\x1f"):
+                apart_expected.append((fhex(path), path))
+    for value in ("0123456789ABCDEF", "0123456789abcdeg", "0123456789abcde", "0123456789abcdef0",
+                  "/0123456789abcde", ":0123456789abcde", "`0123456789abcde"):
+        lines.append(line('"/v"', value))
+    lines.append(line('"/0123456789"', "0123456789abcdef").replace(b"89", b"8\xff"))  # not UTF-8
+    apart = _native.scan_json(b"".join(ln + b"\n" for ln in lines), names_apart=True)
+    hashes, offsets, paths = apart.names
+    values = np.frombuffer(hashes, np.uint64)
+    offs = np.frombuffer(offsets, np.int64)
+    got = [(f"{int(v):016x}", paths[offs[i]:offs[i + 1]].decode()) for i, v in enumerate(values)]
+    assert got == apart_expected
+    assert len(apart.meta) == len(lines) - len(apart_expected)

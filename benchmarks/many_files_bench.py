@@ -162,6 +162,15 @@ def export_cmd() -> list[str]:
     return [exe, "export"] if exe else [sys.executable, "-m", "iotrace_analyzer.export"]
 
 
+def speed() -> float:
+    """Seconds of a fixed pure-Python loop (`sum(range(10**7))`), taken before each command:
+    this VM's speed changes by a third from minute to minute, and a figure is read against
+    the minute it was taken in."""
+    t = time.perf_counter()
+    sum(range(10**7))
+    return time.perf_counter() - t
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--cases", default="files1M-1p,files1M-8p,files64-1p",
@@ -188,21 +197,21 @@ def main() -> None:
             row = [case]
             if args.only != "export":
                 shutil.rmtree(out, ignore_errors=True)
-                load = os.getloadavg()[0]
+                load, pace = os.getloadavg()[0], speed()
                 w, c, p, q, rc = run([sys.executable, "-m", "iotrace_analyzer", traces, "-o", out, "-q",
                                       "--no-progress", *args.analyzer_args.split()])
                 row += [w, c, p, q, rc]
                 print(f"{case:<11} analyze {w:6.2f} s  CPU {c:6.2f} s  peak RSS {p / 2**20:7.0f} MiB"
-                      f"  PSS {q / 2**20:7.0f} MiB  [load before {load:.1f}]", flush=True)
+                      f"  PSS {q / 2**20:7.0f} MiB  [load before {load:.1f}, speed {pace:.3f} s]", flush=True)
             else:
                 row += [None] * 5
             if args.only != "analyze":
                 os.makedirs(out, exist_ok=True)
-                load = os.getloadavg()[0]
+                load, pace = os.getloadavg()[0], speed()
                 w, c, p, q, rc = run([*export_cmd(), traces, "-o", os.path.join(out, "job.pftrace")])
                 row += [w, c, p, q, rc]
                 print(f"{case:<11} export  {w:6.2f} s  CPU {c:6.2f} s  peak RSS {p / 2**20:7.0f} MiB"
-                      f"  PSS {q / 2**20:7.0f} MiB  [load before {load:.1f}]", flush=True)
+                      f"  PSS {q / 2**20:7.0f} MiB  [load before {load:.1f}, speed {pace:.3f} s]", flush=True)
             else:
                 row += [None] * 5
             rows.append(row)

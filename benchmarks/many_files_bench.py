@@ -22,6 +22,8 @@ Measured, each in a fresh process (no warm-up: the first run after an install is
            PSS every 200 ms (each shared page split between its sharers: what the run uses;
            reading it costs the kernel 7 ms per GiB, so not more often on 2 cores)
   export   `iotrace export TRACES -o OUT/job.pftrace`, the same figures
+Each line also gives the load average and the seconds of `sum(range(10**7))` just before the
+command: the VM's speed in that minute, which changes by a third from one to the next.
 
 usage: python benchmarks/many_files_bench.py [--cases files1M-1p,files1M-8p,files64-1p]
            [--dir DIR] [--repeat N] [--only analyze|export] [--analyzer-args ARGS]

@@ -1223,7 +1223,7 @@ py::tuple path_parts(I64 offsets, py::array_t<uint8_t, py::array::c_style> data)
         dir_code[size_t(i)] = -1;
       } else {
         std::string_view dv(s, size_t(slash - 1 - s));
-        auto it = dirs.emplace(dv, int32_t(dir_list.size()));
+        auto it = dirs.try_emplace(dv, int32_t(dir_list.size()));
         if (it.second) dir_list.push_back(dv);
         dir_code[size_t(i)] = it.first->second;
       }
@@ -1231,7 +1231,7 @@ py::tuple path_parts(I64 offsets, py::array_t<uint8_t, py::array::c_style> data)
       while (dot < e && *dot != '.') dot++;
       std::string_view tv = dot < e ? std::string_view(dot, size_t(e - dot))
                                     : std::string_view(name, size_t(e - name));
-      auto it = tails.emplace(tv, int32_t(tail_list.size()));
+      auto it = tails.try_emplace(tv, int32_t(tail_list.size()));
       if (it.second) tail_list.push_back(tv);
       tail_code[size_t(i)] = it.first->second;
     }

@@ -117,16 +117,6 @@ def replace(owner: Any, attr: str, name: str, cat: str, file_at: int, file_kw: s
 
 # -- the libraries ---------------------------------------------------------------------------
 
-def install(when_imported) -> None:  # noqa: ANN001
-    when_imported("torch.serialization", _hook_torch)
-    when_imported("numpy", _hook_numpy)
-    when_imported("h5py", _hook_h5py)
-    when_imported("PIL.Image", _hook_pil)
-    when_imported("PIL.ImageFile", _hook_pil_decoding)
-    when_imported("pyarrow.parquet", _hook_parquet)
-    when_imported("pandas", _hook_pandas)
-
-
 def _hook_torch(serialization) -> None:  # noqa: ANN001
     import sys
 

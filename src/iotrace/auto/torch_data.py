@@ -30,12 +30,6 @@ _FETCH = _core.Event("fetch", CAT)
 _SAMPLE = _core.Event("sample", CAT)
 
 
-def install(when_imported) -> None:  # noqa: ANN001
-    when_imported("torch.utils.data._utils.fetch", _hook_fetchers)
-    when_imported("torch.utils.data._utils.worker", _hook_worker_loop)
-    when_imported("torch.utils.data.dataloader", _hook_loader)
-
-
 # -- the iterating process -------------------------------------------------------------------
 
 class _Pass:

@@ -27,10 +27,6 @@ ROUNDS, MAX_ROUNDS, GOOD_NS, EXTRA_NS = 10, 100, 200_000, 20_000_000
 AT = "torch.distributed"
 
 
-def install(when_imported) -> None:  # noqa: ANN001
-    when_imported("torch.distributed.distributed_c10d", _hook)
-
-
 def _hook(c10d) -> None:  # noqa: ANN001
     real = c10d.init_process_group
     if getattr(real, "_iotrace", False):

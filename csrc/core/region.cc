@@ -133,6 +133,23 @@ bool write_zeros(long fd, uint64_t off, uint64_t size) {
   return true;
 }
 
+// Local file systems whose writes have their blocks (a full disk refuses the write itself): there
+// the zeros written at start need no fallocate before them, which had the same blocks a second
+// time (a traced /bin/true on ext4: 5-6% of its time; nothing measurable on tmpfs). Elsewhere
+// (NFS, parallel file systems, FUSE) a write may find the disk full only when its page goes
+// back: the blocks first there.
+bool write_reserves_blocks(const struct statfs& fs) {
+  switch (uint64_t(fs.f_type)) {
+    case 0xEF53:      // ext2/3/4
+    case 0x58465342:  // XFS
+    case 0x9123683E:  // Btrfs
+    case 0x01021994:  // tmpfs
+      return true;
+    default:
+      return false;
+  }
+}
+
 // Faults on the live file read nothing worth having (its pages are new): no read-around, which
 // would fill a large window of the page cache for every first touch (2 ms of a short process's
 // life on ext4).
@@ -405,14 +422,16 @@ bool region_create(const RegionSetup& s) {
                  : (errno = EFBIG, -1L);
   struct stat st;
   struct statfs sfs;
+  bool reserves = false;
   if (fd >= 0 && syscall(SYS_fstatfs, fd, &sfs) == 0) {
     note_free_space(sfs);
     // On a small disk (under 16 MiB free) the trace file's frames need the room: 64 KiB.
     shrink_first(within_free_space(16 * kFirstSegment) < 16 * kFirstSegment ? least : first);
+    reserves = write_reserves_blocks(sfs);
   }
   bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
             syscall(SYS_ftruncate, fd, long(size)) == 0 &&
-            syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0 &&
+            (reserves || syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0) &&
             write_zeros(fd, 0, head_bytes + first);  // its pages too: the first threads' chunks
   int err = errno;
   long m = ok ? syscall(SYS_mmap, nullptr, head_bytes + first, PROT_READ | PROT_WRITE, MAP_SHARED,

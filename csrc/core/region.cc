@@ -481,7 +481,7 @@ bool region_create(const RegionSetup& s) {
   h->tick0 = now_ticks();
   h->ns0 = now_ns();
   h->segment[0] = live::Segment{head_bytes, first};
-  g.seg_ready[0] = true;  // fallocated with the file (or memory of our own)
+  g.seg_ready[0] = true;  // its blocks had with the file, by the zeros (or memory of our own)
   for (int i = 1; i < live::kMaxSegments; i++) g.seg_ready[i] = false;
   g.seg_addr[0] = base + head_bytes;
   g.chunk_bytes = first;

@@ -297,3 +297,20 @@ def test_posix_spawn_failure(prog, trace, data, tmp_path):
     assert ev["name"] == "posix_spawn" and ev["fname"] == str(missing)
     assert ev["args"]["ret"] == -1 and ev["args"]["errno"] == 2
     assert len(ts.files) == 1
+
+
+@pytest.mark.parametrize("given", [None, "rel/traces"])
+def test_disabled_preload_leaves_the_environment_alone(tmp_path, given):
+    """IOTRACE_ENABLE=0 under LD_PRELOAD: the program's environment is exactly the one it was
+    given (the folder is made absolute and set only for a process that traces: a disabled one
+    once showed IOTRACE_DIR=<its cwd> to the program)."""
+    extra = {"IOTRACE_ENABLE": "0", **({"IOTRACE_DIR": given} if given else {})}
+    plain = run_plain(["env"], env=extra, cwd=tmp_path)
+    disabled = run_plain(["env"], env={**extra, "LD_PRELOAD": PRELOAD}, cwd=tmp_path)
+    assert plain.returncode == disabled.returncode == 0
+    shown = sorted(v for v in disabled.stdout.splitlines() if not v.startswith("LD_PRELOAD="))
+    assert shown == sorted(plain.stdout.splitlines())
+    assert any(v.startswith("IOTRACE_ENABLE=0") for v in shown)
+    assert not any(v.startswith("IOTRACE_DIR=") for v in shown) if not given else \
+        f"IOTRACE_DIR={given}" in shown
+    assert list(tmp_path.iterdir()) == []  # and it made no folder or file

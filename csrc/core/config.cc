@@ -140,7 +140,9 @@ void config_from_env(Config& c) {
         snprintf(abs, sizeof abs, "%s%s%s", cwd, strcmp(cwd, "/") && *rel ? "/" : "", rel) <
             int(sizeof abs)) {
       memcpy(c.dir, abs, sizeof abs);
-      setenv("IOTRACE_DIR", c.dir, 1);
+      // Not in a disabled process: its environment stays the one it was given (its children
+      // are disabled too, and get the absolute folder with their other variables at exec).
+      if (c.enable) setenv("IOTRACE_DIR", c.dir, 1);
     }
   }
   if (const char* n = getenv("IOTRACE_NAME"); n && *n) strncpy(c.name, n, sizeof c.name - 1);

@@ -412,3 +412,26 @@ def test_merged_args_text_is_the_json_of_each_run():
     ]
     assert texts[1] == '{"merged":12345,"call":"stat","time_us":2.0}'
     assert all(f"{d / 1000}" in t for d, t in zip(dur.tolist(), texts))
+
+
+def test_the_first_file_past_the_key_limit_stops_the_others(tmp_path, monkeypatch):
+    """The budget's pass over several files: the first file past MAX_KEYS leaves a flag, and
+    the pass of every other file stops at it (there is no budget either way: the million
+    files' 9 traces were each read up to their own limit)."""
+    from iotrace_analyzer.export import budget, merge
+    from iotrace_format import reader
+
+    folder = tmp_path / "job"
+    folder.mkdir()
+    perfetto_job.write_job(str(folder), compression="zstd")
+    path = sorted(reader.find_traces([str(folder)]))[0]
+    stop = str(tmp_path / "too-many-keys")
+    arg = (path, EventFilter(), None, None, None, False, stop)
+    counted = merge._slice_stats(arg)  # under the limit: counted, no flag
+    assert not counted.too_many_keys and int(counted.hist.sum()) > 0 and not os.path.exists(stop)
+    monkeypatch.setattr(budget, "MAX_KEYS", 1)
+    assert merge._slice_stats(arg).too_many_keys and os.path.exists(stop)
+    monkeypatch.setattr(budget, "MAX_KEYS", 1 << 17)  # the flag alone stops a file's pass
+    read = []
+    monkeypatch.setattr(merge, "_columns", lambda p, clock: read.append(p) or iter(()))
+    assert merge._slice_stats(arg).too_many_keys and read == []

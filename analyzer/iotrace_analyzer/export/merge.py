@@ -197,8 +197,13 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
             stats = bud.SliceStats()
             kept = [(f.path, filt, f.clock, cutoff, p.pid) for p in procs for f in p.files]
             ahead = len(kept) == 1 and jobs > 1  # the only file: decoded on the other core
-            for s in pool.map(_slice_stats, [k + (ahead,) for k in kept]):
-                stats.merge(s)
+            # The first file past MAX_KEYS says so to the others (a file they look for between
+            # blocks): no budget then, and their passes stop (a million files' 9 traces: 0.55 s
+            # of reading, where the first had its answer at 0.15)
+            with tempfile.TemporaryDirectory(prefix="iotrace-budget-") as flags:
+                stop = os.path.join(flags, "too-many-keys")
+                for s in pool.map(_slice_stats, [k + (ahead, stop) for k in kept]):
+                    stats.merge(s)
             if stats.too_many_keys:
                 too_many = True
             else:
@@ -362,7 +367,9 @@ def _histogram(arg: tuple[str, EventFilter, JobClock | None]) -> TimeHistogram:
 
 def _slice_stats(arg: tuple) -> bud.SliceStats:
     """Pass 2 (--max-slices): the slices the filters keep, per name and duration threshold."""
-    path, filt, clock, cutoff, pid, ahead = arg
+    path, filt, clock, cutoff, pid, ahead, stop = arg
+    if os.path.exists(stop):  # another file has too many keys: no budget
+        return bud.SliceStats(too_many_keys=True)
     stats = bud.StatsPass(pid)
     res = FileResult()
     job = FileJob(file=None, proc=None, fmt="", filter=filt, cutoff_ns=cutoff, flow_in=0,
@@ -371,7 +378,13 @@ def _slice_stats(arg: tuple) -> bud.SliceStats:
     try:
         for cols in _read_ahead(columns) if ahead else columns:
             stats.add(cols, _rows(cols, job, res))
+            if os.path.exists(stop):
+                raise bud.TooManyKeys
     except bud.TooManyKeys:
+        try:
+            open(stop, "x").close()
+        except OSError:  # there already, or the folder gone with the export
+            pass
         return bud.SliceStats(too_many_keys=True)
     return stats.result()
 

@@ -381,6 +381,23 @@ def test_disk_full_says_so_once_and_the_trace_counts_the_loss(cprog, tmp_path, d
     assert "No space left on device" in rec[0]["detail"]
 
 
+def test_a_disk_that_fills_never_kills_the_program(cprog, tmp_path, data_dir):
+    """The disk-full run above, ten times in the JSON form (the one whose frames outgrow the
+    disk most often): the program always ends as untraced. A populate ahead of the carving,
+    on the writer thread, once moved the live file's frontier past blocks that a failed
+    populate on the program's thread had given back meanwhile; a chunk carved there was
+    written without blocks, and SIGBUS killed the program (1 run in 20-25 of that test)."""
+    exe = cprog("many_preads.c", name="many_preads")
+    n = 400_000
+    for attempt in range(10):
+        run = tmp_path / f"run{attempt}"
+        run.mkdir()
+        env = tracer_env(run / "mnt", {"IOTRACE_FLUSH_INTERVAL_MS": "20", "IOTRACE_FORMAT": "json"},
+                         base={"PATH": os.environ["PATH"]})
+        p, _out = _run_on_small_tmpfs([exe, data_dir / "big", n], env, run, size="448k")
+        assert (p.returncode, p.stdout) == (0, f"done {n}\n"), (attempt, p.returncode, p.stderr)
+
+
 def test_a_full_disk_leaves_room_for_the_end_of_the_trace(cprog, tmp_path):
     """The program fills the disk its trace is on, then makes K preads and exits. Whatever size
     the frame pending at exit has (K from 0 to 160 in the uncompressed JSON form, about 150

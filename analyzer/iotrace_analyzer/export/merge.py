@@ -198,9 +198,11 @@ def export(inputs: list[str], output: str, filt: EventFilter | None = None,
             kept = [(f.path, filt, f.clock, cutoff, p.pid) for p in procs for f in p.files]
             ahead = len(kept) == 1 and jobs > 1  # the only file: decoded on the other core
             # The first file past MAX_KEYS says so to the others (a file they look for between
-            # blocks): no budget then, and their passes stop (a million files' 9 traces: 0.55 s
-            # of reading, where the first had its answer at 0.15)
-            with tempfile.TemporaryDirectory(prefix="iotrace-budget-") as flags:
+            # blocks, beside the output, where the export may write): no budget then, and their
+            # passes stop (a million files' 9 traces: 0.55 s of reading, where the first had its
+            # answer at 0.15)
+            with tempfile.TemporaryDirectory(prefix="iotrace-budget-",
+                                             dir=os.path.dirname(os.path.abspath(output))) as flags:
                 stop = os.path.join(flags, "too-many-keys")
                 for s in pool.map(_slice_stats, [k + (ahead, stop) for k in kept]):
                     stats.merge(s)

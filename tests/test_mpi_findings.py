@@ -2,9 +2,10 @@
 run (tests/c/mpi_patterns.c under mpirun -n 4, traced by the preload, with two busy loops
 beside it as on a shared node): shared file or file per process, collective or independent,
 the ranks' bytes, and the findings imbalance (one rank moving 5x the data), collective-wait
-(the others standing in MPI_File_sync for it), mpi-independent-small (4 KiB independent writes
-to a shared file) and mpi-misaligned (1 MiB requests 512 B off the stripe), each naming what
-the workload really did."""
+(the others standing in MPI_File_sync for it; a rank computing 4x as much), cpu-starved (a
+rank with the others' work on a CPU that busy loops share), mpi-independent-small (4 KiB
+independent writes to a shared file) and mpi-misaligned (1 MiB requests 512 B off the stripe),
+each naming what the workload really did."""
 
 import os
 import shutil
@@ -18,7 +19,8 @@ from loss_scenarios import busy_load
 
 RANKS = 4
 MiB = 1 << 20
-MPI_RULES = {"imbalance", "collective-wait", "mpi-independent-small", "mpi-misaligned", "metadata-storm"}
+MPI_RULES = {"imbalance", "collective-wait", "cpu-starved", "mpi-independent-small", "mpi-misaligned",
+             "metadata-storm"}
 
 pytestmark = pytest.mark.skipif(not (shutil.which("mpicc") and shutil.which("mpirun")),
                                 reason="no MPI (mpicc, mpirun): .ci/setup installs Open MPI")
@@ -52,6 +54,30 @@ def findings(S: dict) -> dict:
     return {f["id"]: f for f in S.get("findings", []) if f["id"] in MPI_RULES}
 
 
+def work_findings(S: dict) -> dict:
+    """The findings about the job's work: a cpu-starved finding is the busy loops' doing (the
+    load the tests run beside), true where the rank it names did the others' work, as every
+    rank does in these modes but straggler and compute; checked here, then left out."""
+    f = findings(S)
+    if "cpu-starved" in f:
+        _check_starved(S, f.pop("cpu-starved"))
+    return f
+
+
+def _check_starved(S: dict, finding: dict) -> int:
+    """A cpu-starved finding's rank did the same work as the others (I/O calls, bytes, its own
+    CPU within 10% of their mean) and its host lacked CPUs as long as it kept each waiting;
+    returns that rank."""
+    rows = finding["evidence"]["processes"]
+    late, others = rows[0], rows[1:]
+    assert len(others) == RANKS - 1
+    for k in ("io_calls", "bytes", "own_cpu_us"):
+        assert late[k] <= 1.1 * sum(r[k] for r in others) / len(others), (k, rows)
+    assert late["host_cpu_wait_us"] >= late["caused_wait_us"] / len(others)
+    assert "collective-wait" not in findings(S)
+    return late["rank"]
+
+
 def by_rank(S: dict) -> dict:
     return {r["rank"]: r for r in S["mpi"]["ranks"]}
 
@@ -70,7 +96,7 @@ def test_clean_collective_run_is_silent(patterns, tmp_path):
     assert m["misaligned_calls"] == 0 and m["data_calls_with_offset"] == 2 * RANKS
     # the collective file calls and the barrier matched across the ranks
     assert m["collective_ops"]["calls"] == RANKS * 5 and m["collective_ops"]["unmatched_calls"] == 0
-    assert findings(S) == {}, [f["title"] for f in findings(S).values()]
+    assert work_findings(S) == {}, [f["title"] for f in findings(S).values()]
     assert "MPI-IO: 16 calls" in text and "shared file (1 shared, 0 per process)" in text
 
 
@@ -82,7 +108,7 @@ def test_small_independent_writes_to_a_shared_file(patterns, tmp_path):
     assert m["independent"]["bytes_written"] == RANKS * 8192 * 4096
     assert m["write_sizes"]["1K-10K"] == RANKS * 8192
     assert m["misaligned_calls"] == 0  # 4 KiB inside a stripe: small, not misaligned
-    f = findings(S)
+    f = work_findings(S)
     assert set(f) == {"mpi-independent-small"}, [x["title"] for x in f.values()]
     (row,) = f["mpi-independent-small"]["evidence"]["files"]
     assert row["file"] == str(tmp_path / "data" / "shared.dat")
@@ -100,7 +126,7 @@ def test_file_per_process(patterns, tmp_path):
     for r in range(RANKS):
         f = files[str(tmp_path / "data" / f"part{r}.dat")]
         assert (f["processes"], f["independent_calls"], f["bytes_written"]) == (1, 4, 4 * MiB)
-    assert findings(S) == {}, [f["title"] for f in findings(S).values()]
+    assert work_findings(S) == {}, [f["title"] for f in findings(S).values()]
 
 
 def test_straggler_rank_named_by_imbalance_and_collective_wait(patterns, tmp_path):
@@ -166,7 +192,7 @@ def test_metadata_storm(patterns, tmp_path):
     """Every rank stats, opens and reads the same 8 files 100 times: 4 x 8 x 100 x (stat, open,
     close) metadata calls on files 4 processes share."""
     S, text = run(patterns, "storm", tmp_path)
-    f = findings(S)
+    f = work_findings(S)
     assert set(f) == {"metadata-storm"}, [x["title"] for x in f.values()]
     ev = f["metadata-storm"]["evidence"]
     inputs = {str(tmp_path / "data" / f"input{i}.cfg") for i in range(8)}
@@ -195,3 +221,58 @@ def test_readme_mpi_example(tmp_path):
     shown = re.findall(r"^    (\[WARN\] [\w-]+): .*rank 1|^    (\[WARN\] [\w-]+): Rank 1", readme, re.M)
     assert sorted(a or b for a, b in shown) == ["[WARN] collective-wait", "[WARN] imbalance"]
     assert "rank 1 holds them up" in r.stdout and "Rank 1 moves 2.5x the mean MPI-IO bytes" in r.stdout
+
+
+def _psi() -> bool:
+    try:
+        with open("/proc/pressure/cpu") as f:
+            return f.readline().startswith("some ")
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not _psi() or (os.cpu_count() or 1) < 2,
+                    reason="needs two CPUs and the kernel's CPU pressure (/proc/pressure/cpu)")
+def test_a_rank_short_of_cpu_is_cpu_starved_not_a_straggler(patterns, tmp_path):
+    """Every rank does the same 20 steps (compute, a 64 KiB write, a barrier); rank 3 runs on
+    the last CPU beside 4 busy loops pinned there, the others on CPU 0. The others wait for
+    rank 3 at every barrier: cpu-starved names it, collective-wait (which would send the user
+    to even out work that is even) does not come."""
+    data, out = tmp_path / "data", tmp_path / "traces"
+    data.mkdir()
+    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
+    env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
+    last = str((os.cpu_count() or 2) - 1)
+    busy = [subprocess.Popen(["taskset", "-c", last, "sh", "-c", "while :; do :; done"]) for _ in range(4)]
+    try:
+        r = subprocess.run(["mpirun", "-n", str(RANKS), "--oversubscribe", *root, patterns, "starved", str(data)],
+                           env=env, capture_output=True, text=True, timeout=300)
+    finally:
+        for b in busy:
+            b.kill()
+            b.wait()
+    assert r.returncode == 0, r.stderr
+    S = analyze([str(out)], Options(engine="local", workers=1)).summary
+    ranks = by_rank(S)
+    assert all(ranks[k]["bytes_written"] == 20 * 65536 for k in range(RANKS))
+    f = findings(S)
+    assert set(f) == {"cpu-starved"}, [x["title"] for x in f.values()]
+    assert _check_starved(S, f["cpu-starved"]) == 3
+    assert "for rank 3, which did the same work" in f["cpu-starved"]["title"]
+    # the others polled in the barriers: more CPU in all, the same outside MPI
+    assert min(ranks[k]["cpu_us"] for k in range(3)) > ranks[3]["cpu_us"]
+    assert report.text_report(S).count("cpu-starved") == 1
+
+
+def test_a_rank_with_more_compute_is_a_straggler(patterns, tmp_path):
+    """Rank 1 computes 4 times as much in each of the 20 steps, with the same I/O: the others
+    wait for its work, and collective-wait names it (its own CPU time 4x theirs), not
+    cpu-starved, however loaded the machine."""
+    S, text = run(patterns, "compute", tmp_path)
+    ranks = by_rank(S)
+    others = [ranks[k]["own_cpu_us"] for k in (0, 2, 3)]
+    assert ranks[1]["own_cpu_us"] > 3 * max(others)
+    f = findings(S)
+    assert set(f) == {"collective-wait"}, [x["title"] for x in f.values()]
+    assert "rank 1 holds them up" in f["collective-wait"]["title"]
+    assert f["collective-wait"]["evidence"]["processes"][0]["rank"] == 1

@@ -310,6 +310,38 @@ time.sleep(60)
     assert ts.count(name=("pread", "pread64"), fname=data_dir / "big") > 2000  # the busy thread's
 
 
+CPU_BURN = """
+import os, sys, time
+def burn(s):
+    t = time.process_time()
+    while time.process_time() - t < s:
+        pass
+pid = os.fork()
+if pid == 0:
+    burn(0.1)
+    os._exit(0)
+burn(0.3)
+os.waitpid(pid, 0)
+os.execv(sys.executable, [sys.executable, "-c", "pass"])
+"""
+
+
+def test_end_records_the_cpu_time_of_each_image(trace):
+    """iotrace_end's cpu_ns: the CPU time of the process from its file's start: a fork child's
+    from the fork (0.1 s burnt), the parent's its own 0.3 s and start-up, the image after exec
+    without its predecessor's. No MPI: no mpi_cpu_ns, no host_cpu_wait_us."""
+    ts = trace([sys.executable, "-c", CPU_BURN])
+    first, after = ts.files_of(ts.pid)
+    (child_pid,) = [p for p in ts.pids if p != ts.pid]
+    (child,) = ts.files_of(child_pid)
+    assert (first.end["reason"], child.end["reason"], after.end["reason"]) == ("exec", "_exit", "exit")
+    assert set(first.cpu) == set(child.cpu) == set(after.cpu) == {"cpu_ns"}
+    # at most its wall time, and the loading before the file's start (the kernel counts it too)
+    assert 0.29e9 <= first.cpu["cpu_ns"] <= first.end_ns - first.header["mono_ns"] + 0.02e9
+    assert 0.09e9 <= child.cpu["cpu_ns"] < 0.2e9
+    assert after.cpu["cpu_ns"] < 0.2e9  # an interpreter's start, not the 0.3 s before the exec
+
+
 def test_enable_0_creates_no_file(proc, trace, data_dir, tmp_path):
     ts = trace([proc, "after", data_dir], include=[data_dir], env={"IOTRACE_ENABLE": "0"})
     assert ts.files == [] and not os.path.exists(ts.dir)

@@ -156,12 +156,23 @@ class TraceFile:
 
     @property
     def end(self) -> dict | None:
-        """args of the iotrace_end event but its time (see end_ns), None when the file was
-        not closed cleanly."""
+        """args of the iotrace_end event but its time and CPU times (see end_ns, cpu), None
+        when the file was not closed cleanly."""
         for r in reversed(self.records):
             if r.get("ph") == "M" and r.get("name") == "iotrace_end":
-                return {k: v for k, v in r.get("args", {}).items() if k != "mono_ns"}
+                return {k: v for k, v in r.get("args", {}).items() if k not in self.CPU_KEYS + ("mono_ns",)}
         return None
+
+    CPU_KEYS = ("cpu_ns", "mpi_cpu_ns", "host_cpu_wait_us")
+
+    @property
+    def cpu(self) -> dict:
+        """The CPU figures of the iotrace_end event (cpu_ns; an MPI rank's mpi_cpu_ns and
+        host_cpu_wait_us), {} when the file has none."""
+        for r in reversed(self.records):
+            if r.get("ph") == "M" and r.get("name") == "iotrace_end":
+                return {k: v for k, v in r.get("args", {}).items() if k in self.CPU_KEYS}
+        return {}
 
     @property
     def end_ns(self) -> int | None:

@@ -2,6 +2,9 @@
 
 #include <fcntl.h>
 #include <string.h>
+
+#include <atomic>
+#include <sys/resource.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -46,6 +49,73 @@ bool kernel_uses_tsc() {
 void clock_init() {
   g_tsc = kernel_uses_tsc();
   if (g_tsc) read_pair(&g_anchor_tick, &g_anchor_ns);
+}
+
+namespace {
+int64_t g_cpu_base_ns = 0;
+int64_t g_host_wait_base_us = -1, g_host_wait_us = -1;
+std::atomic<int64_t> g_mpi_cpu_ns{-1};
+
+int64_t process_cpu_ns() {
+  struct rusage u;
+  if (syscall(SYS_getrusage, RUSAGE_SELF, &u) != 0) return -1;
+  return (int64_t(u.ru_utime.tv_sec) + u.ru_stime.tv_sec) * 1000000000 +
+         (int64_t(u.ru_utime.tv_usec) + u.ru_stime.tv_usec) * 1000;
+}
+
+// The "some" line's total= (µs), -1 where the kernel has no PSI.
+int64_t host_cpu_wait_us() {
+  char buf[128];
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  if (char* nl = strchr(buf, '\n')) *nl = 0;  // the first line: "some avg10=... total=N"
+  const char* t = strncmp(buf, "some ", 5) == 0 ? strstr(buf, "total=") : nullptr;
+  if (!t || t[6] < '0' || t[6] > '9') return -1;
+  int64_t v = 0;
+  for (t += 6; *t >= '0' && *t <= '9'; t++) v = v * 10 + (*t - '0');
+  return v;
+}
+}  // namespace
+
+void cpu_mark_start(bool forked) {
+  g_cpu_base_ns = forked ? 0 : process_cpu_ns();
+  g_host_wait_base_us = g_host_wait_us = -1;  // a fork child is no rank of its own
+  g_mpi_cpu_ns.store(-1, std::memory_order_relaxed);
+}
+
+void add_mpi_cpu_ns(int64_t ns) {
+  int64_t v = g_mpi_cpu_ns.load(std::memory_order_relaxed);
+  while (!g_mpi_cpu_ns.compare_exchange_weak(v, (v < 0 ? 0 : v) + (ns > 0 ? ns : 0),
+                                             std::memory_order_relaxed)) {
+  }
+}
+
+int64_t mpi_cpu_ns() { return g_mpi_cpu_ns.load(std::memory_order_relaxed); }
+
+int64_t cpu_since_start_ns() {
+  int64_t now = process_cpu_ns();
+  return now < 0 || g_cpu_base_ns < 0 ? -1 : now > g_cpu_base_ns ? now - g_cpu_base_ns : 0;
+}
+
+void host_cpu_wait_start() {
+  g_host_wait_base_us = host_cpu_wait_us();
+  g_host_wait_us = -1;
+}
+
+void host_cpu_wait_stop() {
+  if (g_host_wait_base_us < 0) return;
+  int64_t now = host_cpu_wait_us();
+  g_host_wait_us = now < g_host_wait_base_us ? -1 : now - g_host_wait_base_us;
+  g_host_wait_base_us = -1;
+}
+
+int64_t host_cpu_wait_of_run_us() {
+  host_cpu_wait_stop();
+  return g_host_wait_us;
 }
 
 ClockMap clock_calibrate() {

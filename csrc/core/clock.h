@@ -36,4 +36,26 @@ struct ClockMap {
 
 void clock_init();           // once per process, at start
 ClockMap clock_calibrate();  // writer only: the map for what is drained now
+
+// CPU time (user + system, every thread) the process used since cpu_mark_start(): at the start
+// of each image (the kernel's count goes on across exec) and 0 again in a fork child (the kernel
+// starts the child's at 0). -1 where getrusage fails.
+void cpu_mark_start(bool forked = false);
+int64_t cpu_since_start_ns();
+// The calling thread's CPU time (a syscall: for the few calls that measure it, not per event).
+inline int64_t thread_cpu_ns() {
+  struct timespec t;
+  if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t) != 0) return 0;
+  return int64_t(t.tv_sec) * 1000000000 + t.tv_nsec;
+}
+// CPU time spent inside MPI calls (their library's work and its polling while it waits), summed
+// over threads: what a rank computed itself is cpu_since_start_ns() less it. -1: no MPI call.
+void add_mpi_cpu_ns(int64_t ns);
+int64_t mpi_cpu_ns();
+// The host's CPU pressure (Linux PSI, /proc/pressure/cpu "some": time in which at least one
+// task waited for a CPU) over an MPI rank's run: read at MPI_Init's end and MPI_Finalize's
+// start (or the end, without one). Read twice per rank, never in other processes.
+void host_cpu_wait_start();
+void host_cpu_wait_stop();
+int64_t host_cpu_wait_of_run_us();  // -1: no run, or no PSI
 }  // namespace iot

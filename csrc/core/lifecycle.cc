@@ -69,6 +69,7 @@ void read_identity() {
   g_proc.ppid = getppid();
   g_proc.wall_ns = wall_ns() + g_config.clock_skew_ns;
   g_proc.mono_ns = now_ns();
+  cpu_mark_start();
 }
 
 // /proc/self/cmdline: the arguments, NUL-separated. Returns the bytes read (0 on failure).
@@ -136,6 +137,7 @@ void atfork_child() {
   int64_t parent_base = g_proc.wall_ns - g_proc.mono_ns;
   g_proc.wall_ns = wall_ns() + g_config.clock_skew_ns;
   g_proc.mono_ns = now_ns();
+  cpu_mark_start(/*forked=*/true);
   if (!writer_child_after_fork()) {
     g_recording.store(false);
   } else if (g_proc.clock_at) {

@@ -23,6 +23,7 @@
 #include <atomic>
 #include <type_traits>
 
+#include "clock.h"
 #include "interpose.h"
 #include "mpi_clock.h"
 
@@ -295,9 +296,17 @@ void* status_for(void* given, Status& mine) {
 template <class Call, class Fill>
 int traced_mpi(CallId id, Call&& call, Fill&& fill) {
   if (!mpi_rec()) return call();
+  // the CPU the MPI library uses (its work, its polling while it waits for other ranks): apart
+  // from the rank's own, which readers compare across ranks (cpu-starved)
+  bool outer = t_in_mpi == 0;
+  int64_t cpu0 = outer ? thread_cpu_ns() : 0;
   ++t_in_mpi;  // an MPI call the library makes of its own inside this one passes through
   int ret = traced<int>(true, id, call, fill);
   --t_in_mpi;
+  if (outer) {
+    KeepErrno keep;
+    add_mpi_cpu_ns(thread_cpu_ns() - cpu0);
+  }
   return ret;
 }
 
@@ -423,6 +432,7 @@ void started(const char* at) {
   if (p_MPI_Comm_rank()(a.comm_world, &rank) == 0 && p_MPI_Comm_size()(a.comm_world, &size) == 0)
     announce_mpi(rank, size);
   align_clock(at);
+  host_cpu_wait_start();  // the rank's run: its end tells how short of CPUs the host was
 }
 
 }  // namespace
@@ -445,6 +455,7 @@ IOT_EXPORT int MPI_Init_thread(int* argc, char*** argv, int required, int* provi
 }
 IOT_EXPORT int MPI_Finalize() {
   return mpi_call(C_MPI_Finalize, [&] {
+    host_cpu_wait_stop();
     align_clock("MPI_Finalize");
     return p_MPI_Finalize()();
   });

@@ -85,11 +85,12 @@ def process(pid, host="node1", mono_ns=1_000_000_000, wall_ns=1_700_000_000_000_
     return meta("iotrace_process", pid, args, cat="process")
 
 
-def end(pid, events, reason="exit", mono_ns=None):
-    """iotrace_end; with `mono_ns` as iotrace 0.3 writes it (the end's time)."""
+def end(pid, events, reason="exit", mono_ns=None, **extra):
+    """iotrace_end; with `mono_ns` as iotrace 0.3 writes it (the end's time), `extra` after
+    (cpu_ns, mpi_cpu_ns, host_cpu_wait_us)."""
     args = {"events": events, "reason": reason} if mono_ns is None else \
         {"mono_ns": mono_ns, "events": events, "reason": reason}
-    return meta("iotrace_end", pid, args, cat="process")
+    return meta("iotrace_end", pid, dict(args, **extra), cat="process")
 
 
 def trace_text(lines, closed=True) -> bytes:

@@ -71,6 +71,7 @@ class Proc:
         self.lines = [process(pid, host=host, **args)]
         self.paths: set = set()
         self.t = mono_ns + MS
+        self.end_args: dict = {}  # iotrace_end's after its reason (cpu_ns...)
 
     def io(self, name, path=None, dur_ns=10 * US, gap=1 * US, named=True, **args):
         if path is not None and named and path not in self.paths:
@@ -105,7 +106,7 @@ class Proc:
     def done(self, end_ns=None, closed=True):
         lines = list(self.lines)
         if closed:
-            lines.append(end(self.pid, len(lines), mono_ns=end_ns or self.t + MS))
+            lines.append(end(self.pid, len(lines), mono_ns=end_ns or self.t + MS, **self.end_args))
         return lines
 
 
@@ -398,8 +399,48 @@ def mpi_job(folder):
     write(folder, procs, name="solver")
 
 
+def mpi_starved(folder):
+    """Four MPI ranks doing the same 20 steps (5 ms of compute, a 64 KiB independent write, a
+    barrier), rank 2 taking 15 ms for its compute: the same CPU time outside MPI calls as the
+    others (their end records: 100 ms; the others' 150 ms more polling inside MPI calls), its
+    host short of CPUs for 90% of the run (host_cpu_wait_us): cpu-starved, not collective-wait."""
+    shared = "/scratch/job/steps.dat"
+    procs = []
+    for r in range(4):
+        p = Proc(800 + r, exe="/opt/app/stepper", mono_ns=T0, cmdline=["/opt/app/stepper"], cwd="/scratch/job",
+                 ranks={"PMI_RANK": str(r)}, mpi_rank=r, mpi_size=4)
+        p.lines.append(io("MPI_Init", p.pid, p.t, 40 * MS, cat="mpi", ret=0))
+        p.t = T0 + 50 * MS
+        p.lines.append(fh(shared, p.pid))
+        p.lines.append(io("MPI_File_open", p.pid, p.t, 300 * US, cat="mpiio", path=shared, flags=5, ret=0))
+        p.t += 302 * US
+        procs.append(p)
+    for k in range(20):
+        for r, p in enumerate(procs):
+            p.t += (15 if r == 2 else 5) * MS  # compute
+            off = (r * 20 + k) * 65536
+            p.lines.append(io("pwrite64", p.pid, p.t + 2 * US, 96 * US, path=shared, fd=5, size=65536, offset=off,
+                              ret=65536))
+            p.lines.append(io("MPI_File_write_at", p.pid, p.t, 100 * US, cat="mpiio", path=shared, size=65536,
+                              bytes=65536, offset=off, ret=0))
+            p.t += 102 * US
+        last = max(p.t for p in procs)  # the barrier: everyone leaves when the last has arrived
+        for p in procs:
+            p.lines.append(io("MPI_Barrier", p.pid, p.t, last + 50 * US - p.t, cat="mpi", ret=0))
+            p.t = last + 52 * US
+    for r, p in enumerate(procs):
+        p.lines.append(io("MPI_File_close", p.pid, p.t, 50 * US, cat="mpiio", path=shared, ret=0))
+        p.lines.append(io("MPI_Finalize", p.pid, p.t + 100 * US, 5 * MS, cat="mpi", ret=0))
+        run = p.t - (T0 + 50 * MS)
+        p.t += 6 * MS
+        p.end_args = dict(cpu_ns=(110 if r == 2 else 250) * MS, mpi_cpu_ns=(10 if r == 2 else 150) * MS,
+                          host_cpu_wait_us=int(0.9 * run / 1000))
+    write(folder, procs, name="stepper")
+
+
 SYNTHETIC = {
     "mpi-job": mpi_job,
+    "mpi-starved": mpi_starved,
     "pipeline": pipeline,
     "hosts": hosts,
     "many-files": many_files,

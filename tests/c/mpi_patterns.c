@@ -12,18 +12,31 @@
  *   misaligned  each rank writes 16 blocks of 1 MiB collectively at r*16 MiB + i MiB + 512 B:
  *               every request crosses a 1 MiB stripe boundary
  *   storm       every rank stats, opens and reads the same 8 files DIR/input*.cfg 100 times
+ *   starved     20 steps of the same work on every rank (4M iterations of arithmetic, a 64 KiB
+ *               write to its part of a shared file, a barrier); the last rank runs on the last
+ *               CPU, the others on CPU 0 (the test loads the last CPU: that rank gets less CPU)
+ *   compute     the same steps, rank 1 computing 4 times as much (a straggler by its own work)
  * Usage: mpi_patterns MODE DIR */
+#define _GNU_SOURCE
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <fcntl.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #define MiB (1 << 20)
 
 static char buf[4 * MiB];
+
+/* n iterations of dependent arithmetic: CPU work the compiler cannot drop or vectorise */
+static double compute(long n) {
+  volatile double x = 1.0;
+  for (long i = 0; i < n; i++) x = x * 1.0000001 + 1e-9;
+  return x;
+}
 
 int main(int argc, char** argv) {
   MPI_Init(&argc, &argv);
@@ -58,6 +71,23 @@ int main(int argc, char** argv) {
     snprintf(path, sizeof path, "%s/shared.dat", argv[2]);
     MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh);
     MPI_File_write_at_all(fh, (MPI_Offset)r * MiB, buf, MiB, MPI_BYTE, MPI_STATUS_IGNORE);
+  } else if (!strcmp(mode, "starved") || !strcmp(mode, "compute")) {
+    if (!strcmp(mode, "starved")) {
+      long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(r == n - 1 ? (int)cpus - 1 : 0, &set);
+      if (sched_setaffinity(0, sizeof set, &set) != 0) perror("sched_setaffinity");
+    }
+    long work = !strcmp(mode, "compute") && r == 1 ? 16000000 : 4000000;
+    snprintf(path, sizeof path, "%s/shared.dat", argv[2]);
+    MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh);
+    for (int k = 0; k < 20; k++) {
+      compute(work);
+      MPI_File_write_at(fh, ((MPI_Offset)r * 20 + k) * 65536, buf, 65536, MPI_BYTE,
+                        MPI_STATUS_IGNORE);
+      MPI_Barrier(MPI_COMM_WORLD);
+    }
   } else {
     snprintf(path, sizeof path, "%s/shared.dat", argv[2]);
     MPI_File_open(MPI_COMM_WORLD, path, amode, MPI_INFO_NULL, &fh);

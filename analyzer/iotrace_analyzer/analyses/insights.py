@@ -122,6 +122,17 @@ THRESHOLDS: dict = {
                   "calls for a slower rank's work"),
         "min_time_s": (0.05, "and at least this much waiting, summed over ranks"),
         "caused": (0.5, "and one rank causes at least this share of it (a straggler, not scattered noise)"),
+        "same_work": (1.1, "not when the straggler's I/O calls, bytes and CPU time are each at most this times "
+                      "the other ranks' mean and its host lacked CPUs long enough: cpu-starved"),
+    },
+    "cpu-starved": {
+        "share": (0.1, "share of the ranks' time from MPI_Init to MPI_Finalize spent waiting in collective "
+                  "calls for a slower rank"),
+        "min_time_s": (0.05, "and at least this much waiting, summed over ranks"),
+        "caused": (0.5, "and one rank causes at least this share of it"),
+        "same_work": (1.1, "which did no more than this times the other ranks' mean I/O calls, bytes and CPU "
+                      "time, while its host had a task waiting for a CPU at least as long as it kept each "
+                      "other rank waiting (Linux PSI)"),
     },
     "metadata-storm": {
         "min_processes": (4, "data files opened or stat'ed by at least this many processes"),
@@ -1012,13 +1023,10 @@ def mpi_misaligned(S, D, T):
          "with HDF5, H5Pset_alignment"])
 
 
-def collective_wait(S, D, T):
-    """Ranks standing still in collective calls (MPI-IO's _all calls, open, close, sync, MPI's
-    barriers and reductions) while a slower rank finishes its work since the previous collective:
-    the time a straggler costs the others. The k-th call of a name (and file) on each rank is one
-    operation; MPI's start and end are left out (their length is the launch's), and so is the
-    waiting for a rank that left the previous collective late (an aggregator: the collective's
-    own cost, not a straggler's)."""
+def _straggler(S, T):
+    """The ranks, the share of their run spent waiting in collective calls for a slower rank,
+    and the rank that caused most of it, when the waiting passes T's share, time and
+    concentration (collective-wait's and cpu-starved's common test); else None."""
     m = S.get("mpi") or {}
     ranks = [r for r in m.get("ranks", []) if r["run_us"]]
     if len(ranks) < 2:
@@ -1032,20 +1040,90 @@ def collective_wait(S, D, T):
     caused = late["caused_wait_us"] / wait if wait else 0.0
     if caused < T["caused"]:
         return None
+    return ranks, share, late, caused
+
+
+def _starved(ranks: list, late: dict, same_work: float) -> bool:
+    """Whether the late rank's host, not its work, explains it: it made no more I/O calls, moved
+    no more bytes and used no more CPU outside MPI calls (the others' polling while they wait is
+    the MPI library's) than `same_work` times the other ranks' mean, and its host
+    had a task waiting for a CPU (PSI, from MPI_Init's end) at least as long as the late rank
+    kept each of the others waiting. A rank late with the same work on a host short of CPUs was
+    short of CPU time; evening out the work would change nothing."""
+    others = [r for r in ranks if r is not late]
+    if late.get("host_cpu_wait_us") is None or not others:
+        return False
+
+    def io_bytes(r):
+        return r["bytes_read"] + r["bytes_written"] + r["posix_bytes_read"] + r["posix_bytes_written"]
+
+    figures = [lambda r: r.get("io_events", 0), io_bytes]
+    if all(r.get("own_cpu_us") is not None for r in ranks):  # else unknown: as the same
+        figures.append(lambda r: r["own_cpu_us"])
+    for f in figures:
+        if f(late) > same_work * sum(f(r) for r in others) / len(others):
+            return False
+    return late["host_cpu_wait_us"] >= late["caused_wait_us"] / len(others)
+
+
+def _rank_rows(ranks: list) -> list:
+    return [dict(host=r["host"], pid=r["pid"], rank=r["rank"], caused_wait_us=r["caused_wait_us"],
+                 slow_wait_us=r["slow_wait_us"], data_us=r["data_us"],
+                 bytes=r["bytes_read"] + r["bytes_written"], io_calls=r.get("io_events", 0),
+                 own_cpu_us=r.get("own_cpu_us"), host_cpu_wait_us=r.get("host_cpu_wait_us"), run_us=r["run_us"])
+            for r in sorted(ranks, key=lambda r: -r["caused_wait_us"])[:8]]
+
+
+def collective_wait(S, D, T):
+    """Ranks standing still in collective calls (MPI-IO's _all calls, open, close, sync, MPI's
+    barriers and reductions) while a slower rank finishes its work since the previous collective:
+    the time a straggler costs the others. The k-th call of a name (and file) on each rank is one
+    operation; MPI's start and end are left out (their length is the launch's), and so is the
+    waiting for a rank that left the previous collective late (an aggregator: the collective's
+    own cost, not a straggler's). A straggler with the others' work on a host short of CPUs is
+    cpu-starved's instead."""
+    found = _straggler(S, T)
+    if found is None:
+        return None
+    ranks, share, late, caused = found
+    if _starved(ranks, late, T["same_work"]):
+        return None
+    m = S["mpi"]
     return _finding(
         "collective-wait", "warn",
         f"Ranks wait {100 * share:.0f}% of their time (MPI_Init to MPI_Finalize) in collective calls for a "
         f"slower rank; rank {late['rank']} holds them up ({100 * caused:.0f}% of the waiting)", share, T["share"],
-        dict(processes=[dict(host=r["host"], pid=r["pid"], rank=r["rank"], caused_wait_us=r["caused_wait_us"],
-                             slow_wait_us=r["slow_wait_us"], data_us=r["data_us"],
-                             bytes=r["bytes_read"] + r["bytes_written"])
-                        for r in sorted(ranks, key=lambda r: -r["caused_wait_us"])[:8]],
+        dict(processes=_rank_rows(ranks),
              calls=[dict(name=o["name"], file=o["file"], slowest_rank=o["slowest"], wait_us=o["wait_us"])
                     for o in m["collective_ops"]["top"]]),
         [f"Look at what rank {late['rank']} does between the collective calls (its I/O, its compute): "
          "the others wait for it",
          "Even out the work per rank, or overlap it: non-blocking (MPI_File_iwrite_at_all) or split "
          "collectives let the early ranks go on"])
+
+
+def cpu_starved(S, D, T):
+    """The ranks wait in collective calls for a rank that did the same work as they did (I/O
+    calls, bytes, CPU time) while its host had tasks waiting for a CPU: the node ran more
+    runnable threads than it has cores (other programs, more ranks than cores), and the late rank
+    got less CPU. The cause is the machine's, not the rank's work."""
+    found = _straggler(S, T)
+    if found is None:
+        return None
+    ranks, share, late, _caused = found
+    if not _starved(ranks, late, T["same_work"]):
+        return None
+    short = late["host_cpu_wait_us"] / late["run_us"] if late["run_us"] else 0.0
+    return _finding(
+        "cpu-starved", "warn",
+        f"Ranks wait {100 * share:.0f}% of their time in collective calls for rank {late['rank']}, which did "
+        f"the same work as the others on a host short of CPUs ({100 * min(short, 1.0):.0f}% of its run with "
+        "a task waiting for one)", share, T["share"],
+        dict(processes=_rank_rows(ranks)),
+        ["Run no more ranks and threads per node than it has cores (mpirun --map-by core, Slurm "
+         "--ntasks-per-node, OMP_NUM_THREADS), and bind them (--bind-to core)",
+         f"Look for other programs on rank {late['rank']}'s node (a shared node's other jobs, a busy "
+         "daemon): the rank waited for a CPU, not for its I/O"])
 
 
 def metadata_storm(S, D, T):
@@ -1331,7 +1409,8 @@ RULES = {"io-bound": io_bound, "small-reads": small_reads, "small-writes": small
          "redundant-reads": redundant_reads, "checkpoint-stall": checkpoint_stall, "sync-heavy": sync_heavy,
          "imbalance": imbalance, "software-loading": software_loading, "pipe-traffic": pipe_traffic,
          "mpi-independent-small": mpi_independent_small, "mpi-misaligned": mpi_misaligned,
-         "collective-wait": collective_wait, "metadata-storm": metadata_storm, "misaligned": misaligned,
+         "collective-wait": collective_wait, "cpu-starved": cpu_starved, "metadata-storm": metadata_storm,
+         "misaligned": misaligned,
          "stdio-heavy": stdio_heavy, "file-imbalance": file_imbalance, "mpi-blocking": mpi_blocking,
          "mpiio-unused": mpiio_unused}
 

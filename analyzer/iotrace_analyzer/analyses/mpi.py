@@ -300,7 +300,12 @@ def summarize(parts: list[MpiPart], names_of, procs: dict, own: dict, size_edges
             caused_wait_us=units.us(int(per_call["caused"][mine].sum())), arrived_last=int(arrived_last[mine].sum()),
             posix_us=units.us(o.get("posix", 0) + o.get("stdio", 0)),
             posix_bytes_read=row["bytes_read"], posix_bytes_written=row["bytes_written"],
-            wall_us=row.get("wall_us") or 0.0))
+            io_events=row.get("io_events", 0), wall_us=row.get("wall_us") or 0.0,
+            cpu_us=units.us(row["cpu_ns"]) if row.get("cpu_ns") is not None else None,
+            # the CPU it used outside MPI calls: its own work (not the library's polling)
+            own_cpu_us=units.us(row["cpu_ns"] - max(row.get("mpi_cpu_ns") or 0, 0))
+            if row.get("cpu_ns") is not None and row.get("mpi_cpu_ns") is not None else None,
+            host_cpu_wait_us=row.get("host_cpu_wait_us")))
         # from MPI_Init's end to MPI_Finalize's start: the time the job's work had (MPI_Init's
         # length is the launch's); without them, its wall time
         inits, fins = np.flatnonzero(mine & is_init), np.flatnonzero(mine & start_end & ~is_init)

@@ -53,7 +53,8 @@ UNIONS = ("io", "comp", "both", "all", "ipc")  # I/O, compute, either, any compl
 KNOWN_CALLS = frozenset(name for _n, name, _c, _f in calls())
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
-             "exe", "cmdline", "cwd", "ranks", "mpi_rank", "mpi_size", "dist_rank", "dist_size")
+             "exe", "cmdline", "cwd", "ranks", "mpi_rank", "mpi_size", "dist_rank", "dist_size", "cpu_ns",
+             "mpi_cpu_ns", "host_cpu_wait_us")
 OPEN_CALLS = calls_of("open")
 SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
 # the syncs that force data to storage (fflush only hands a stream's buffer to the kernel)
@@ -131,6 +132,10 @@ class ProcState:
                     io_not_overlapped_ns=u["both"] - u["comp"],
                     compute_not_overlapped_ns=u["both"] - u["io"], io_call_time_ns=self.io_call_time,
                     ipc_wait_ns=u["ipc"],
+                    # the CPU time its threads had (None: not recorded), an MPI rank's part of it
+                    # inside MPI calls, and the time of its run its host had a task waiting for a CPU
+                    cpu_ns=info.get("cpu_ns"), mpi_cpu_ns=info.get("mpi_cpu_ns"),
+                    host_cpu_wait_us=info.get("host_cpu_wait_us"),
                     bytes_read=self.bytes_read, bytes_written=self.bytes_written)
 
 
@@ -759,7 +764,7 @@ def build(partials: list[Partial], top: int = 20, prefixes: tuple[str, ...] = ()
         d["io_share_of_wall"] = round(d["io_ns"] / d["wall_ns"], 6) if d["wall_ns"] else 0.0
     us_keys = {k: k.replace("_ns", "_us") for k in (procs[0] if procs else ()) if k.endswith("_ns")}
     S["processes"] = sorted(
-        [{us_keys.get(k, k): (units.us(v) if k in us_keys else v) for k, v in d.items()}
+        [{us_keys.get(k, k): (units.us(v) if k in us_keys and v is not None else v) for k, v in d.items()}
          for d in procs], key=lambda d: (-d["io_us"], d["host"], d["pid"]))
 
     # --- per call name

@@ -64,6 +64,7 @@ NOT_KNOWN = [
 # rules that need what counters cannot tell, and why (shown as skipped)
 SKIPPED = {
     "collective-wait": "needs the times of each rank's collective calls (Darshan counts them)",
+    "cpu-starved": "needs the times of each rank's collective calls and its host's lack of CPUs",
     "checkpoint-stall": "needs the checkpoints' times (Darshan counts per file)",
     "pipe-traffic": "Darshan records no pipes or sockets",
     "software-loading": "Darshan leaves out the files a program loads (its exclusion list)",

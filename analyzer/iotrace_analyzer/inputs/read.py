@@ -130,6 +130,10 @@ class FileReader:
                     self.proc["end_mono_ns"] = args["mono_ns"]
                 self.proc["events_written"] = args.get("events")
                 self.proc["end_lost"] = int(args.get("lost") or 0) + int(args.get("dropped") or 0)
+                # later in version 7: the CPU it had (an MPI rank: in MPI calls), its host's lack of CPUs
+                for k in ("cpu_ns", "mpi_cpu_ns", "host_cpu_wait_us"):
+                    if isinstance(args.get(k), int) and not isinstance(args.get(k), bool):
+                        self.proc[k] = args[k]
             elif name == "iotrace_lost":  # events the tracer could not write, and why
                 self.proc["events_lost"] = self.proc.get("events_lost", 0) + int(args.get("events") or 0)
                 reasons = self.proc.setdefault("lost_reasons", [])

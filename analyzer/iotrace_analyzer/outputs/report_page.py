@@ -29,6 +29,7 @@ EVIDENCE = {"io-bound": "time-split", "imbalance": "proc-io", "small-reads": "si
             "random-reads": "offsets", "random-writes": "offsets", "metadata-heavy": "cost",
             "sync-heavy": "cost", "software-loading": "cost", "pipe-traffic": "cost",
             "redundant-reads": "files", "checkpoint-stall": "io-time", "collective-wait": "mpi-ranks",
+            "cpu-starved": "mpi-ranks",
             "mpi-independent-small": "mpi", "mpi-misaligned": "mpi", "metadata-storm": "files",
             "misaligned": "files", "stdio-heavy": "files", "file-imbalance": "files", "mpi-blocking": "mpi",
             "mpiio-unused": "files"}

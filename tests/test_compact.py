@@ -117,11 +117,12 @@ def cat(*paths) -> subprocess.CompletedProcess:
                           capture_output=True, timeout=60)
 
 
-_MASK = re.compile(rb'"(pid|tid|ppid|wall_ns|mono_ns)":\d+|"(ts|dur)":-?[\d.]+|"form":"\w+"')
+_MASK = re.compile(rb'"(pid|tid|ppid|wall_ns|mono_ns|cpu_ns|mpi_cpu_ns|host_cpu_wait_us)":\d+'
+                   rb'|"(ts|dur)":-?[\d.]+|"form":"\w+"')
 
 
 def masked(text: bytes) -> list[bytes]:
-    """Lines with pid, tid and times blanked: what two runs of one program share."""
+    """Lines with pid, tid, times and CPU times blanked: what two runs of one program share."""
     return [_MASK.sub(rb'"\1\2":_', line) for line in text.split(b"\n")]
 
 

@@ -337,6 +337,33 @@ def test_imbalance_among_workers(tmp_path):
     assert "imbalance" not in found
 
 
+def test_imbalance_of_time_with_the_same_work_names_slower_calls(tmp_path):
+    """Three workers each read 20 MiB in 20 calls; worker 103's calls take 4 ms against 1 ms
+    (a slower device, a busier CPU): imbalance by time, but its title says the same calls and
+    bytes, and its advice is about where and on what the calls ran, not spreading the data."""
+    ws = []
+    for pid, dur in ((101, 1000), (102, 1000), (103, 4000)):
+        w = Proc(pid, role="worker", wall_ms=3000, parent_pid=100)
+        w.read_file(f"/data/shard{pid}", 20 * MiB, MiB, dur_us=dur)
+        ws.append(w)
+    found, _ = run(tmp_path, Proc(100, wall_ms=3000), *ws)
+    f = found["imbalance"]
+    assert f["title"] == ("The busiest worker process takes 2.0x the mean data I/O time of its 3 for the same "
+                          "calls and bytes: its calls were slower, not more")
+    rows = f["evidence"]["processes"]
+    assert [(r["pid"], r["calls"], r["bytes_read"]) for r in rows] == [(103, 22, 20 * MiB), (101, 22, 20 * MiB),
+                                                                       (102, 22, 20 * MiB)]
+    assert not any("Spread the data" in a for a in f["advice"])
+    # 10% more bytes (and 2 calls) is still the same work; 4 times the bytes is more
+    for mib, same in ((22, True), (80, False)):
+        ws[2].__init__(103, role="worker", wall_ms=3000, parent_pid=100)
+        ws[2].read_file("/data/shard103", mib * MiB, MiB, dur_us=4000 if same else 1000)
+        found, _ = run(tmp_path / f"more{mib}", Proc(100, wall_ms=3000), *ws)
+        f = found["imbalance"]
+        assert ("slower, not more" in f["title"]) == same, f["title"]
+        assert any("Spread the data" in a for a in f["advice"]) != same
+
+
 # --------------------------------------------------------------------------- io-bound
 
 

@@ -105,6 +105,8 @@ THRESHOLDS: dict = {
         "min_bytes": (1 * MiB, "MPI ranks: and the busiest moves at least this many bytes over the mean"),
         "min_time_s": (0.01, "groups whose busiest process has less I/O time are not weighed"),
         "min_share": (0.02, "and the calls it is about take at least this share of the processes' wall time"),
+        "same_work": (1.1, "when the busiest makes no more data calls and moves no more bytes than this times "
+                      "the others' mean, its I/O was slower, not more: said so, with other advice"),
     },
     "mpi-independent-small": {
         "size": (64 << 10, "independent MPI-IO calls smaller than this on average, on a file ranks share"),
@@ -952,15 +954,37 @@ def imbalance(S, D, T):
     if best is None:
         return None
     ratio, role, g = best
+    who = f"The busiest {'' if role == 'process' else role + ' '}process"
+    rows = [dict(host=p["host"], pid=p["pid"], rank=p.get("rank"), data_io_us=d["time_us"],
+                 bytes_read=d["bytes_read"], bytes_written=d["bytes_written"], calls=d["calls"], cpu_us=p.get("cpu_us"))
+            for _t, p, d in g[:5] + (g[-3:] if len(g) > 5 else [])]
+    evidence = dict(role=role, processes=rows)
+    if _same_io(g[0][2], [d for _t, _p, d in g[1:]], T["same_work"]):
+        # the same calls and bytes as the others in more time: its I/O was slower, not more
+        return _finding(
+            "imbalance", "warn", f"{who} takes {ratio:.1f}x the mean data I/O time of its {len(g)} for the same "
+            "calls and bytes: its calls were slower, not more", ratio, T["ratio"], evidence,
+            ["Look at what sets it apart: its files on a slower or remote file system, a cold page cache where "
+             "the others' was warm, its device or node", "Check the machine's load while it ran: on a busy CPU or "
+             "disk the same calls take longer (the others' time is what they can take)"])
     return _finding(
-        "imbalance", "warn", f"The busiest {'' if role == 'process' else role + ' '}process does {ratio:.1f}x the mean "
-        f"data I/O time of its {len(g)}",
-        ratio, T["ratio"],
-        dict(role=role, processes=[dict(host=p["host"], pid=p["pid"], rank=p.get("rank"), data_io_us=d["time_us"],
-                                        bytes_read=d["bytes_read"], bytes_written=d["bytes_written"])
-                                   for _t, p, d in g[:5] + (g[-3:] if len(g) > 5 else [])]),
+        "imbalance", "warn", f"{who} does {ratio:.1f}x the mean data I/O time of its {len(g)}",
+        ratio, T["ratio"], evidence,
         ["Spread the data evenly (a DistributedSampler, shards of equal size, more shards than workers)",
          "Check that one process does not read or write for all (logging, a rank-0 checkpoint)"])
+
+
+def _same_io(top: dict, others: list, tolerance: float) -> bool:
+    """The busiest process made no more data calls and moved no more bytes than `tolerance`
+    times the others' mean: its longer I/O time is not more work."""
+    if not others:
+        return False
+    for k in ("calls", "bytes"):
+        def f(d, k=k):
+            return d["calls"] if k == "calls" else d["bytes_read"] + d["bytes_written"]
+        if f(top) > tolerance * sum(f(d) for d in others) / len(others):
+            return False
+    return True
 
 
 def mpi_independent_small(S, D, T):

@@ -45,9 +45,10 @@ void meta_thread_name_args(Out& o, const char* name, size_t len);
 void meta_fh(Out& o, int64_t pid, int64_t tid, const char* path, size_t len, uint64_t hash);
 // iotrace_lost: events that are not in the file, and why.
 void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason);
-// iotrace_end: the last line of a cleanly closed file, with the closing "]" (cpu_ns < 0: unknown).
+// iotrace_end: the last line of a cleanly closed file, with the closing "]" (a CPU figure < 0:
+// left out).
 void meta_end(Out& o, int64_t pid, int64_t tid, int64_t mono_ns, uint64_t events,
               const char* reason, uint64_t lost, uint64_t dropped, int64_t cpu_ns = -1,
-              int64_t host_cpu_wait_us = -1, int64_t mpi_cpu_ns = -1);
+              int64_t mpi_cpu_ns = -1, int64_t host_cpu_wait_us = -1);
 
 }  // namespace iot

@@ -974,17 +974,16 @@ def imbalance(S, D, T):
          "Check that one process does not read or write for all (logging, a rank-0 checkpoint)"])
 
 
+def _no_more_work(top: dict, others: list, figures: list, tolerance: float) -> bool:
+    """Each of `figures` (functions of a row) of `top` is at most `tolerance` times the others'
+    mean: it did the others' work, so its longer time is not more work (imbalance, cpu-starved)."""
+    return bool(others) and all(f(top) <= tolerance * sum(f(o) for o in others) / len(others) for f in figures)
+
+
 def _same_io(top: dict, others: list, tolerance: float) -> bool:
-    """The busiest process made no more data calls and moved no more bytes than `tolerance`
-    times the others' mean: its longer I/O time is not more work."""
-    if not others:
-        return False
-    for k in ("calls", "bytes"):
-        def f(d, k=k):
-            return d["calls"] if k == "calls" else d["bytes_read"] + d["bytes_written"]
-        if f(top) > tolerance * sum(f(d) for d in others) / len(others):
-            return False
-    return True
+    """The busiest process made no more data calls and moved no more bytes than the others."""
+    return _no_more_work(top, others, [lambda d: d["calls"], lambda d: d["bytes_read"] + d["bytes_written"]],
+                         tolerance)
 
 
 def mpi_independent_small(S, D, T):
@@ -1084,10 +1083,8 @@ def _starved(ranks: list, late: dict, same_work: float) -> bool:
     figures = [lambda r: r.get("io_events", 0), io_bytes]
     if all(r.get("own_cpu_us") is not None for r in ranks):  # else unknown: as the same
         figures.append(lambda r: r["own_cpu_us"])
-    for f in figures:
-        if f(late) > same_work * sum(f(r) for r in others) / len(others):
-            return False
-    return late["host_cpu_wait_us"] >= late["caused_wait_us"] / len(others)
+    return _no_more_work(late, others, figures, same_work) and \
+        late["host_cpu_wait_us"] >= late["caused_wait_us"] / len(others)
 
 
 def _rank_rows(ranks: list) -> list:

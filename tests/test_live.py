@@ -335,3 +335,41 @@ def test_threads_whose_calls_are_all_filtered_take_no_chunk(cprog, tmp_path, dat
         p.wait(timeout=10)
     ts = TraceSet.load(out)
     assert [e["name"] for e in ts.events(under=data_dir) if e["ph"] == "X"] == ["open", "read", "close"]
+
+
+# Where the live file's header keeps what the trace file has told of its losses
+# (csrc/format/live.h, Header; little-endian x86-64): dropped, file_lost, file_unsaid,
+# file_drops_said, lost_errno.
+_DROPPED, _FILE_LOST, _FILE_UNSAID, _FILE_DROPS_SAID, _LOST_ERRNO = 1360, 1376, 1472, 1480, 1496
+
+
+@pytest.mark.parametrize("unsaid", [0, 5])
+def test_a_reader_tells_each_loss_once(tmp_path, data_dir, unsaid):
+    """A reader that finishes a dead process's file tells the losses the file has not told, and
+    only those: here the process had 7 events dropped, 3 of them told in its file already, and
+    `unsaid` lines lost to a full disk and not told yet (its header says so, set by hand on a
+    killed process's live file). Told twice, the drops made the analyzer count one more loss
+    than the end record in CI (test_disk_full_says_so_once_and_the_trace_counts_the_loss)."""
+    (data_dir / "x").write_bytes(b"x" * 10)
+    out = fresh_dir(tmp_path)
+    code = f"open({str(data_dir / 'x')!r}).read(); print('ready', flush=True); import time; time.sleep(60)"
+    p = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                         env=tracer_env(out, {"IOTRACE_FLUSH_INTERVAL_MS": "60000"}, include=[data_dir]))
+    assert p.stdout.readline() == "ready\n"
+    p.kill()
+    p.wait(timeout=10)
+    (live,) = [Path(out) / n for n in os.listdir(out) if n.endswith(".live")]
+    head = bytearray(live.read_bytes()[:4096])
+    assert struct.unpack_from("<Q", head, _DROPPED) + struct.unpack_from("<Q", head, _FILE_LOST) == (0, 0)
+    struct.pack_into("<Q", head, _DROPPED, 7)
+    struct.pack_into("<Q", head, _FILE_LOST, unsaid)
+    struct.pack_into("<QQ", head, _FILE_UNSAID, unsaid, 3)
+    struct.pack_into("<i", head, _LOST_ERRNO, 28 if unsaid else 0)  # ENOSPC
+    with open(live, "r+b") as f:
+        f.write(head)
+    (f,) = TraceSet.load(out).files
+    told = [r["args"] for r in f.records if r.get("name") == "iotrace_lost"]
+    why = "No space left on device" if unsaid else "no trace buffer could be had"
+    assert told == [{"events": 4 + unsaid, "reason": why}]
+    assert f.end["reason"] == "killed" and f.end["dropped"] == 7 and f.end.get("lost", 0) == unsaid
+    assert [e["name"] for e in TraceSet.load(out).events(under=data_dir) if e["ph"] == "X"][:1] == ["open64"]

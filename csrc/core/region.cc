@@ -734,7 +734,9 @@ void region_retarget(const char* trace_name) {
   live::Header* h = g.h;
   if (!h) return;
   snprintf(h->trace_name, sizeof h->trace_name, "%s", trace_name);
-  h->file_events = h->file_lost = 0;
+  h->file_events = h->file_lost = h->file_unsaid = h->file_drops_said = 0;
+  h->lost_errno = 0;
+  h->dropped.store(0, std::memory_order_relaxed);  // the new image's own, as its end counts them
   h->pending_from = h->pending_size = 0;
   h->end_reason[0] = 0;
   h->ended.store(0, std::memory_order_relaxed);

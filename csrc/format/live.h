@@ -90,6 +90,12 @@ struct Header {
   int32_t end_tid;
   int64_t end_ns;
   char end_reason[32];
+  // Of what the file counts as lost, and of the drops, what no iotrace_lost record in it has
+  // told yet; the drops it has told (with the pending frame: pending_drops_said); why lines
+  // were lost (an errno; 0: none). A reader that finishes the file tells the rest, once.
+  // Added to version 3 in place: zero (nothing told) in the live files written before.
+  uint64_t file_unsaid, file_drops_said, pending_drops_said;
+  int32_t lost_errno, pad2;
 };
 static_assert(sizeof(Header) <= kHeaderBytes, "the header fits its page");
 

@@ -24,9 +24,13 @@ void Converter::attach(const TraceFileId& file, uint64_t size, const char* head,
   if (!started_) begin_text();  // the next frame written starts the file, records or not
 }
 
-void Converter::resume_counts(uint64_t events, uint64_t lost) {
+void Converter::resume_counts(uint64_t events, uint64_t lost, uint64_t unsaid, uint64_t drops_said,
+                              int lost_errno) {
   file_events_ = events;
   lost_ = lost;
+  lost_unsaid_ = unsaid;
+  drops_said_ = drops_said;
+  lost_errno_ = lost_errno;
 }
 
 void Converter::release() {
@@ -44,6 +48,7 @@ void Converter::forget() {
   frame_has_loss_ = false;
   lost_ = lost_unsaid_ = dropped_total_ = drops_said_ = 0;
   lost_errno_ = 0;
+  quiet_failed_ = false;
 }
 
 void Converter::append_text(const char* s, size_t n) {
@@ -174,17 +179,12 @@ bool Converter::frame_write(bool last) {
   lost_ += lines - told;
   lost_unsaid_ += lines - told;
   lost_errno_ = sink_.error();
+  quiet_failed_ = quiet_failed_ || quiet_losses_;
   if (lost_errno_ == ESTALE) {
     say_once(kMsgReplaced, sink_.path(), ": the trace file was replaced by another file or a ",
              "symlink; it is not written to any more");
-  } else if (quiet_losses_) {
-    const char* why = strerrordesc_np(lost_errno_);
-    say_once(kMsgLost, "cannot write ", sink_.path(), ": ", why ? why : "write error",
-             "; its last events stay in its live file, for a reader to finish");
-  } else {
-    const char* why = strerrordesc_np(lost_errno_);
-    say_once(kMsgLost, "cannot write ", sink_.path(), ": ", why ? why : "write error",
-             "; events are being lost (the trace counts them: iotrace_lost)");
+  } else if (!quiet_losses_) {
+    say_lost("; events are being lost (the trace counts them: iotrace_lost)");
   }
   // The lost frame may have held the first FH line of a file or a thread's name: the next
   // frames write them again. A file that holds nothing yet starts again, header first.
@@ -211,9 +211,20 @@ void Converter::end(const char* reason, int tid, int64_t mono_ns, int64_t cpu_ns
   meta_end(o, cfg_.pid, tid, mono_ns, file_events_ + frame_events_, reason, lost_, dropped_total_,
            cpu_ns, mpi_cpu_ns, host_cpu_wait_us);
   append_text(o.p, o.n);
-  frame_write(/*last=*/true);
+  bool ended = frame_write(/*last=*/true);
   o.release();
   sink_.close();
+  // The last frames, when one could not be written: with the end in the file (the room kept for
+  // it), that frame's records were given up for lost, and counted; else they stay in the live
+  // file, for a reader to finish the file with.
+  if (quiet_failed_ && lost_errno_ != ESTALE)
+    say_lost(ended ? "; its last events were lost (the trace counts them: iotrace_lost)"
+                   : "; its last events stay in its live file, for a reader to finish");
+}
+
+void Converter::say_lost(const char* what) {
+  const char* why = strerrordesc_np(lost_errno_);
+  say_once(kMsgLost, "cannot write ", sink_.path(), ": ", why ? why : "write error", what);
 }
 
 }  // namespace iot

@@ -42,13 +42,19 @@ class Converter {
   void attach(const TraceFileId& file, uint64_t size, const char* head, size_t head_len);
   // A fork child: the parent's file and the frame being built are the parent's.
   void forget();
-  // What the file held when another converter stopped writing it (a recovery's start).
-  void resume_counts(uint64_t events, uint64_t lost);
+  // What the file held and told when another converter stopped writing it (a recovery's
+  // start): its event lines, the lines lost, of the losses and drops those not told yet, the
+  // drops told, and why lines were lost (errno, 0: none).
+  void resume_counts(uint64_t events, uint64_t lost, uint64_t unsaid = 0, uint64_t drops_said = 0,
+                     int lost_errno = 0);
   // Give back the memory of the frames and the compressor (a converter used once).
   void release();
-  // A frame that cannot be written now is kept by the owner for later (the process's last
-  // frames stay in its live file): the user is told so, not that it is lost.
-  void set_quiet_losses(bool q) { quiet_losses_ = q; }
+  // The process's last frames: one that cannot be written stays in the live file unless a
+  // later one (the end's) is written. The user is told which at the end, not at once.
+  void set_quiet_losses(bool q) {
+    quiet_losses_ = q;
+    quiet_failed_ = false;
+  }
   Sink& sink() { return sink_; }
   bool writable() const { return sink_.is_open(); }
 
@@ -68,6 +74,9 @@ class Converter {
 
   uint64_t file_events() const { return file_events_; }
   uint64_t lost() const { return lost_; }
+  uint64_t lost_unsaid() const { return lost_unsaid_; }
+  uint64_t drops_said() const { return drops_said_; }
+  int lost_errno() const { return lost_errno_; }
   bool file_started() const { return started_; }
 
  private:
@@ -79,6 +88,7 @@ class Converter {
   void cut_if_full();
   void tell_losses();
   void emit_loss_record();
+  void say_lost(const char* what);
   static void on_write(void* self, uint64_t from, uint64_t to);
 
   ConverterSetup cfg_;
@@ -90,9 +100,10 @@ class Converter {
   const char* head_ = "";
   size_t head_len_ = 0;
   bool quiet_losses_ = false;
-  bool started_ = false;      // the file's start (`[`, header lines) is written or in the frame
-  uint32_t gen_ = 1;          // FH lines and thread names are written once per generation
-  uint64_t file_events_ = 0;  // event lines written to the file
+  bool quiet_failed_ = false;  // one of the last frames could not be written
+  bool started_ = false;       // the file's start (`[`, header lines) is written or in the frame
+  uint32_t gen_ = 1;           // FH lines and thread names are written once per generation
+  uint64_t file_events_ = 0;   // event lines written to the file
   uint64_t frame_events_ = 0;
   bool frame_has_loss_ = false;
   uint64_t lost_ = 0;         // event lines lost to failed writes

@@ -491,8 +491,10 @@ bool live_finish(const char* live_path, const char* reason, RecoverResult* out) 
   conv->setup(ConverterSetup{h->pid, h->compact != 0, Compression(h->compression), int(h->level),
                              int(h->res_ns ? h->res_ns : 1)});
   conv->attach(id, size, m.base + h->head_offset, h->head_len);
+  // The losses the file has told; with the pending frame in, it told all but the drops after it.
   conv->resume_counts(pending_in ? h->pending_events : h->file_events,
-                      pending_in ? h->pending_lost : h->file_lost);
+                      pending_in ? h->pending_lost : h->file_lost, pending_in ? 0 : h->file_unsaid,
+                      pending_in ? h->pending_drops_said : h->file_drops_said, h->lost_errno);
   conv->set_dropped(out->dropped);
   Out scratch;
   int named_tid = -1;

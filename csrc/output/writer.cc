@@ -237,6 +237,7 @@ void before_frame(void*, uint64_t from, uint64_t to, uint64_t lines) {
     if (g_held[i]->held & kInFrame) g_held[i]->pending = g_held[i]->encoded;
   h->pending_events = g_conv.file_events() + lines;
   h->pending_lost = g_conv.lost();
+  h->pending_drops_said = g_conv.drops_said();
   h->pending_from = from;
   __atomic_store_n(&h->pending_size, to, __ATOMIC_RELEASE);
 }
@@ -246,7 +247,7 @@ void after_frame(void*, bool ok) {
   if (!ok && g_ending) {
     // The process's last frames could not be written (its fds used up, a full disk, its
     // trace file out of reach): they stay in the live file, not marked written, and the live
-    // file stays for a reader to finish (end_failed).
+    // file stays for a reader to finish (end_failed), unless a later frame is written.
     g_end_failed = true;
     if (live::Header* h = region()) {
       __atomic_store_n(&h->pending_size, 0, __ATOMIC_RELEASE);
@@ -254,6 +255,9 @@ void after_frame(void*, bool ok) {
     }
     return;
   }
+  // A frame written after one that was not (the end's, in the room kept for it) gives up the
+  // records of that one: counted as lost, in the file; the live file has nothing left to add.
+  g_end_failed = false;
   g_frames_done++;
   for (size_t i = 0; i < g_n_held; i++) {
     live::Chunk* c = g_held[i];
@@ -264,6 +268,9 @@ void after_frame(void*, bool ok) {
   if (live::Header* h = region()) {
     h->file_events = g_conv.file_events();
     h->file_lost = g_conv.lost();
+    h->file_unsaid = g_conv.lost_unsaid();
+    h->file_drops_said = g_conv.drops_said();
+    h->lost_errno = g_conv.lost_errno();
     __atomic_store_n(&h->pending_size, 0, __ATOMIC_RELEASE);
     h->pending_from = 0;
   }

@@ -218,7 +218,8 @@ def test_run_traced_helper_sees_recovered_traces(trace, data_dir):
 def test_traced_parent_that_reaps_a_killed_child_names_the_signal(cprog, tmp_path, data_dir):
     """A child that a signal ends runs no code of the tracer's; the traced parent that reaps it
     (a shell's wait, Python's waitpid) finishes its trace there and then, with the signal as
-    the end's reason; a reader finishing it later could only say "killed"."""
+    the end's reason and the CPU time the child had; a reader finishing it later could only say
+    "killed"."""
     exe = cprog("kill_while_writing.c", name="kill_while_writing")
     for parent, how in (("bash", "shell"), (sys.executable, "python")):
         out = fresh_dir(tmp_path)
@@ -242,6 +243,11 @@ def test_traced_parent_that_reaps_a_killed_child_names_the_signal(cprog, tmp_pat
         offsets = [e["args"]["offset"] for e in child.events() if e["name"] == "pwrite"]
         assert offsets == list(range(len(offsets))) and len(offsets) in (
             os.path.getsize(data), os.path.getsize(data) - 1), how
+        # and the CPU time it had (wait4's rusage): at least its pwrites' (a call of the page
+        # cache takes more than 100 ns), at most its two threads' (its own and the tracer's
+        # writer, which compresses beside it) over its life
+        cpu, life = child.cpu["cpu_ns"], child.end_ns - child.header["mono_ns"]
+        assert len(offsets) * 100 <= cpu <= 2 * life + 20_000_000, (how, cpu, life, len(offsets))
 
 
 def test_iotrace_recover_finishes_and_says_what_it_did(cprog, tmp_path, data_dir):

@@ -1,6 +1,8 @@
 // A child that a signal ended ran no code of the tracer's as it died: its records are in its
 // live file. The traced parent that reaps it finishes its trace there and then, with the
 // signal as the end's reason ("signal:9"); a reader finding it later could only say "killed".
+// The wait is made as wait4 (what glibc's wait and waitpid are), so the end also gets the
+// CPU time the child used (its rusage), which it could not write itself.
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,15 +20,13 @@
 using namespace iot;
 
 namespace {
-REAL_FN(wait, pid_t (*)(int*))
-REAL_FN(waitpid, pid_t (*)(pid_t, int*, int))
-REAL_FN(wait3, pid_t (*)(int*, int, struct rusage*))
 REAL_FN(wait4, pid_t (*)(pid_t, int*, int, struct rusage*))
 REAL_FN(waitid, int (*)(idtype_t, id_t, siginfo_t*, int))
 
 struct Dead {
   pid_t pid;
   int sig;
+  int64_t cpu_ns;
 };
 
 struct Dirent64 {
@@ -67,18 +67,23 @@ void finish_children(void* arg) {
       if (!names_child(e->name, host, d->pid)) continue;
       if (snprintf(path, sizeof path, "%s/%s", dir, e->name) >= int(sizeof path)) continue;
       RecoverResult r;
-      live_finish(path, reason, &r);
+      live_finish(path, reason, &r, d->cpu_ns);
     }
   }
   sys_unmap(buf, kBuf);
   syscall(SYS_close, fd);
 }
 
-void reaped(pid_t pid, int sig) {
+int64_t cpu_of(const struct rusage& ru) {
+  return (int64_t(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000 +
+         (int64_t(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000;
+}
+
+void reaped(pid_t pid, int sig, int64_t cpu_ns) {
   if (pid <= 0 || sig <= 0 || !process_on() || t_guard) return;
   Guard g;
   KeepErrno keep;
-  Dead d{pid, sig};
+  Dead d{pid, sig, cpu_ns};
   on_tracer_stack(finish_children, &d);
 }
 
@@ -89,36 +94,40 @@ int killed_by(int status) { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
 // gets what it asked for.
 IOT_EXPORT pid_t wait(int* status) {
   int st = 0;
-  pid_t r = real_wait()(&st);
+  struct rusage ru;
+  pid_t r = real_wait4()(-1, &st, 0, &ru);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st));
+  if (r > 0) reaped(r, killed_by(st), cpu_of(ru));
   return r;
 }
 IOT_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
   int st = 0;
-  pid_t r = real_waitpid()(pid, &st, options);
+  struct rusage ru;
+  pid_t r = real_wait4()(pid, &st, options, &ru);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st));
+  if (r > 0) reaped(r, killed_by(st), cpu_of(ru));
   return r;
 }
 IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
   int st = 0;
-  pid_t r = real_wait3()(&st, options, ru);
+  struct rusage own;
+  pid_t r = real_wait4()(-1, &st, options, ru ? ru : &own);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st));
+  if (r > 0) reaped(r, killed_by(st), cpu_of(ru ? *ru : own));
   return r;
 }
 IOT_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru) {
   int st = 0;
-  pid_t r = real_wait4()(pid, &st, options, ru);
+  struct rusage own;
+  pid_t r = real_wait4()(pid, &st, options, ru ? ru : &own);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st));
+  if (r > 0) reaped(r, killed_by(st), cpu_of(ru ? *ru : own));
   return r;
 }
 IOT_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {
   int r = real_waitid()(idtype, id, info, options);
   if (r == 0 && info && info->si_pid > 0 &&
       (info->si_code == CLD_KILLED || info->si_code == CLD_DUMPED))
-    reaped(info->si_pid, info->si_status);
+    reaped(info->si_pid, info->si_status, -1);  // (no rusage: waitid's is the raw syscall's)
   return r;
 }

@@ -269,6 +269,8 @@ def test_failed_exec_keeps_the_cloexec_fd_and_its_name(progs, trace, data_dir):
     second = by_name.pop(f"cloexec_before-{HOST}-{ts.pid}-1{ZST_SUFFIX}")
     assert not by_name
     assert first.end["reason"] == "exec" and second.end["reason"] == "exit"
+    # each file's end counts its own lines (the second's counted on from the first's once)
+    assert [f.end["events"] for f in (first, second)] == [len(f.records) - 1 for f in (first, second)]
     assert [f.header["role"] for f in (first, second)] == ["main", "main"]
     want1 = [
         ("open", A, dict(ret=a, flags=O_CLOEXEC)),

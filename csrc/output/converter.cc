@@ -20,6 +20,10 @@ void Converter::attach(const TraceFileId& file, uint64_t size, const char* head,
   head_ = head;
   head_len_ = head_len;
   started_ = size > 0;
+  if (!started_) {  // a new file (after an exec that failed: the old one has its end) counts anew
+    file_events_ = lost_ = lost_unsaid_ = dropped_total_ = drops_said_ = 0;
+    lost_errno_ = 0;
+  }
   new_generation();             // past every generation this memory has seen (a fork child's too)
   if (!started_) begin_text();  // the next frame written starts the file, records or not
 }

@@ -1001,6 +1001,7 @@ void writer_exec_failed() {
                      &g_file)) {
       const char* slash = strrchr(g_file.path, '/');
       region_retarget(slash ? slash + 1 : g_file.path);
+      g_dropped.store(0, std::memory_order_relaxed);  // the new file counts its own, from 0
       g_conv.attach(g_file, 0, g_head, g_head_len);
       g_conv.frame_write();
     } else {

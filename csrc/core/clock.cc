@@ -59,8 +59,7 @@ std::atomic<int64_t> g_mpi_cpu_ns{-1};
 int64_t process_cpu_ns() {
   struct rusage u;
   if (syscall(SYS_getrusage, RUSAGE_SELF, &u) != 0) return -1;
-  return (int64_t(u.ru_utime.tv_sec) + u.ru_stime.tv_sec) * 1000000000 +
-         (int64_t(u.ru_utime.tv_usec) + u.ru_stime.tv_usec) * 1000;
+  return rusage_cpu_ns(u);
 }
 
 // The "some" line's total= (µs), -1 where the kernel has no PSI.

@@ -5,6 +5,7 @@
 // on one clock.
 #pragma once
 #include <stdint.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <x86intrin.h>
 
@@ -40,6 +41,11 @@ ClockMap clock_calibrate();  // writer only: the map for what is drained now
 // CPU time (user + system, every thread) the process used since cpu_mark_start(): at the start
 // of each image (the kernel's count goes on across exec) and 0 again in a fork child (the kernel
 // starts the child's at 0). -1 where getrusage fails.
+// User and system time of a rusage, in ns (getrusage's, or wait4's for a child).
+inline int64_t rusage_cpu_ns(const struct rusage& u) {
+  return (int64_t(u.ru_utime.tv_sec) + u.ru_stime.tv_sec) * 1000000000 +
+         (int64_t(u.ru_utime.tv_usec) + u.ru_stime.tv_usec) * 1000;
+}
 void cpu_mark_start(bool forked = false);
 int64_t cpu_since_start_ns();
 // The calling thread's CPU time (a syscall: for the few calls that measure it, not per event).

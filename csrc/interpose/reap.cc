@@ -74,11 +74,6 @@ void finish_children(void* arg) {
   syscall(SYS_close, fd);
 }
 
-int64_t cpu_of(const struct rusage& ru) {
-  return (int64_t(ru.ru_utime.tv_sec) + ru.ru_stime.tv_sec) * 1000000000 +
-         (int64_t(ru.ru_utime.tv_usec) + ru.ru_stime.tv_usec) * 1000;
-}
-
 void reaped(pid_t pid, int sig, int64_t cpu_ns) {
   if (pid <= 0 || sig <= 0 || !process_on() || t_guard) return;
   Guard g;
@@ -97,7 +92,7 @@ IOT_EXPORT pid_t wait(int* status) {
   struct rusage ru;
   pid_t r = real_wait4()(-1, &st, 0, &ru);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), cpu_of(ru));
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru));
   return r;
 }
 IOT_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
@@ -105,7 +100,7 @@ IOT_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
   struct rusage ru;
   pid_t r = real_wait4()(pid, &st, options, &ru);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), cpu_of(ru));
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru));
   return r;
 }
 IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
@@ -113,7 +108,7 @@ IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
   struct rusage own;
   pid_t r = real_wait4()(-1, &st, options, ru ? ru : &own);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), cpu_of(ru ? *ru : own));
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru ? *ru : own));
   return r;
 }
 IOT_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru) {
@@ -121,7 +116,7 @@ IOT_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru) {
   struct rusage own;
   pid_t r = real_wait4()(pid, &st, options, ru ? ru : &own);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), cpu_of(ru ? *ru : own));
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru ? *ru : own));
   return r;
 }
 IOT_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {

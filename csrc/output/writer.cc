@@ -342,8 +342,10 @@ void drain_thread(ThreadState* ts, const ClockMap& clk, bool sealed_only = false
     uint32_t end = c->committed.load(std::memory_order_acquire);
     // Its last chunk, with nothing new: if the thread has ended, that chunk is its last word
     // (read again: the thread may have committed more before it ended).
-    // (Under the registry's lock, so that events_recorded counts its records once.)
-    if (!sealed && c->encoded == end && !c->next && thread_gone(ts) &&
+    // (Under the registry's lock, so that events_recorded counts its records once.) Not asked
+    // while the file ends: what each thread committed is read either way, and a pool's
+    // thousand ended threads cost a thousand tgkills then, on the exiting process's time.
+    if (!sealed && c->encoded == end && !c->next && !g_ending && thread_gone(ts) &&
         pthread_mutex_trylock(&g_reg_mu) == 0) {
       g_recorded_dead.fetch_add(ts->recorded, std::memory_order_relaxed);
       ts->recorded = 0;

@@ -117,7 +117,7 @@ def cat(*paths) -> subprocess.CompletedProcess:
                           capture_output=True, timeout=60)
 
 
-_MASK = re.compile(rb'"(pid|tid|ppid|wall_ns|mono_ns|cpu_ns|mpi_cpu_ns|host_cpu_wait_us)":\d+'
+_MASK = re.compile(rb'"(pid|tid|ppid|wall_ns|mono_ns|cpu_ns|cpu_wait_ns|mpi_cpu_ns|host_cpu_wait_us)":\d+'
                    rb'|"(ts|dur)":-?[\d.]+|"form":"\w+"')
 
 

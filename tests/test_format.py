@@ -149,10 +149,15 @@ def check_file_schema(f: tracing.TraceFile, form: str) -> dict:
                 assert keys[:3] == ["mono_ns", "events", "reason"], keys
                 # then, in this order, the losses (when not 0) and the CPU figures (the
                 # process's, when it wrote its end itself or a parent reaped it with wait4's
-                # rusage; an MPI process's)
-                later = ("lost", "dropped", "cpu_ns", "mpi_cpu_ns", "host_cpu_wait_us")
+                # rusage; its wait for a CPU when it wrote its end itself; an MPI process's)
+                later = ("lost", "dropped", "cpu_ns", "cpu_wait_ns", "mpi_cpu_ns", "host_cpu_wait_us")
                 assert keys[3:] == [k for k in later if k in keys], keys
                 assert ("cpu_ns" in keys) == (rec["args"]["reason"] != "killed"), keys
+                why = rec["args"]["reason"]
+                if why in ("exit", "_exit", "exec"):  # its own end: its main thread's wait too
+                    assert "cpu_wait_ns" in keys, keys
+                if why == "killed" or why.startswith("signal:"):  # a reader's or a reaper's
+                    assert "cpu_wait_ns" not in keys, keys
                 assert rec["args"]["events"] == len(f.records) - 1
                 # the end on the process's clock: after its start and after every event's end
                 ends = [r["ts"] + r["dur"] for r in f.records if r["ph"] == "X"]

@@ -200,3 +200,86 @@ def test_unannotated_torch_job_imports_are_not_findings(tmp_path):
     p = main[0]
     assert p["io_share_of_wall"] == round(p["io_us"] / p["wall_us"], 6) < 0.9
     assert p["wall_us"] >= p["lifetime_us"]
+
+
+# A loop fed by a pool whose samples cost 10 ms of CPU each (decoding) and one small read: the
+# loop waits for data either way; whether the workers also wait for a CPU is the job's CPUs.
+CPU_LOADER = r"""
+import multiprocessing as mp, os, sys, time
+import iotrace
+
+def pin(cpus):
+    os.sched_setaffinity(0, cpus)
+
+def sample(i):
+    with open(os.path.join(sys.argv[1], f"s{i % 8}.bin"), "rb") as f:
+        data = f.read()
+    t = time.thread_time()
+    while time.thread_time() - t < 0.01:
+        pass
+    return len(data)
+
+@iotrace.trace(cat="compute")
+def step(n):
+    t = time.thread_time()
+    while time.thread_time() - t < 0.001:
+        pass
+
+if __name__ == "__main__":
+    d, workers, main_cpu, worker_cpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    os.makedirs(d, exist_ok=True)
+    for i in range(8):
+        with open(os.path.join(d, f"s{i}.bin"), "wb") as f:
+            f.write(os.urandom(4096))
+    pin({main_cpu})
+    pool = mp.get_context("fork").Pool(workers, initializer=pin,
+                                       initargs=({int(c) for c in worker_cpus.split(",")},))
+    for n in iotrace.iter(pool.imap(sample, range(120)), name="fetch_wait", cat="fetch"):
+        step(n)
+    pool.close()  # the workers end as they do when done (no terminate: their ends are their own)
+    pool.join()
+"""
+
+
+def _loader_finding(tmp_path, name, workers, main_cpu, worker_cpus):
+    script = tmp_path / "cpu_loader.py"
+    script.write_text(CPU_LOADER)
+    traces = traced(tmp_path, name, sys.executable, str(script), str(tmp_path / "data"), str(workers),
+                    str(main_cpu), worker_cpus)
+    S, _ = analyzed(traces, str(tmp_path / f"{name}-out"))
+    (f,) = [f for f in S["findings"] if f["id"] == "io-bound"]
+    ws = [p for p in S["processes"] if p["role"] == "worker"]
+    return f, ws
+
+
+def test_a_loop_whose_workers_lack_cpus_is_told_so(tmp_path):
+    """Three workers and the loop on one CPU: the loop waits for data, and the workers wait for
+    the CPU about two thirds of their time (a busy machine makes it more). The finding says the
+    CPUs are the limit, from the workers' own cpu_wait (their sum, as their processes show it),
+    and does not advise more workers or faster storage."""
+    cpu = min(os.sched_getaffinity(0))
+    f, ws = _loader_finding(tmp_path, "starved", 3, cpu, str(cpu))
+    w = f["evidence"]["workers"]
+    assert w["processes"] == w["cpu_waits_of"] == len(ws) == 3
+    assert w["cpu_wait_us"] == pytest.approx(sum(p["cpu_wait_us"] for p in ws), abs=0.01)
+    assert all(0 < p["cpu_wait_us"] < p["wall_us"] for p in ws)
+    assert w["cpu_wait_share"] >= 0.5, w
+    assert f"and {100 * w['cpu_wait_share']:.0f}% waiting for a CPU" in f["title"]
+    assert "the host's CPUs are the limit" in f["advice"][0]
+    assert not any(a.startswith("More") for a in f["advice"]), f["advice"]
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs")
+def test_a_loop_whose_worker_has_a_cpu_of_its_own_is_not_told_so(tmp_path):
+    """One worker on a CPU of its own, the loop on another: the loop still waits for data, and
+    the worker's wait for a CPU is what else ran on its CPU. The finding speaks of CPUs exactly
+    when that wait passes the threshold (20% of its time): on an idle machine it does not."""
+    a, b = sorted(os.sched_getaffinity(0))[:2]
+    f, ws = _loader_finding(tmp_path, "own-cpu", 1, a, str(b))
+    w = f["evidence"]["workers"]
+    assert w["processes"] == w["cpu_waits_of"] == 1
+    (p,) = ws
+    assert w["cpu_wait_share"] == pytest.approx(p["cpu_wait_us"] / p["wall_us"], abs=1e-5)
+    cpu_said = "the host's CPUs are the limit" in f["advice"][0]
+    assert cpu_said == (w["cpu_wait_share"] >= 0.2), (w, f["advice"])
+    assert ("waiting for a CPU" in f["title"]) == cpu_said

@@ -335,7 +335,7 @@ def test_end_records_the_cpu_time_of_each_image(trace):
     (child_pid,) = [p for p in ts.pids if p != ts.pid]
     (child,) = ts.files_of(child_pid)
     assert (first.end["reason"], child.end["reason"], after.end["reason"]) == ("exec", "_exit", "exit")
-    assert set(first.cpu) == set(child.cpu) == set(after.cpu) == {"cpu_ns"}
+    assert set(first.cpu) == set(child.cpu) == set(after.cpu) == {"cpu_ns", "cpu_wait_ns"}
     # at most its wall time, and the loading before the file's start (the kernel counts it too)
     assert 0.29e9 <= first.cpu["cpu_ns"] <= first.end_ns - first.header["mono_ns"] + 0.02e9
     assert 0.09e9 <= child.cpu["cpu_ns"] < 0.2e9
@@ -424,3 +424,34 @@ print(before, fds(), fd)
     assert plain.returncode == 0 and ts.stdout == plain.stdout  # same fds, same numbers
     (f,) = ts.files_of(ts.pid)
     assert f.closed and len(ts.events(name="read", fname="/etc/hostname")) >= 3
+
+
+CPU_SHARED = """
+import os, sys, time
+os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})  # one CPU for both processes
+def burn(s):
+    t = time.process_time()
+    while time.process_time() - t < s:
+        pass
+pid = os.fork()
+burn(0.2)  # both at once: each runnable, one CPU
+if pid == 0:
+    os._exit(0)
+os.waitpid(pid, 0)
+burn(0.05)  # alone
+"""
+
+
+def test_end_records_the_wait_for_a_cpu(trace):
+    """iotrace_end's cpu_wait_ns: how long the process's main thread was runnable with no CPU
+    (the run queue's delay). A parent and its fork child, both burning 0.2 s of CPU on one CPU,
+    each wait about as long as the other runs: at least a third of their CPU time here (a
+    busy machine makes it more, never less); each wait is within the process's life."""
+    ts = trace([sys.executable, "-c", CPU_SHARED])
+    (main,) = ts.files_of(ts.pid)
+    (child_pid,) = [p for p in ts.pids if p != ts.pid]
+    (child,) = ts.files_of(child_pid)
+    for f in (main, child):
+        wait, cpu = f.cpu["cpu_wait_ns"], f.cpu["cpu_ns"]
+        assert wait >= 0.2e9 / 3 and cpu >= 0.2e9, f.cpu
+        assert wait + cpu <= f.end_ns - f.header["mono_ns"] + 0.05e9, f.cpu  # (start-up before the file)

@@ -163,12 +163,12 @@ class TraceFile:
                 return {k: v for k, v in r.get("args", {}).items() if k not in self.CPU_KEYS + ("mono_ns",)}
         return None
 
-    CPU_KEYS = ("cpu_ns", "mpi_cpu_ns", "host_cpu_wait_us")
+    CPU_KEYS = ("cpu_ns", "cpu_wait_ns", "mpi_cpu_ns", "host_cpu_wait_us")
 
     @property
     def cpu(self) -> dict:
-        """The CPU figures of the iotrace_end event (cpu_ns; an MPI rank's mpi_cpu_ns and
-        host_cpu_wait_us), {} when the file has none."""
+        """The CPU figures of the iotrace_end event (cpu_ns, cpu_wait_ns; an MPI rank's
+        mpi_cpu_ns and host_cpu_wait_us), {} when the file has none."""
         for r in reversed(self.records):
             if r.get("ph") == "M" and r.get("name") == "iotrace_end":
                 return {k: v for k, v in r.get("args", {}).items() if k in self.CPU_KEYS}

@@ -53,6 +53,7 @@ void clock_init() {
 
 namespace {
 int64_t g_cpu_base_ns = 0;
+int64_t g_cpu_wait_base_ns = 0;
 int64_t g_host_wait_base_us = -1, g_host_wait_us = -1;
 std::atomic<int64_t> g_mpi_cpu_ns{-1};
 
@@ -60,6 +61,22 @@ int64_t process_cpu_ns() {
   struct rusage u;
   if (syscall(SYS_getrusage, RUSAGE_SELF, &u) != 0) return -1;
   return rusage_cpu_ns(u);
+}
+
+// The main thread's run-queue delay (ns): /proc/self/schedstat is "<on cpu> <waited> <slices>".
+int64_t run_delay_ns() {
+  char buf[96];
+  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+  syscall(SYS_close, fd);
+  if (n <= 0) return -1;
+  buf[n] = 0;
+  const char* t = strchr(buf, ' ');
+  if (!t || t[1] < '0' || t[1] > '9') return -1;
+  int64_t v = 0;
+  for (t++; *t >= '0' && *t <= '9'; t++) v = v * 10 + (*t - '0');
+  return v;
 }
 
 // The "some" line's total= (µs), -1 where the kernel has no PSI.
@@ -82,7 +99,8 @@ int64_t host_cpu_wait_us() {
 
 void cpu_mark_start(bool forked) {
   g_cpu_base_ns = forked ? 0 : process_cpu_ns();
-  g_host_wait_base_us = g_host_wait_us = -1;  // a fork child is no rank of its own
+  g_cpu_wait_base_ns = forked ? 0 : run_delay_ns();  // (fork zeroes the child's sched_info)
+  g_host_wait_base_us = g_host_wait_us = -1;         // a fork child is no rank of its own
   g_mpi_cpu_ns.store(-1, std::memory_order_relaxed);
 }
 
@@ -98,6 +116,12 @@ int64_t mpi_cpu_ns() { return g_mpi_cpu_ns.load(std::memory_order_relaxed); }
 int64_t cpu_since_start_ns() {
   int64_t now = process_cpu_ns();
   return now < 0 || g_cpu_base_ns < 0 ? -1 : now > g_cpu_base_ns ? now - g_cpu_base_ns : 0;
+}
+
+int64_t cpu_wait_since_start_ns() {
+  int64_t now = run_delay_ns();
+  if (now < 0 || g_cpu_wait_base_ns < 0) return -1;
+  return now > g_cpu_wait_base_ns ? now - g_cpu_wait_base_ns : 0;
 }
 
 void host_cpu_wait_start() {

@@ -48,6 +48,11 @@ inline int64_t rusage_cpu_ns(const struct rusage& u) {
 }
 void cpu_mark_start(bool forked = false);
 int64_t cpu_since_start_ns();
+// The time the process's main thread spent runnable but waiting for a CPU since
+// cpu_mark_start() (the run queue's delay: /proc/self/schedstat, Linux's sched_info): a worker
+// on a host with more runnable tasks than CPUs waits there. -1 where the kernel keeps none.
+// Read at the start of an image and at the end (a fork child's count starts at 0).
+int64_t cpu_wait_since_start_ns();
 // The calling thread's CPU time (a syscall: for the few calls that measure it, not per event).
 inline int64_t thread_cpu_ns() {
   struct timespec t;

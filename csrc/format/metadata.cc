@@ -164,7 +164,7 @@ void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason) {
 
 void meta_end(Out& o, int64_t pid, int64_t tid, int64_t mono_ns, uint64_t events,
               const char* reason, uint64_t lost, uint64_t dropped, int64_t cpu_ns,
-              int64_t mpi_cpu_ns, int64_t host_cpu_wait_us) {
+              int64_t mpi_cpu_ns, int64_t host_cpu_wait_us, int64_t cpu_wait_ns) {
   open_meta(o, "iotrace_end", pid, tid);
   o.put("\"mono_ns\":");  // the process's end on its clock: readers' wall time, start to end
   o.i64(mono_ns);
@@ -183,6 +183,10 @@ void meta_end(Out& o, int64_t pid, int64_t tid, int64_t mono_ns, uint64_t events
   if (cpu_ns >= 0) {  // against the wall time: how much of it the process had a CPU
     o.put(",\"cpu_ns\":");
     o.i64(cpu_ns);
+  }
+  if (cpu_wait_ns >= 0) {  // runnable, its main thread waited this long for a CPU
+    o.put(",\"cpu_wait_ns\":");
+    o.i64(cpu_wait_ns);
   }
   if (mpi_cpu_ns >= 0) {  // of cpu_ns, inside MPI calls: the rest is the rank's own
     o.put(",\"mpi_cpu_ns\":");

@@ -49,6 +49,6 @@ void meta_lost(Out& o, int64_t pid, uint64_t events, const char* reason);
 // left out).
 void meta_end(Out& o, int64_t pid, int64_t tid, int64_t mono_ns, uint64_t events,
               const char* reason, uint64_t lost, uint64_t dropped, int64_t cpu_ns = -1,
-              int64_t mpi_cpu_ns = -1, int64_t host_cpu_wait_us = -1);
+              int64_t mpi_cpu_ns = -1, int64_t host_cpu_wait_us = -1, int64_t cpu_wait_ns = -1);
 
 }  // namespace iot

@@ -204,7 +204,7 @@ void Converter::on_write(void* self, uint64_t from, uint64_t to) {
 }
 
 void Converter::end(const char* reason, int tid, int64_t mono_ns, int64_t cpu_ns,
-                    int64_t mpi_cpu_ns, int64_t host_cpu_wait_us) {
+                    int64_t mpi_cpu_ns, int64_t host_cpu_wait_us, int64_t cpu_wait_ns) {
   if (!sink_.is_open()) return;
   if (!started_) begin_text();
   frame_write();  // what is pending, as any frame
@@ -213,7 +213,7 @@ void Converter::end(const char* reason, int tid, int64_t mono_ns, int64_t cpu_ns
   char buf[512];
   Out o(buf, sizeof buf);
   meta_end(o, cfg_.pid, tid, mono_ns, file_events_ + frame_events_, reason, lost_, dropped_total_,
-           cpu_ns, mpi_cpu_ns, host_cpu_wait_us);
+           cpu_ns, mpi_cpu_ns, host_cpu_wait_us, cpu_wait_ns);
   append_text(o.p, o.n);
   bool ended = frame_write(/*last=*/true);
   o.release();

@@ -70,7 +70,7 @@ class Converter {
   size_t frame_rows() const;
   // The loss record if any, the end marker, then close the file.
   void end(const char* reason, int tid, int64_t mono_ns, int64_t cpu_ns = -1,
-           int64_t mpi_cpu_ns = -1, int64_t host_cpu_wait_us = -1);
+           int64_t mpi_cpu_ns = -1, int64_t host_cpu_wait_us = -1, int64_t cpu_wait_ns = -1);
 
   uint64_t file_events() const { return file_events_; }
   uint64_t lost() const { return lost_; }

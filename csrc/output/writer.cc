@@ -438,7 +438,8 @@ void drain_all(bool sealed_only = false) {
 // The end marker and `]`, then close (drain lock held, everything drained).
 void end_file(const char* reason, int tid) {
   g_conv.set_dropped(g_dropped.load(std::memory_order_relaxed));
-  g_conv.end(reason, tid, now_ns(), cpu_since_start_ns(), mpi_cpu_ns(), host_cpu_wait_of_run_us());
+  g_conv.end(reason, tid, now_ns(), cpu_since_start_ns(), mpi_cpu_ns(), host_cpu_wait_of_run_us(),
+             cpu_wait_since_start_ns());
   give_back();
 }
 

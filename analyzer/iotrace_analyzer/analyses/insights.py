@@ -45,6 +45,8 @@ THRESHOLDS: dict = {
         "wait_share_high": (0.5, "the same, high"),
         "io_share": (0.5, "without loader events: share of a process's wall time in I/O on data files"),
         "min_wall_s": (0.05, "processes shorter than this are not weighed"),
+        "cpu_wait_share": (0.2, "share of its workers' wall time they were runnable but had no CPU: "
+                                "the host's CPUs, not storage, are what the loop waits for"),
     },
     "pipe-traffic": {
         "min_bytes": (10 * MiB, "bytes through pipes and sockets..."),
@@ -486,20 +488,50 @@ class Evidence:
 
 def _workers(S, D, pid) -> dict | None:
     """What the worker processes of `pid` (its children: loader or pool workers) do with their
-    time: storage I/O on data files against their wall time. None without workers."""
+    time: storage I/O on data files against their wall time, and the time they were runnable
+    with no CPU to run on (the tracer's cpu_wait, of the workers whose end has it: not those a
+    signal ended, as Pool.terminate does to busy ones; None where none has it). None without
+    workers."""
     by_pid = D.data_by_pid
     ws = [q for q in S["processes"] if q.get("parent_pid") == pid]
     if not ws:
         return None
     wall = sum(q.get("wall_us", 0) for q in ws)
     io = sum(min(by_pid.get(q["pid"], {}).get("time_us", 0.0), q["io_us"]) for q in ws)
+    timed = [q for q in ws if q.get("cpu_wait_us") is not None]
+    cpu_wait = sum(q["cpu_wait_us"] for q in timed) if timed else None
+    timed_wall = sum(q.get("wall_us", 0) for q in timed)
     return dict(processes=len(ws), wall_us=round(wall, 3), data_io_us=round(io, 3),
                 io_share=round(io / wall, 6) if wall else 0.0,
-                ipc_wait_us=round(sum(q.get("ipc_wait_us", 0) for q in ws), 3))
+                ipc_wait_us=round(sum(q.get("ipc_wait_us", 0) for q in ws), 3),
+                cpu_wait_us=round(cpu_wait, 3) if cpu_wait is not None else None, cpu_waits_of=len(timed),
+                cpu_wait_share=round(cpu_wait / timed_wall, 6) if cpu_wait is not None and timed_wall else None)
 
 
-def _wait_advice(w: dict | None) -> list:
+def _workers_title(w: dict | None, T) -> str:
+    """What the loop's workers do, for the finding's title."""
+    if w is None:
+        return ""
+    text = f"; its {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O"
+    if _cpu_short(w, T):
+        text += f" and {100 * w['cpu_wait_share']:.0f}% waiting for a CPU"
+    return text
+
+
+def _cpu_short(w: dict | None, T) -> bool:
+    """The workers waited for a CPU a good part of their time: the host's CPUs are the limit."""
+    return w is not None and w["cpu_wait_share"] is not None and w["cpu_wait_share"] >= T["cpu_wait_share"]
+
+
+def _wait_advice(w: dict | None, T) -> list:
     """Advice for a loop waiting for data, by what its workers do."""
+    if _cpu_short(w, T):
+        return [f"The {w['processes']} workers waited for a CPU {100 * w['cpu_wait_share']:.0f}% of their "
+                "time: the host's CPUs are the limit (more workers and loop threads than CPUs, or other work "
+                "beside them). More workers would not help, nor would faster storage: fewer workers (at most "
+                "the CPUs the job has, less the loop's), fewer threads per worker (OMP_NUM_THREADS, "
+                "torch.set_num_threads), or cheaper decoding and augmentation",
+                "Make each sample cheaper to read (see the other findings)"]
     if w is not None and w["io_share"] < 0.25:
         return [f"The {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O: "
                 "the rest goes to decoding and handing batches over (pickled through pipes). More workers, "
@@ -523,18 +555,18 @@ def io_bound(S, D, T):
         w = _workers(S, D, worst["pid"])
         return _finding(
             "io-bound", sev, f"The training loop waits for data {100 * v:.0f}% of its time"
-            + (f"; its {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O"
-               if w else ""), v, T["wait_share"],
+            + _workers_title(w, T), v, T["wait_share"],
             dict(loaders=[dict(pid=ld["pid"], loader=ld["loader"], epochs=ld["epochs"], batches=ld["batches"],
                                epoch_time_us=ld["epoch_time_us"], fetch_wait_us=ld["fetch_wait_us"],
                                wait_share=ld["wait_share"]) for ld in loaders],
                  worst_epoch=dict(pid=worst["pid"], epoch=slow["epoch"], start_ns=slow["start_ns"],
                                   duration_us=slow["duration_us"], fetch_wait_us=slow["fetch_wait_us"],
                                   first_batch_wait_us=slow["first_batch_wait_us"]), workers=w),
-            (_wait_advice(w)[:1] if w is not None and w["io_share"] < 0.25 else [])
-            + ["More DataLoader workers (num_workers) and prefetch_factor, persistent_workers=True "
-               "so each epoch does not start workers again",
-               "Make each sample cheaper to read: bigger sequential reads, fewer files (shards), "
+            (_wait_advice(w, T)[:1] if _cpu_short(w, T) or (w is not None and w["io_share"] < 0.25) else [])
+            + (["persistent_workers=True, so each epoch does not start workers again"] if _cpu_short(w, T)
+               else ["More DataLoader workers (num_workers) and prefetch_factor, persistent_workers=True "
+                     "so each epoch does not start workers again"])
+            + ["Make each sample cheaper to read: bigger sequential reads, fewer files (shards), "
                "data on node-local storage or in memory; see the other findings"])
     # annotated loops: `fetch` events (iotrace.iter waits) beside compute in one process
     cats = D.cats_by_pid
@@ -551,14 +583,13 @@ def io_bound(S, D, T):
         return _finding(
             "io-bound", "high" if v >= T["wait_share_high"] else "warn",
             f"pid {p['pid']} waits for data {100 * v:.0f}% of its loop (waits against compute)"
-            + (f"; its {w['processes']} workers spend {100 * w['io_share']:.0f}% of their time in storage I/O"
-               if w else ""), v, T["wait_share"],
+            + _workers_title(w, T), v, T["wait_share"],
             dict(processes=[dict(host=q["host"], pid=q["pid"], role=q.get("role"), wait_us=round(wt, 3),
                                  compute_us=q["compute_us"], wall_us=q["wall_us"], wait_share=round(s, 6),
                                  storage_io_us=q["io_us"], ipc_wait_us=q.get("ipc_wait_us", 0))
                             for s, q, wt in sorted(loops, key=lambda x: -x[0])[:10]],
                  wait_categories=list(WAIT_CATS), workers=w),
-            _wait_advice(w))
+            _wait_advice(w, T))
     by_pid = D.data_by_pid
     hits = []
     for p in S["processes"]:

@@ -54,7 +54,7 @@ KNOWN_CALLS = frozenset(name for _n, name, _c, _f in calls())
 # what the summary keeps of a process's record (iotrace_process, _info, _end)
 PROC_INFO = ("mono_ns", "end_mono_ns", "end_reason", "role", "parent_pid", "worker_id", "ppid",
              "exe", "cmdline", "cwd", "ranks", "mpi_rank", "mpi_size", "dist_rank", "dist_size", "cpu_ns",
-             "mpi_cpu_ns", "host_cpu_wait_us")
+             "mpi_cpu_ns", "host_cpu_wait_us", "cpu_wait_ns")
 OPEN_CALLS = calls_of("open")
 SYNC_CALLS = calls_of("sync")  # fsync, fdatasync, msync, fflush: not metadata
 # the syncs that force data to storage (fflush only hands a stream's buffer to the kernel)
@@ -133,9 +133,10 @@ class ProcState:
                     compute_not_overlapped_ns=u["both"] - u["io"], io_call_time_ns=self.io_call_time,
                     ipc_wait_ns=u["ipc"],
                     # the CPU time its threads had (None: not recorded), an MPI rank's part of it
-                    # inside MPI calls, and the time of its run its host had a task waiting for a CPU
+                    # inside MPI calls, and the time of its run its host had a task waiting for a CPU;
+                    # the time its main thread was runnable but had no CPU
                     cpu_ns=info.get("cpu_ns"), mpi_cpu_ns=info.get("mpi_cpu_ns"),
-                    host_cpu_wait_us=info.get("host_cpu_wait_us"),
+                    host_cpu_wait_us=info.get("host_cpu_wait_us"), cpu_wait_ns=info.get("cpu_wait_ns"),
                     bytes_read=self.bytes_read, bytes_written=self.bytes_written)
 
 

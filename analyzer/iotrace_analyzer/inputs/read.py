@@ -130,8 +130,9 @@ class FileReader:
                     self.proc["end_mono_ns"] = args["mono_ns"]
                 self.proc["events_written"] = args.get("events")
                 self.proc["end_lost"] = int(args.get("lost") or 0) + int(args.get("dropped") or 0)
-                # later in version 7: the CPU it had (an MPI rank: in MPI calls), its host's lack of CPUs
-                for k in ("cpu_ns", "mpi_cpu_ns", "host_cpu_wait_us"):
+                # later in version 7: the CPU it had (an MPI rank: in MPI calls), its host's lack of
+                # CPUs; later still, the time its main thread waited for a CPU
+                for k in ("cpu_ns", "mpi_cpu_ns", "host_cpu_wait_us", "cpu_wait_ns"):
                     if isinstance(args.get(k), int) and not isinstance(args.get(k), bool):
                         self.proc[k] = args[k]
             elif name == "iotrace_lost":  # events the tracer could not write, and why

@@ -42,7 +42,8 @@ PROCESSES_SCHEMA = pa.schema(
      ("mono_ns", pa.int64()), ("version", pa.int64()), ("resolution_ns", pa.int64()),
      ("compression", pa.string()),
      ("end_reason", pa.string()), ("events_written", pa.int64()), ("trace_file", pa.string()),
-     ("cpu_ns", pa.int64()), ("mpi_cpu_ns", pa.int64()), ("host_cpu_wait_us", pa.int64())]
+     ("cpu_ns", pa.int64()), ("mpi_cpu_ns", pa.int64()), ("host_cpu_wait_us", pa.int64()),
+     ("cpu_wait_ns", pa.int64())]
 )
 THREADS_SCHEMA = pa.schema([("host", pa.string()), ("pid", pa.int64()), ("tid", pa.int64()),
                             ("name", pa.string())])

@@ -226,7 +226,7 @@ def step(n):
         pass
 
 if __name__ == "__main__":
-    d, workers, main_cpu, worker_cpus = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+    d, workers, main_cpu, worker_cpus, end = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4], sys.argv[5]
     os.makedirs(d, exist_ok=True)
     for i in range(8):
         with open(os.path.join(d, f"s{i}.bin"), "wb") as f:
@@ -234,33 +234,42 @@ if __name__ == "__main__":
     pin({main_cpu})
     pool = mp.get_context("fork").Pool(workers, initializer=pin,
                                        initargs=({int(c) for c in worker_cpus.split(",")},))
-    for n in iotrace.iter(pool.imap(sample, range(120)), name="fetch_wait", cat="fetch"):
+    for k, n in enumerate(iotrace.iter(pool.imap(sample, range(120)), name="fetch_wait", cat="fetch")):
         step(n)
-    pool.close()  # the workers end as they do when done (no terminate: their ends are their own)
+        if end == "terminate" and k == 90:  # left early, the workers busy with the rest
+            break
+    if end == "terminate":  # as `with Pool(...)` ends: SIGTERM to the workers still there
+        pool.terminate()
+    else:  # the workers end as they do when done: their ends are their own
+        pool.close()
     pool.join()
 """
 
 
-def _loader_finding(tmp_path, name, workers, main_cpu, worker_cpus):
+def _loader_finding(tmp_path, name, workers, main_cpu, worker_cpus, end="close"):
     script = tmp_path / "cpu_loader.py"
     script.write_text(CPU_LOADER)
     traces = traced(tmp_path, name, sys.executable, str(script), str(tmp_path / "data"), str(workers),
-                    str(main_cpu), worker_cpus)
+                    str(main_cpu), worker_cpus, end)
     S, _ = analyzed(traces, str(tmp_path / f"{name}-out"))
     (f,) = [f for f in S["findings"] if f["id"] == "io-bound"]
     ws = [p for p in S["processes"] if p["role"] == "worker"]
     return f, ws
 
 
-def test_a_loop_whose_workers_lack_cpus_is_told_so(tmp_path):
+@pytest.mark.parametrize("end", ["close", "terminate"])
+def test_a_loop_whose_workers_lack_cpus_is_told_so(tmp_path, end):
     """Three workers and the loop on one CPU: the loop waits for data, and the workers wait for
     the CPU about two thirds of their time (a busy machine makes it more). The finding says the
     CPUs are the limit, from the workers' own cpu_wait (their sum, as their processes show it),
-    and does not advise more workers or faster storage."""
+    and does not advise more workers or faster storage. Workers that Pool.terminate ends have
+    the figure too: their parent's waitpid(pid) read it before reaping them."""
     cpu = min(os.sched_getaffinity(0))
-    f, ws = _loader_finding(tmp_path, "starved", 3, cpu, str(cpu))
+    f, ws = _loader_finding(tmp_path, f"starved-{end}", 3, cpu, str(cpu), end)
     w = f["evidence"]["workers"]
     assert w["processes"] == w["cpu_waits_of"] == len(ws) == 3
+    if end == "terminate":  # (busy workers die of the SIGTERM)
+        assert "signal:15" in {p["end_reason"] for p in ws}, [p["end_reason"] for p in ws]
     assert w["cpu_wait_us"] == pytest.approx(sum(p["cpu_wait_us"] for p in ws), abs=0.01)
     assert all(0 < p["cpu_wait_us"] < p["wall_us"] for p in ws)
     assert w["cpu_wait_share"] >= 0.5, w

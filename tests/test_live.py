@@ -248,6 +248,13 @@ def test_traced_parent_that_reaps_a_killed_child_names_the_signal(cprog, tmp_pat
         # writer, which compresses beside it) over its life
         cpu, life = child.cpu["cpu_ns"], child.end_ns - child.header["mono_ns"]
         assert len(offsets) * 100 <= cpu <= 2 * life + 20_000_000, (how, cpu, life, len(offsets))
+        # and its main thread's wait for a CPU, read from /proc before the parent reaped it: where
+        # the wait named the child (Python's waitpid(pid)); a shell's waits for any child
+        # (wait4(-1)) get none
+        if how == "python":
+            assert 0 <= child.cpu["cpu_wait_ns"] <= life + 20_000_000, (child.cpu, life)
+        else:
+            assert "cpu_wait_ns" not in child.cpu, child.cpu
 
 
 def test_iotrace_recover_finishes_and_says_what_it_did(cprog, tmp_path, data_dir):

@@ -1,6 +1,7 @@
 #include "clock.h"
 
 #include <fcntl.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <atomic>
@@ -63,10 +64,10 @@ int64_t process_cpu_ns() {
   return rusage_cpu_ns(u);
 }
 
-// The main thread's run-queue delay (ns): /proc/self/schedstat is "<on cpu> <waited> <slices>".
-int64_t run_delay_ns() {
+// A main thread's run-queue delay (ns): /proc/<pid>/schedstat is "<on cpu> <waited> <slices>".
+int64_t run_delay_ns(const char* path = "/proc/self/schedstat") {
   char buf[96];
-  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/self/schedstat", O_RDONLY | O_CLOEXEC);
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return -1;
   long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
   syscall(SYS_close, fd);
@@ -122,6 +123,12 @@ int64_t cpu_wait_since_start_ns() {
   int64_t now = run_delay_ns();
   if (now < 0 || g_cpu_wait_base_ns < 0) return -1;
   return now > g_cpu_wait_base_ns ? now - g_cpu_wait_base_ns : 0;
+}
+
+int64_t cpu_wait_of_ns(int pid) {
+  char path[48];
+  snprintf(path, sizeof path, "/proc/%d/schedstat", pid);
+  return run_delay_ns(path);
 }
 
 void host_cpu_wait_start() {

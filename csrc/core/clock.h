@@ -53,6 +53,8 @@ int64_t cpu_since_start_ns();
 // on a host with more runnable tasks than CPUs waits there. -1 where the kernel keeps none.
 // Read at the start of an image and at the end (a fork child's count starts at 0).
 int64_t cpu_wait_since_start_ns();
+// The same figure of another process (its whole life; a zombie's too, until it is reaped).
+int64_t cpu_wait_of_ns(int pid);
 // The calling thread's CPU time (a syscall: for the few calls that measure it, not per event).
 inline int64_t thread_cpu_ns() {
   struct timespec t;

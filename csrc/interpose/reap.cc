@@ -2,7 +2,10 @@
 // live file. The traced parent that reaps it finishes its trace there and then, with the
 // signal as the end's reason ("signal:9"); a reader finding it later could only say "killed".
 // The wait is made as wait4 (what glibc's wait and waitpid are), so the end also gets the
-// CPU time the child used (its rusage), which it could not write itself.
+// CPU time the child used (its rusage), which it could not write itself; a wait for one child
+// (waitpid(pid), as Python's multiprocessing and subprocess wait) also gets how long it waited
+// for a CPU, read while it is a zombie (a peek with WNOWAIT first; the wait then reaps it).
+#include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <string.h>
@@ -26,7 +29,7 @@ REAL_FN(waitid, int (*)(idtype_t, id_t, siginfo_t*, int))
 struct Dead {
   pid_t pid;
   int sig;
-  int64_t cpu_ns;
+  int64_t cpu_ns, cpu_wait_ns;
 };
 
 struct Dirent64 {
@@ -67,19 +70,45 @@ void finish_children(void* arg) {
       if (!names_child(e->name, host, d->pid)) continue;
       if (snprintf(path, sizeof path, "%s/%s", dir, e->name) >= int(sizeof path)) continue;
       RecoverResult r;
-      live_finish(path, reason, &r, d->cpu_ns);
+      live_finish(path, reason, &r, d->cpu_ns, d->cpu_wait_ns);
     }
   }
   sys_unmap(buf, kBuf);
   syscall(SYS_close, fd);
 }
 
-void reaped(pid_t pid, int sig, int64_t cpu_ns) {
+void reaped(pid_t pid, int sig, int64_t cpu_ns, int64_t cpu_wait_ns = -1) {
   if (pid <= 0 || sig <= 0 || !process_on() || t_guard) return;
   Guard g;
   KeepErrno keep;
-  Dead d{pid, sig, cpu_ns};
+  Dead d{pid, sig, cpu_ns, cpu_wait_ns};
   on_tracer_stack(finish_children, &d);
+}
+
+// Before a wait for child `pid`: has a signal ended it? Asked without reaping it (WNOWAIT), as
+// the wait itself would wait (WNOHANG, stopped or continued children when the wait reports
+// them), and then its wait for a CPU read from /proc. false: the wait must not be made, the
+// peek was cut short by a signal (EINTR: the program gets it, as from its own wait).
+struct Peek {
+  int64_t cpu_wait_ns = -1;
+};
+bool peek(pid_t pid, int options, Peek* p) {
+  if (pid <= 0 || !process_on() || t_guard) return true;
+  siginfo_t si;
+  memset(&si, 0, sizeof si);
+  int o = WEXITED | WNOWAIT | (options & (WNOHANG | __WALL | __WCLONE | __WNOTHREAD));
+  if (options & WUNTRACED) o |= WSTOPPED;
+  if (options & WCONTINUED) o |= WCONTINUED;
+  int saved = errno;
+  if (syscall(SYS_waitid, P_PID, pid, &si, o, nullptr) != 0) {
+    if (errno == EINTR) return false;
+    errno = saved;  // (ECHILD and the like: the wait says it)
+    return true;
+  }
+  if (si.si_pid == pid && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED))
+    p->cpu_wait_ns = cpu_wait_of_ns(pid);
+  errno = saved;
+  return true;
 }
 
 int killed_by(int status) { return WIFSIGNALED(status) ? WTERMSIG(status) : 0; }
@@ -98,9 +127,11 @@ IOT_EXPORT pid_t wait(int* status) {
 IOT_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
   int st = 0;
   struct rusage ru;
+  Peek p;
+  if (!peek(pid, options, &p)) return -1;
   pid_t r = real_wait4()(pid, &st, options, &ru);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru));
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru), r == pid ? p.cpu_wait_ns : -1);
   return r;
 }
 IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
@@ -114,9 +145,11 @@ IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
 IOT_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru) {
   int st = 0;
   struct rusage own;
+  Peek p;
+  if (!peek(pid, options, &p)) return -1;
   pid_t r = real_wait4()(pid, &st, options, ru ? ru : &own);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru ? *ru : own));
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru ? *ru : own), r == pid ? p.cpu_wait_ns : -1);
   return r;
 }
 IOT_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {

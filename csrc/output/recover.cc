@@ -438,7 +438,8 @@ void live_remove_if_closed(const char* live_path, int pid) {
   if (map_live(live_path, &m, &info) && info.pid == pid && info.closed) unlink_live(live_path);
 }
 
-bool live_finish(const char* live_path, const char* reason, RecoverResult* out, int64_t cpu_ns) {
+bool live_finish(const char* live_path, const char* reason, RecoverResult* out, int64_t cpu_ns,
+                 int64_t cpu_wait_ns) {
   LiveMap m;
   if (!map_live(live_path, &m, out)) return false;
   const live::Header* h = m.h;
@@ -522,7 +523,8 @@ bool live_finish(const char* live_path, const char* reason, RecoverResult* out, 
   bool ended = out->ended;
   const char* why = ended ? out->end_reason : reason ? reason : "killed";
   int64_t end_ns = ended ? h->end_ns : last_event_ns(cs, h->version, clk);
-  conv->end(why, ended ? h->end_tid : h->pid, end_ns ? end_ns : h->ns0, cpu_ns);
+  conv->end(why, ended ? h->end_tid : h->pid, end_ns ? end_ns : h->ns0, cpu_ns, -1, -1,
+            cpu_wait_ns);
   bool ok = conv->lost() == 0 || conv->file_events() > 0;
   scratch.release();
   conv->release();

@@ -34,8 +34,9 @@ void live_remove_if_closed(const char* live_path, int pid);
 // Finish the trace: `reason` is the end marker's when the process did not say it ended (e.g.
 // "signal:15" from the parent that reaped it; NULL: "killed"). Async-signal-safe enough for the
 // tracer's own use (no malloc; mapped memory only). `cpu_ns`: the process's CPU time as its
-// parent reaped it (wait4's rusage), for the end marker; -1: not known.
-bool live_finish(const char* live_path, const char* reason, RecoverResult* out,
-                 int64_t cpu_ns = -1);
+// parent reaped it (wait4's rusage), for the end marker, and `cpu_wait_ns` its main thread's
+// wait for a CPU (read from /proc before it was reaped); -1: not known.
+bool live_finish(const char* live_path, const char* reason, RecoverResult* out, int64_t cpu_ns = -1,
+                 int64_t cpu_wait_ns = -1);
 
 }  // namespace iot

@@ -489,8 +489,8 @@ class Evidence:
 def _workers(S, D, pid) -> dict | None:
     """What the worker processes of `pid` (its children: loader or pool workers) do with their
     time: storage I/O on data files against their wall time, and the time they were runnable
-    with no CPU to run on (the tracer's cpu_wait, of the workers whose end has it: not those a
-    signal ended, as Pool.terminate does to busy ones; None where none has it). None without
+    with no CPU to run on (the tracer's cpu_wait, of the workers whose end has it: all but those
+    a signal ended whose parent waited for any child; None where none has it). None without
     workers."""
     by_pid = D.data_by_pid
     ws = [q for q in S["processes"] if q.get("parent_pid") == pid]

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import psutil
 import pytest
-from tracing import TraceSet, fresh_dir, run_traced, tracer_env
+from tracing import TraceSet, fresh_dir, run_plain, run_traced, tracer_env
 
 import iotrace_format.reader as reader
 
@@ -386,3 +386,23 @@ def test_a_reader_tells_each_loss_once(tmp_path, data_dir, unsaid):
     assert told == [{"events": 4 + unsaid, "reason": why}]
     assert f.end["reason"] == "killed" and f.end["dropped"] == 7 and f.end.get("lost", 0) == unsaid
     assert [e["name"] for e in TraceSet.load(out).events(under=data_dir) if e["ph"] == "X"][:1] == ["open64"]
+
+
+def test_waits_for_one_child_behave_as_untraced(cprog, tmp_path):
+    """The tracer peeks at the child a waitpid(pid) or wait4(pid) names (waitid with WNOWAIT)
+    before the wait reaps it, to read a killed child's wait for a CPU: every kind of wait
+    returns what it returns untraced (WNOHANG on a running child, a stop with WUNTRACED, a
+    continue with WCONTINUED, EINTR from a handler without SA_RESTART, a kill through wait4,
+    an exit, ECHILD, a NULL status), and the killed child's end has the figure."""
+    exe = cprog("wait_kinds.c", name="wait_kinds")
+    plain = run_plain([exe])
+    assert plain.returncode == 0 and plain.stdout.splitlines() == [
+        "nohang-running 0", "stopped 1 1 19", "continued 1 1", "interrupted -1 Interrupted system call",
+        "killed 1 1 15", "exited 1 1 7", "gone -1 No child processes", "null-status 1"], plain.stdout
+    out = fresh_dir(tmp_path)
+    p = subprocess.run([exe], env=tracer_env(out), capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout) == (0, plain.stdout)
+    ts = TraceSet.load(out)
+    (killed,) = [f for f in ts.files if f.end["reason"] == "signal:15"]
+    life = killed.end_ns - killed.header["mono_ns"]
+    assert 0 <= killed.cpu["cpu_wait_ns"] <= life + 20_000_000, killed.cpu

@@ -35,14 +35,29 @@ void read_pair(int64_t* tick, int64_t* ns) {
   }
 }
 
-bool kernel_uses_tsc() {
-  char buf[32] = "";
-  long fd = syscall(SYS_openat, AT_FDCWD,
-                    "/sys/devices/system/clocksource/clocksource0/current_clocksource",
-                    O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return false;
-  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
+// A small file of /sys or /proc, read whole into buf and ended with a NUL: its length, or -1.
+long read_small(const char* path, char* buf, size_t size) {
+  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  long n = syscall(SYS_read, fd, buf, size - 1);
   syscall(SYS_close, fd);
+  if (n < 0) return -1;
+  buf[n] = 0;
+  return n;
+}
+
+// The decimal number at t, -1 when none starts there.
+int64_t decimal_at(const char* t) {
+  if (!t || *t < '0' || *t > '9') return -1;
+  int64_t v = 0;
+  for (; *t >= '0' && *t <= '9'; t++) v = v * 10 + (*t - '0');
+  return v;
+}
+
+bool kernel_uses_tsc() {
+  char buf[32];
+  long n = read_small("/sys/devices/system/clocksource/clocksource0/current_clocksource", buf,
+                      sizeof buf);
   return n >= 3 && strncmp(buf, "tsc", 3) == 0 && (n == 3 || buf[3] == '\n');
 }
 }  // namespace
@@ -67,34 +82,18 @@ int64_t process_cpu_ns() {
 // A main thread's run-queue delay (ns): /proc/<pid>/schedstat is "<on cpu> <waited> <slices>".
 int64_t run_delay_ns(const char* path = "/proc/self/schedstat") {
   char buf[96];
-  long fd = syscall(SYS_openat, AT_FDCWD, path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
-  syscall(SYS_close, fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
+  if (read_small(path, buf, sizeof buf) <= 0) return -1;
   const char* t = strchr(buf, ' ');
-  if (!t || t[1] < '0' || t[1] > '9') return -1;
-  int64_t v = 0;
-  for (t++; *t >= '0' && *t <= '9'; t++) v = v * 10 + (*t - '0');
-  return v;
+  return decimal_at(t ? t + 1 : nullptr);
 }
 
 // The "some" line's total= (µs), -1 where the kernel has no PSI.
 int64_t host_cpu_wait_us() {
   char buf[128];
-  long fd = syscall(SYS_openat, AT_FDCWD, "/proc/pressure/cpu", O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return -1;
-  long n = syscall(SYS_read, fd, buf, sizeof buf - 1);
-  syscall(SYS_close, fd);
-  if (n <= 0) return -1;
-  buf[n] = 0;
+  if (read_small("/proc/pressure/cpu", buf, sizeof buf) <= 0) return -1;
   if (char* nl = strchr(buf, '\n')) *nl = 0;  // the first line: "some avg10=... total=N"
   const char* t = strncmp(buf, "some ", 5) == 0 ? strstr(buf, "total=") : nullptr;
-  if (!t || t[6] < '0' || t[6] > '9') return -1;
-  int64_t v = 0;
-  for (t += 6; *t >= '0' && *t <= '9'; t++) v = v * 10 + (*t - '0');
-  return v;
+  return decimal_at(t ? t + 6 : nullptr);
 }
 }  // namespace
 

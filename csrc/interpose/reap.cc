@@ -89,10 +89,8 @@ void reaped(pid_t pid, int sig, int64_t cpu_ns, int64_t cpu_wait_ns = -1) {
 // the wait itself would wait (WNOHANG, stopped or continued children when the wait reports
 // them), and then its wait for a CPU read from /proc. false: the wait must not be made, the
 // peek was cut short by a signal (EINTR: the program gets it, as from its own wait).
-struct Peek {
-  int64_t cpu_wait_ns = -1;
-};
-bool peek(pid_t pid, int options, Peek* p) {
+bool peek(pid_t pid, int options, int64_t* cpu_wait_ns) {
+  *cpu_wait_ns = -1;
   if (pid <= 0 || !process_on() || t_guard) return true;
   siginfo_t si;
   memset(&si, 0, sizeof si);
@@ -106,7 +104,7 @@ bool peek(pid_t pid, int options, Peek* p) {
     return true;
   }
   if (si.si_pid == pid && (si.si_code == CLD_KILLED || si.si_code == CLD_DUMPED))
-    p->cpu_wait_ns = cpu_wait_of_ns(pid);
+    *cpu_wait_ns = cpu_wait_of_ns(pid);
   errno = saved;
   return true;
 }
@@ -127,11 +125,11 @@ IOT_EXPORT pid_t wait(int* status) {
 IOT_EXPORT pid_t waitpid(pid_t pid, int* status, int options) {
   int st = 0;
   struct rusage ru;
-  Peek p;
-  if (!peek(pid, options, &p)) return -1;
+  int64_t wait_ns;
+  if (!peek(pid, options, &wait_ns)) return -1;
   pid_t r = real_wait4()(pid, &st, options, &ru);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru), r == pid ? p.cpu_wait_ns : -1);
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru), r == pid ? wait_ns : -1);
   return r;
 }
 IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
@@ -145,11 +143,11 @@ IOT_EXPORT pid_t wait3(int* status, int options, struct rusage* ru) {
 IOT_EXPORT pid_t wait4(pid_t pid, int* status, int options, struct rusage* ru) {
   int st = 0;
   struct rusage own;
-  Peek p;
-  if (!peek(pid, options, &p)) return -1;
+  int64_t wait_ns;
+  if (!peek(pid, options, &wait_ns)) return -1;
   pid_t r = real_wait4()(pid, &st, options, ru ? ru : &own);
   if (r > 0 && status) *status = st;
-  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru ? *ru : own), r == pid ? p.cpu_wait_ns : -1);
+  if (r > 0) reaped(r, killed_by(st), rusage_cpu_ns(ru ? *ru : own), r == pid ? wait_ns : -1);
   return r;
 }
 IOT_EXPORT int waitid(idtype_t idtype, id_t id, siginfo_t* info, int options) {

@@ -137,6 +137,9 @@ THRESHOLDS: dict = {
         "same_work": (1.1, "which did no more than this times the other ranks' mean I/O calls, bytes and CPU "
                       "time, while its host had a task waiting for a CPU at least as long as it kept each "
                       "other rank waiting (Linux PSI)"),
+        "wait_share": (0.3, "outside MPI: share of a process's wall time its main thread was runnable with no "
+                       "CPU to run on (cpu_wait)"),
+        "min_wait_s": (1.0, "and at least this much of such waiting in that process"),
     },
     "metadata-storm": {
         "min_processes": (4, "data files opened or stat'ed by at least this many processes"),
@@ -1158,13 +1161,14 @@ def cpu_starved(S, D, T):
     """The ranks wait in collective calls for a rank that did the same work as they did (I/O
     calls, bytes, CPU time) while its host had tasks waiting for a CPU: the node ran more
     runnable threads than it has cores (other programs, more ranks than cores), and the late rank
-    got less CPU. The cause is the machine's, not the rank's work."""
+    got less CPU. The cause is the machine's, not the rank's work. Outside MPI: processes that
+    waited for a CPU a good part of their run (_short_of_cpus)."""
     found = _straggler(S, T)
     if found is None:
-        return None
+        return _short_of_cpus(S, T)
     ranks, share, late, _caused = found
     if not _starved(ranks, late, T["same_work"]):
-        return None
+        return _short_of_cpus(S, T)
     short = late["host_cpu_wait_us"] / late["run_us"] if late["run_us"] else 0.0
     return _finding(
         "cpu-starved", "warn",
@@ -1176,6 +1180,42 @@ def cpu_starved(S, D, T):
          "--ntasks-per-node, OMP_NUM_THREADS), and bind them (--bind-to core)",
          f"Look for other programs on rank {late['rank']}'s node (a shared node's other jobs, a busy "
          "daemon): the rank waited for a CPU, not for its I/O"])
+
+
+def _short_of_cpus(S, T):
+    """Processes whose main thread was runnable with no CPU to run on (the tracer's cpu_wait)
+    for a good share of their wall time: more busy processes and threads than the CPUs they
+    have, or other programs beside them. Time the job spent neither computing nor in I/O, that
+    neither faster storage nor more workers would give back. Not MPI ranks: a library polling in
+    its waits keeps every rank runnable, and their lack of CPU is told by the waits it causes
+    (the rank branch of cpu-starved, collective-wait)."""
+    hits = []
+    for p in S["processes"]:
+        wait, wall = p.get("cpu_wait_us"), p.get("wall_us", 0)
+        if wait is None or not wall or p.get("mpi_cpu_us") is not None:
+            continue
+        if wait >= T["min_wait_s"] * 1e6 and wait / wall >= T["wait_share"]:
+            hits.append((wait / wall, p))
+    if not hits:
+        return None
+    hits.sort(key=lambda h: (-h[0], h[1]["pid"]))
+    v, worst = hits[0]
+    total = sum(p["cpu_wait_us"] for _, p in hits)
+    waited = f"{worst['cpu_wait_us'] / 1e6:.1f} s of {worst['wall_us'] / 1e6:.1f} s"
+    title = (f"pid {worst['pid']} waited for a CPU {100 * v:.0f}% of its run ({waited})" if len(hits) == 1
+             else f"{len(hits)} processes waited for a CPU, up to {100 * v:.0f}% of their run "
+                  f"(pid {worst['pid']}: {waited})")
+    return _finding(
+        "cpu-starved", "warn", title + ": the host's CPUs were short", v, T["wait_share"],
+        dict(processes=[dict(host=p["host"], pid=p["pid"], role=p.get("role"), wall_us=p["wall_us"],
+                             cpu_us=p.get("cpu_us"), cpu_wait_us=p["cpu_wait_us"], wait_share=round(s, 6))
+                        for s, p in hits[:10]],
+             cpu_wait_us=round(total, 3)),
+        ["Run no more busy processes and threads than the CPUs the job has: loader or pool workers "
+         "(num_workers, Pool size), threads per process (OMP_NUM_THREADS, torch.set_num_threads), and "
+         "the CPUs asked of the batch system (Slurm --cpus-per-task)",
+         "Look for other programs on the host (a shared node's other jobs, a busy daemon): the time "
+         "waiting for a CPU is neither compute nor I/O, and faster storage would not give it back"])
 
 
 def metadata_storm(S, D, T):

@@ -69,6 +69,11 @@ def open_page(path: str, screenshot: str, width: int = 1400) -> dict:
             ranks=d.execute_script(  # the MPI ranks' rows, as shown: their cells' text
                 "return Array.from(document.querySelectorAll('tr.rank')).map("
                 "r => Array.from(r.cells).map(c => c.innerText))"),
+            processes=d.execute_script(  # the processes table's rows, as shown: their cells' text
+                "return Array.from(document.querySelectorAll('#processes tr')).slice(1).map("
+                "r => Array.from(r.cells).map(c => c.innerText))"),
+            process_heads=d.execute_script(
+                "return Array.from(document.querySelectorAll('#processes th')).map(c => c.innerText)"),
             layers=d.execute_script(  # the layer split's rows, as shown: their cells' text
                 "return Array.from(document.querySelectorAll('tr.layer')).map("
                 "r => Array.from(r.cells).map(c => c.innerText))"),

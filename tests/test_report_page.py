@@ -220,3 +220,23 @@ def test_file_per_sample_evidence_on_the_page(tmp_path):
     for text in rows[:5] + notes:
         assert " ".join(text.split()) in card, text
     assert line in report.findings_text(S)
+
+
+def test_cpu_starved_evidence_on_the_page(tmp_path):
+    """A process that shared its CPU with a busy loop (test_insights_real's): the cpu-starved
+    finding's evidence link leads to the processes table, whose row for the process shows its
+    CPU time and its wait for a CPU as summary.json has them."""
+    from iotrace_analyzer import units
+    from test_insights_real import _sharer_run
+
+    S, f = _sharer_run(tmp_path, "shared", busy=True)
+    assert f is not None, S["findings"]
+    shot = str(tmp_path / "starved.png")
+    page = open_page(str(tmp_path / "shared-out" / "report.html"), shot)
+    _check_page(page, shot)
+    assert "cpu-starved" in page["findings"] and "#processes" in page["links"], page["links"]
+    heads = page["process_heads"]
+    (p,) = [p for p in S["processes"] if p["pid"] == f["evidence"]["processes"][0]["pid"]]
+    (row,) = [r for r in page["processes"] if str(p["pid"]) in r[0]]
+    assert row[heads.index("waited for a CPU")] == units.duration(p["cpu_wait_us"])
+    assert row[heads.index("CPU time")] == units.duration(p["cpu_us"])

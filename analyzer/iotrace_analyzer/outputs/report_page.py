@@ -108,7 +108,9 @@ def render(S: dict, drawn: Drawn) -> str:
 
     def link(rid: str) -> str:
         where = EVIDENCE.get(rid, "io-time")
-        return where if where in shown else "processes" if where in ("proc-io", "time-split") else "files"
+        # (cpu-starved outside MPI: the processes table's wait for a CPU)
+        return where if where in shown else "processes" if where in ("proc-io", "time-split", "mpi-ranks") \
+            else "files"
 
     findings = [dict(f, link=link(f["id"]), figure=report._figure(f["value"]),
                      threshold=report._figure(f["threshold"]), brief=_evidence(f)) for f in S.get("findings") or []]
@@ -482,11 +484,17 @@ def _files(S: dict) -> list[dict]:
 
 
 def _processes(S: dict, labels: dict) -> list[dict]:
+    """The processes table's rows; CPU time and the wait for a CPU empty where the trace's end
+    has none (a killed process, an older trace)."""
+    def maybe(us):
+        return units.duration(us) if us is not None else ""
+
     out = []
     for p in S["processes"][:TABLE_ROWS]:
         out.append(dict(p, label=labels[(p["host"], p["pid"])], wall=units.duration(p.get("wall_us") or p["app_us"]),
                         io=units.duration(p["io_us"]), io_free=units.duration(p["io_not_overlapped_us"]),
-                        compute=units.duration(p["compute_us"]), read=units.size(p["bytes_read"]),
+                        compute=units.duration(p["compute_us"]), cpu=maybe(p.get("cpu_us")),
+                        cpu_wait=maybe(p.get("cpu_wait_us")), read=units.size(p["bytes_read"]),
                         written=units.size(p["bytes_written"]), share=f"{100 * p['io_share_of_wall']:.1f}%"))
     return out
 

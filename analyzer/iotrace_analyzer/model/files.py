@@ -73,24 +73,41 @@ def py_sum(x) -> float:
 class Columns:
     """Columns of `src` (arrays) and columns made of them when read (`fns`: key -> function of
     a getter of other columns), not kept: a million files' times in µs and their use and
-    creation parts are 120 MB. A value of one row is made of that row's values only (at)."""
+    creation parts are 120 MB. A value of one row is made of that row's values only (at).
+    `order`: the rows as read, as rows of src (None: as they are)."""
 
-    def __init__(self, src: dict, fns: dict | None = None):
-        self.src, self.fns = src, fns or {}
+    def __init__(self, src: dict, fns: dict | None = None, order: np.ndarray | None = None):
+        self.src, self.fns, self.order = src, fns or {}, order
+        self._ordered: dict = {}  # id of an array of src -> its rows in order
+
+    def in_order(self, order: np.ndarray) -> Columns:
+        return Columns(self.src, self.fns, order)
+
+    def _src(self, key: str) -> np.ndarray:
+        """An array of src in order: gathered at its first read, in the narrow type a task sent
+        it in (half the bytes to gather at random), and kept (the rules read some forty
+        columns of a million rows, many twice: a gather at each read was 0.5 s). The same
+        array under two keys is gathered once."""
+        a = self.src[key]
+        if self.order is None:
+            return a
+        b = self._ordered.get(id(a))
+        if b is None:  # (two threads may both gather it: the same rows)
+            b = self._ordered[id(a)] = a[self.order]
+        return b
 
     def __getitem__(self, key: str) -> np.ndarray:
-        return _int64(self.src[key]) if key in self.src else self.fns[key](self.__getitem__)
+        return _int64(self._src(key)) if key in self.src else self.fns[key](self.__getitem__)
 
-    def take(self, key: str, order: np.ndarray) -> np.ndarray:
-        """The column's rows in this order: a column of src gathered in the narrow type a task
-        sent it in, then widened (half the bytes to gather at random)."""
-        return _int64(self.src[key][order]) if key in self.src else self[key][order]
+    def at(self, key: str, i: int):
+        j = i if self.order is None else int(self.order[i])
+        return self._at(key, j)
 
-    def at(self, key: str, j: int):
+    def _at(self, key: str, j: int):
         if key in self.src:
             return self.src[key][j].item()
         return self.fns[key](lambda k: _int64(self.src[k][j:j + 1]) if k in self.src else
-                             np.asarray([self.at(k, j)]))[0].item()
+                             np.asarray([self._at(k, j)]))[0].item()
 
 
 SORT_APART_FILES = 100_000  # files from which their order is sorted on a thread of its own
@@ -113,8 +130,9 @@ class FileTable:
 
     def __init__(self, cols: Columns, file: pa.Array, fhash: pa.Array, cls: np.ndarray,
                  order: np.ndarray | None = None):
-        self._base, self._file, self._fhash = cols, file, fhash
-        self._order = order  # None: the columns are in order
+        self._base = cols if order is None else cols.in_order(order)  # (each column when first read)
+        self._file, self._fhash = file, fhash
+        self._order = order  # None: the names are in order
         self._cols: dict = {}
         self.cls = cls if order is None else cls[order]  # indices into file_class.CLASSES
         self.has_samples: np.ndarray | None = None  # per row, offset samples (None: not known)
@@ -128,9 +146,9 @@ class FileTable:
         return len(self.cls)
 
     def __getitem__(self, key: str) -> np.ndarray:
-        """A column in order: made each time it is asked for (the rules ask for some twenty
-        columns, a million rows each: kept, they were 160 MB)."""
-        return self._base[key] if self._order is None else self._base.take(key, self._order)
+        """A column: made each time it is asked for of the narrow sums (the rules ask for some
+        twenty columns, a million rows each: kept as int64 and float, they were 160 MB)."""
+        return self._base[key]
 
     def _strings(self, key: str, a: pa.Array) -> pa.Array:
         if self._order is None:
@@ -160,7 +178,7 @@ class FileTable:
         out = {"file": self._file[j].as_py(), "fhash": self._fhash[j].as_py(),
                "class": file_class.CLASSES[self.cls[int(i)]]}
         for k in ROW_KEYS[3:]:
-            out[k] = self._base.at(k, j)
+            out[k] = self._base.at(k, int(i))
         return out
 
     def rows(self, idx) -> list[dict]:

@@ -200,10 +200,14 @@ def open_part(out_dir: str, name: str, schema: pa.Schema) -> tuple[pq.ParquetWri
     # each page is compressed with a zstd context of its own, and most columns (fd2, bytes,
     # errno, ...) are a few bytes a page. Writing the 1M-files job's 9M events: CPU 2.4-2.6 ->
     # 1.9-2.2 s, the file 0.7% smaller.
+    # pid and tid, required and the same row after row, PLAIN: zstd makes the runs as small,
+    # for half the CPU of deltas (9M events: 0.08 -> 0.04 s each).
     ints = [f.name for f in schema if f.type == pa.int64()]
+    enc = {k: "PLAIN" if k in ("pid", "tid") and not schema.field(k).nullable else "DELTA_BINARY_PACKED"
+           for k in ints}
     w = pq.ParquetWriter(path, schema, compression="zstd", compression_level=1,
                          use_dictionary=[f.name for f in schema if pa.types.is_dictionary(f.type)],
-                         column_encoding={k: "DELTA_BINARY_PACKED" for k in ints},
+                         column_encoding=enc,
                          write_statistics=["pid", "tid", "ts_ns"], max_rows_per_page=PAGE_ROWS)
     return w, path
 

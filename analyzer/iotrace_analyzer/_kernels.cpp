@@ -1201,14 +1201,70 @@ py::array_t<int64_t> order_by_key_then_name(
 // it) and the tail of the name from its first '.' (the whole name when it has none), each as
 // codes into its distinct values, in order of first appearance. Flags per path: 1, no '/'
 // (no folder: code -1); 2, ends with a newline (a regex's `$` also matches before it).
+// Distinct strings -> 0, 1, 2... in the order they came: open addressing, at most half full,
+// on a hash of 8 bytes at a time kept beside each index: no node to follow, a string compared
+// only when the hashes match (path_parts of a million paths in a thousand folders: 106 -> 83 ns
+// a path, against std::unordered_map).
+class ViewIndex {
+ public:
+  std::vector<std::string_view> list;
+
+  int32_t add(std::string_view v) {
+    if ((list.size() + 1) * 2 > table_.size()) grow();
+    const uint64_t h = hash(v);
+    for (size_t i = h & mask_;; i = (i + 1) & mask_) {
+      Entry& e = table_[i];
+      if (e.index < 0) {
+        e = Entry{h, int32_t(list.size())};
+        list.push_back(v);
+        return e.index;
+      }
+      if (e.hash == h && list[size_t(e.index)] == v) return e.index;
+    }
+  }
+
+ private:
+  struct Entry {
+    uint64_t hash = 0;
+    int32_t index = -1;
+  };
+  std::vector<Entry> table_;
+  size_t mask_ = 0;
+
+  static uint64_t hash(std::string_view v) {
+    uint64_t h = 0x9E3779B97F4A7C15ull ^ v.size();
+    size_t i = 0;
+    for (; i + 8 <= v.size(); i += 8) {
+      uint64_t w;
+      memcpy(&w, v.data() + i, 8);
+      h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
+      h ^= h >> 29;
+    }
+    uint64_t w = 0;
+    if (i < v.size()) memcpy(&w, v.data() + i, v.size() - i);
+    h = (h ^ w) * 0xC2B2AE3D27D4EB4Full;
+    return h ^ (h >> 32);
+  }
+  void grow() {
+    std::vector<Entry> old(table_.empty() ? 64 : table_.size() * 2);
+    old.swap(table_);
+    mask_ = table_.size() - 1;
+    for (const Entry& e : old) {
+      if (e.index < 0) continue;
+      size_t i = e.hash & mask_;
+      while (table_[i].index >= 0) i = (i + 1) & mask_;
+      table_[i] = e;
+    }
+  }
+};
+
 py::tuple path_parts(I64 offsets, py::array_t<uint8_t, py::array::c_style> data) {
   const int64_t n = offsets.shape(0) - 1;
   const int64_t* off = offsets.data();
   const char* d = reinterpret_cast<const char*>(data.data());
   std::vector<int32_t> dir_code(size_t(n > 0 ? n : 0)), tail_code(size_t(n > 0 ? n : 0));
   std::vector<uint8_t> flags(size_t(n > 0 ? n : 0), 0);
-  std::unordered_map<std::string_view, int32_t> dirs, tails;
-  std::vector<std::string_view> dir_list, tail_list;
+  ViewIndex dirs, tails;
   {
     py::gil_scoped_release nogil;
     for (int64_t i = 0; i < n; i++) {
@@ -1222,23 +1278,18 @@ py::tuple path_parts(I64 offsets, py::array_t<uint8_t, py::array::c_style> data)
         flags[size_t(i)] |= 1;
         dir_code[size_t(i)] = -1;
       } else {
-        std::string_view dv(s, size_t(slash - 1 - s));
-        auto it = dirs.try_emplace(dv, int32_t(dir_list.size()));
-        if (it.second) dir_list.push_back(dv);
-        dir_code[size_t(i)] = it.first->second;
+        dir_code[size_t(i)] = dirs.add(std::string_view(s, size_t(slash - 1 - s)));
       }
       const char* dot = name;
       while (dot < e && *dot != '.') dot++;
       std::string_view tv = dot < e ? std::string_view(dot, size_t(e - dot))
                                     : std::string_view(name, size_t(e - name));
-      auto it = tails.try_emplace(tv, int32_t(tail_list.size()));
-      if (it.second) tail_list.push_back(tv);
-      tail_code[size_t(i)] = it.first->second;
+      tail_code[size_t(i)] = tails.add(tv);
     }
   }
   py::list dl, tl;
-  for (auto v : dir_list) dl.append(py::str(v.data(), v.size()));
-  for (auto v : tail_list) tl.append(py::str(v.data(), v.size()));
+  for (auto v : dirs.list) dl.append(py::str(v.data(), v.size()));
+  for (auto v : tails.list) tl.append(py::str(v.data(), v.size()));
   return py::make_tuple(give_array(std::move(dir_code)), dl, give_array(std::move(tail_code)), tl,
                         give_array(std::move(flags)));
 }

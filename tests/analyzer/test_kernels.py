@@ -294,3 +294,33 @@ def test_files_ordered_by_time_then_name_as_arrow_sorts(ties, names):
     assert got.dtype == np.int64 and got.tolist() == want.tolist()
     with pytest.raises(ValueError, match="offsets"):
         _kernels.order_by_key_then_name(t[:-1], off, data)
+
+
+def _path_parts_reference(paths):
+    """path_parts in Python: per path its folder's and its name tail's code (each numbered in
+    the order first met; -1: no '/'), and the flags 1 (no '/') and 2 (a final newline)."""
+    dirs, tails, dc, tc, flags = {}, {}, [], [], []
+    for p in paths:
+        cut = p.rfind("/")
+        name = p[cut + 1:]
+        dc.append(dirs.setdefault(p[:cut], len(dirs)) if cut >= 0 else -1)
+        dot = name.find(".")
+        tc.append(tails.setdefault(name[dot:] if dot >= 0 else name, len(tails)))
+        flags.append((cut < 0) | (p.endswith("\n") << 1))
+    return dc, list(dirs), tc, list(tails), flags
+
+
+def test_path_parts_numbers_folders_and_tails_in_order():
+    """A few thousand paths in hundreds of folders (the index grows past its first table),
+    with the odd ones: no '/', a root file, an empty path, dots in folders, a final newline."""
+    rng = np.random.default_rng(3)
+    paths = [f"/data/d{rng.integers(700):03d}/x.y/f{i}{rng.choice(['.bin', '.tar.gz', '', '.'])}"
+             for i in range(5000)]
+    paths += ["noslash.txt", "/root.log", "", "/", "a/b.c.d", "/data/d001/x.y/f\n", "//double"]
+    rng.shuffle(paths)
+    enc = [p.encode() for p in paths]
+    off = np.cumsum([0] + [len(b) for b in enc]).astype(np.int64)
+    dir_code, dirs, tail_code, tails, flags = _kernels.path_parts(off, np.frombuffer(b"".join(enc) or b"\0", np.uint8))
+    ref = _path_parts_reference(paths)
+    assert len(ref[1]) > 700
+    assert (dir_code.tolist(), dirs, tail_code.tolist(), tails, flags.tolist()) == ref

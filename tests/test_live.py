@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import random
+import re
 import shutil
 import signal
 import struct
@@ -182,10 +183,12 @@ def test_segments_the_writer_had_ahead_keep_their_records(cprog, tmp_path, data_
     zeros = [line for line in log.read_text().splitlines() if "pwritev(" in line and ".live>" in line
              and "/pool_killed-" in line]  # strace's own image in that process had one too
     assert all('iov_base="\\0\\0\\0\\0' in line for line in zeros)  # zeros, nothing else
-    # The first part of the file, by the process as it starts; the rest by its writer, ahead.
+    # The first part of the file, by the process as it starts (offset 0); the rest of its first
+    # segment by the threads that carve into it (zero_first), in steps; past it, by the writer.
     first = [line for line in zeros if line.startswith(f"{pool.pid} ")]
     assert len(first) == 1 and ", 0) = " in first[0]
-    assert [line for line in zeros if not line.startswith(f"{pool.pid} ")]
+    offsets = sorted(int(re.search(r", (\d+)\) = \d+$", line)[1]) for line in zeros)
+    assert offsets[0] == 0 and len(offsets) >= 3
     ts = TraceSet.load(out)
     (f,) = [f for f in ts.files if f.pid == pool.pid and f.name.startswith("pool_killed")]  # after the exec
     assert f.end["reason"] == "killed" and not f.bad_lines
@@ -196,6 +199,28 @@ def test_segments_the_writer_had_ahead_keep_their_records(cprog, tmp_path, data_
         evs = by_file[str(data_dir / f"t{i}")]
         assert [e["args"]["offset"] for e in evs] == list(range(writes)), i
         assert len({e["tid"] for e in evs}) == 1
+
+
+def test_a_pool_after_the_fds_are_used_up_keeps_every_record(cprog, tmp_path, data_dir):
+    """A program that used up its fds (RLIMIT_NOFILE 32, /dev/null opened until EMFILE), then
+    starts 64 threads recording ~1 MiB: the tracer can open no fd to make its live file's
+    pages ready (its first segment's rest, the writer's next segments), so it has them through
+    the mapping. The program opens as many files as untraced, and every pwrite of every thread
+    is in the trace once, in its order, with its thread."""
+    exe = cprog("pool_no_fds.c", name="pool_no_fds", flags=("-pthread",))
+    threads, writes = 64, 300
+    cmd = [exe, data_dir / "out", str(threads), str(writes)]
+    plain = run_plain(cmd)
+    assert (plain.returncode, plain.stdout) == (0, f"fds 28 wrote {threads * writes}\n"), plain
+    ts = run_traced(cmd, tmp_path, include=[data_dir])
+    assert ts.stdout == plain.stdout
+    evs = ts.events(name=("pwrite", "pwrite64"), fname=data_dir / "out")
+    assert len(evs) == threads * writes
+    by_tid = {}
+    for e in evs:
+        by_tid.setdefault(e["tid"], []).append(e["args"]["offset"])
+    assert sorted(by_tid.values()) == [list(range(i * writes, (i + 1) * writes)) for i in range(threads)]
+    assert (data_dir / "out").stat().st_size == threads * writes
 
 
 def test_recovered_trace_keeps_the_process_header(tmp_path, data_dir):

@@ -35,13 +35,16 @@ constexpr uint64_t kPage = 4096;
 constexpr int kMinClass = 12;  // 4 KiB: a thread's first chunk; most threads need no more
 constexpr int kMaxClass = 31;
 constexpr uint64_t kMaxSpare = 4 << 20;  // the most the writer has ready ahead
-// The part mapped at start, its zeros written then: small processes' all, and a first pool's
-// chunks (128 threads' first pages). A written page costs ~0.7 us (a large folio's pwrite; a
-// thread's first touch then maps it whole), where one populated on a thread costs 3.5-5 us
-// and holds the mmap lock that the pool's own thread starts wait on: a pool of 128 threads'
-// part 1.18-1.27 -> 1.08-1.17 of untraced (threads_bench), for ~70 us and 330 KiB of page
-// cache (RSS) more in every process (a traced `cat` with its shell: +2.5 % of its wall time).
+// The part mapped at start (small processes' all, and a first pool's chunks: 128 threads' first
+// pages). Its pages are written with zeros before threads touch them: a written page costs
+// ~0.7 us (a large folio's pwrite; a thread's first touch then maps it whole), where one
+// populated on a thread costs 3.5-5 us and holds the mmap lock that the pool's own thread starts
+// wait on: a pool of 128 threads' part 1.18-1.27 -> 1.08-1.17 of untraced (threads_bench).
 constexpr uint64_t kFirstSegment = 512 << 10;
+// Of it, what is written at start; the rest as carving reaches it, doubling (zero_first): a
+// process of a few threads writes, and at its end frees, 128 KiB of zeros, not 512 (each
+// written page costs it ~1.5 us in all: its write, its page, and freeing it at the end).
+constexpr uint64_t kFirstZeros = 128 << 10;
 constexpr uint64_t kLeastFirst = 64 << 10;  // where a small disk or file size limit leaves less
 
 uint64_t page_up(uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }
@@ -90,6 +93,9 @@ struct Region {
   bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
   uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
   bool populating = false;                  // a thread is having the next blocks, unlocked
+  // Bytes of segment 0 written with zeros so far (zero_first); its rest is a hole no thread has.
+  uint64_t first_zeroed = 0;
+  bool first_fallocate = false;  // a write there may not have its blocks: fallocate them first
   // Ranges given back (a populate that failed on a full disk: MADV_REMOVE), counted: a
   // populate ahead that ran meanwhile may have had blocks there that are gone now, so it
   // does not move the frontier past them (populate_ahead).
@@ -160,6 +166,33 @@ bool write_reserves_blocks(const struct statfs& fs) {
       return true;
     default:
       return false;
+  }
+}
+
+// Segment 0 written with zeros up to `end` at least (doubling what is written, within it), under
+// the lock, before a chunk there is handed out. Only ever past the carving: no thread has those
+// pages. Where no fd can be had (fds used up, a seccomp filter, credentials dropped) or no room,
+// the rest is had chunk by chunk through the mapping, as a grown segment's is (chunk_ready).
+void zero_first(uint64_t end) {
+  const uint64_t seg = g.h->segment[0].size;
+  if (g.anon || g.first_zeroed >= seg || end <= g.first_zeroed) return;
+  uint64_t to = g.first_zeroed * 2;
+  if (to < end) to = page_up(end);
+  if (to > seg) to = seg;
+  const uint64_t off = g.h->segment[0].offset + g.first_zeroed, size = to - g.first_zeroed;
+  int saved = errno;
+  long fd = reopen();
+  bool ok = fd >= 0 &&
+            (!g.first_fallocate || syscall(SYS_fallocate, fd, 0, long(off), long(size)) == 0) &&
+            write_zeros(fd, off, size);
+  if (fd >= 0) syscall(SYS_close, fd);
+  errno = saved;
+  if (ok) {
+    g.first_zeroed = to;
+  } else {
+    g.seg_ready[0] = false;
+    g.seg_populated = g.first_zeroed;
+    g.first_zeroed = seg;
   }
 }
 
@@ -357,6 +390,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
   if (g.seg_used + bytes > seg) {
+    if (n == 1) zero_first(seg);  // its rest becomes free chunks
     for (int c = cls - 1; c >= kMinClass; c--) {
       uint64_t b = uint64_t(1) << c;
       while (g.seg_used + b <= seg) {
@@ -380,6 +414,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
     }
   }
   n = g.h->n_segments.load(std::memory_order_relaxed);
+  if (n == 1) zero_first(g.seg_used + bytes);
   auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
   *fresh = !g.anon && !g.seg_ready[n - 1] && g.seg_used + bytes > g.seg_populated;
   g.seg_used += bytes;
@@ -445,10 +480,11 @@ bool region_create(const RegionSetup& s) {
     shrink_first(within_free_space(16 * kFirstSegment) < 16 * kFirstSegment ? least : first);
     reserves = write_reserves_blocks(sfs);
   }
+  const uint64_t zeros = first < kFirstZeros ? first : kFirstZeros;
   bool ok = fd >= 0 && syscall(SYS_fstat, fd, &st) == 0 &&
             syscall(SYS_ftruncate, fd, long(size)) == 0 &&
-            (reserves || syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + first)) == 0) &&
-            write_zeros(fd, 0, head_bytes + first);  // its pages too: the first threads' chunks
+            (reserves || syscall(SYS_fallocate, fd, 0, 0L, long(head_bytes + zeros)) == 0) &&
+            write_zeros(fd, 0, head_bytes + zeros);  // its pages too: the first threads' chunks
   int err = errno;
   long m = ok ? syscall(SYS_mmap, nullptr, head_bytes + first, PROT_READ | PROT_WRITE, MAP_SHARED,
                         fd, 0L)
@@ -498,6 +534,8 @@ bool region_create(const RegionSetup& s) {
   h->ns0 = now_ns();
   h->segment[0] = live::Segment{head_bytes, first};
   g.seg_ready[0] = true;  // its blocks had with the file, by the zeros (or memory of our own)
+  g.first_zeroed = g.anon ? first : zeros;
+  g.first_fallocate = !reserves;
   for (int i = 1; i < live::kMaxSegments; i++) g.seg_ready[i] = false;
   g.seg_addr[0] = base + head_bytes;
   g.chunk_bytes = first;

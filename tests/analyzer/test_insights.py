@@ -519,3 +519,59 @@ def test_every_rule_documented():
         for k in keys:
             assert f"`{rid}.{k}`" in doc, (rid, k)
     assert set(insights.RULES) == set(insights.THRESHOLDS)
+
+
+def _mpi_job(outside_cpu_s: float, outside_wait_s: float, cpu_wait_s: float, late_s: float = 0.0) -> dict:
+    """A summary of 4 ranks on one host, each run 4 s (MPI_Init's end to MPI_Finalize's start):
+    1 s in MPI calls, and outside them `outside_cpu_s` of CPU and `outside_wait_s` of nothing (a
+    CPU waited for); the kernel's cpu_wait of each process `cpu_wait_s` (its MPI waits too, where
+    the library polls). Rank 3 keeps each other rank waiting `late_s` in collective calls."""
+    ranks, procs = [], []
+    for r in range(4):
+        pid = 100 + r
+        run = 1e6 + (outside_cpu_s + outside_wait_s) * 1e6
+        ranks.append(dict(rank=r, host="n1", pid=pid, run_us=run, mpi_us=1e6, mpiio_us=0.0, posix_us=0.0,
+                          own_cpu_us=outside_cpu_s * 1e6, slow_wait_us=0.0 if r == 3 else late_s * 1e6,
+                          caused_wait_us=3 * late_s * 1e6 if r == 3 else 0.0, bytes_read=0, bytes_written=0,
+                          posix_bytes_read=0, posix_bytes_written=0, io_events=10, data_us=0.0,
+                          host_cpu_wait_us=None))
+        procs.append(dict(host="n1", pid=pid, rank=r, role="exec", wall_us=run + 0.2e6, cpu_us=outside_cpu_s * 1e6,
+                          cpu_wait_us=cpu_wait_s * 1e6, mpi_cpu_us=0.1e6))
+    return dict(processes=procs, mpi=dict(ranks=ranks, collective_ops=dict(top=[])))
+
+
+@pytest.mark.parametrize("outside_cpu_s, outside_wait_s, cpu_wait_s, named", [
+    (1.0, 2.0, 2.5, True),    # 2 s of a 4 s run outside MPI with no CPU: every rank short of CPUs
+    (1.0, 2.0, 0.5, False),   # the kernel saw 0.5 s of waiting: the rest was not for a CPU (sleeps)
+    (3.0, 0.0, 2.5, False),   # their time outside MPI was all CPU: the waiting was inside MPI (polling)
+    (1.0, 0.4, 2.5, False),   # 0.4 s of a 2.4 s run: under the share
+])
+def test_mpi_ranks_short_of_cpus_alike(outside_cpu_s, outside_wait_s, cpu_wait_s, named):
+    """No straggler to tell (every rank as slow), yet the ranks waited for a CPU outside their
+    MPI calls: cpu-starved names them all, with the time outside MPI that was neither CPU nor I/O
+    (at most the kernel's cpu_wait), not the time the ranks polled inside MPI waits."""
+    S = _mpi_job(outside_cpu_s, outside_wait_s, cpu_wait_s)
+    f = insights.cpu_starved(S, None, insights.thresholds()["cpu-starved"])
+    if not named:
+        assert f is None, f
+        return
+    assert f["title"] == ("4 MPI ranks waited for a CPU outside MPI calls, up to 50% of their run (rank 0: 2.0 s "
+                          "of 4.0 s): the host's CPUs were short")
+    rows = f["evidence"]["processes"]
+    assert sorted(r["rank"] for r in rows) == [0, 1, 2, 3]
+    assert all(r["cpu_wait_us"] == 2e6 and r["run_us"] == 4e6 for r in rows)
+    assert f["evidence"]["cpu_wait_us"] == 8e6
+
+
+def test_a_straggler_that_did_more_work_leaves_the_ranks_alone():
+    """Rank 3 keeps the others waiting and did more I/O than they (collective-wait's case): even
+    if every rank waited for a CPU outside MPI, cpu-starved says nothing of the ranks; the
+    straggler is the story."""
+    T = insights.thresholds()["cpu-starved"]
+    S = _mpi_job(1.0, 2.0, 2.5, late_s=1.0)
+    for r in S["mpi"]["ranks"]:
+        r["host_cpu_wait_us"] = 10e6  # the host short of CPUs all along
+    # the same work: the straggler was short of CPU (the rank branch)
+    assert "for rank 3, which did the same work" in insights.cpu_starved(S, None, T)["title"]
+    S["mpi"]["ranks"][3]["io_events"] = 100
+    assert insights.cpu_starved(S, None, T) is None

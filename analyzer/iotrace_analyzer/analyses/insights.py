@@ -1165,7 +1165,7 @@ def cpu_starved(S, D, T):
     waited for a CPU a good part of their run (_short_of_cpus)."""
     found = _straggler(S, T)
     if found is None:
-        return _short_of_cpus(S, T)
+        return _short_of_cpus(S, T, ranks_too=True)
     ranks, share, late, _caused = found
     if not _starved(ranks, late, T["same_work"]):
         return _short_of_cpus(S, T)
@@ -1182,13 +1182,13 @@ def cpu_starved(S, D, T):
          "daemon): the rank waited for a CPU, not for its I/O"])
 
 
-def _short_of_cpus(S, T):
+def _short_of_cpus(S, T, ranks_too: bool = False):
     """Processes whose main thread was runnable with no CPU to run on (the tracer's cpu_wait)
     for a good share of their wall time: more busy processes and threads than the CPUs they
     have, or other programs beside them. Time the job spent neither computing nor in I/O, that
-    neither faster storage nor more workers would give back. Not MPI ranks: a library polling in
-    its waits keeps every rank runnable, and their lack of CPU is told by the waits it causes
-    (the rank branch of cpu-starved, collective-wait)."""
+    neither faster storage nor more workers would give back. MPI ranks only with `ranks_too`
+    (no straggler to tell: every rank short alike), and only for their waiting outside MPI
+    calls (_rank_cpu_wait): a library polling in its waits keeps every rank runnable."""
     hits = []
     for p in S["processes"]:
         wait, wall = p.get("cpu_wait_us"), p.get("wall_us", 0)
@@ -1196,26 +1196,51 @@ def _short_of_cpus(S, T):
             continue
         if wait >= T["min_wait_s"] * 1e6 and wait / wall >= T["wait_share"]:
             hits.append((wait / wall, p))
+    for wait, run, p in _rank_cpu_wait(S) if ranks_too else ():
+        if wait >= T["min_wait_s"] * 1e6 and wait / run >= T["wait_share"]:
+            hits.append((wait / run, dict(p, wall_us=run, cpu_wait_us=round(wait, 3), run=True)))
     if not hits:
         return None
     hits.sort(key=lambda h: (-h[0], h[1]["pid"]))
     v, worst = hits[0]
     total = sum(p["cpu_wait_us"] for _, p in hits)
     waited = f"{worst['cpu_wait_us'] / 1e6:.1f} s of {worst['wall_us'] / 1e6:.1f} s"
-    title = (f"pid {worst['pid']} waited for a CPU {100 * v:.0f}% of its run ({waited})" if len(hits) == 1
-             else f"{len(hits)} processes waited for a CPU, up to {100 * v:.0f}% of their run "
-                  f"(pid {worst['pid']}: {waited})")
+    ranks = all(p.get("rank") is not None and p.get("mpi_cpu_us") is not None for _, p in hits)
+    who, where = (f"rank {worst['rank']}", " outside MPI calls") if ranks else (f"pid {worst['pid']}", "")
+    title = (f"{who} waited for a CPU{where} {100 * v:.0f}% of its run ({waited})" if len(hits) == 1
+             else f"{len(hits)} {'MPI ranks' if ranks else 'processes'} waited for a CPU{where}, up to "
+                  f"{100 * v:.0f}% of their run ({who}: {waited})")
+    todo = (["Run no more ranks and threads per node than it has cores (mpirun --map-by core, Slurm "
+             "--ntasks-per-node, OMP_NUM_THREADS), and bind them (--bind-to core)"] if ranks else
+            ["Run no more busy processes and threads than the CPUs the job has: loader or pool workers "
+             "(num_workers, Pool size), threads per process (OMP_NUM_THREADS, torch.set_num_threads), and "
+             "the CPUs asked of the batch system (Slurm --cpus-per-task)"])
     return _finding(
         "cpu-starved", "warn", title + ": the host's CPUs were short", v, T["wait_share"],
-        dict(processes=[dict(host=p["host"], pid=p["pid"], role=p.get("role"), wall_us=p["wall_us"],
+        dict(processes=[dict(host=p["host"], pid=p["pid"], **({"rank": p["rank"]} if p.get("rank") is not None else {}),
+                             role=p.get("role"), **{"run_us" if p.get("run") else "wall_us": p["wall_us"]},
                              cpu_us=p.get("cpu_us"), cpu_wait_us=p["cpu_wait_us"], wait_share=round(s, 6))
                         for s, p in hits[:10]],
              cpu_wait_us=round(total, 3)),
-        ["Run no more busy processes and threads than the CPUs the job has: loader or pool workers "
-         "(num_workers, Pool size), threads per process (OMP_NUM_THREADS, torch.set_num_threads), and "
-         "the CPUs asked of the batch system (Slurm --cpus-per-task)",
+        [*todo,
          "Look for other programs on the host (a shared node's other jobs, a busy daemon): the time "
          "waiting for a CPU is neither compute nor I/O, and faster storage would not give it back"])
+
+
+def _rank_cpu_wait(S) -> list:
+    """(waiting for a CPU outside MPI calls, run, process) of each MPI rank, its run from
+    MPI_Init's end to MPI_Finalize's start: of the time outside MPI calls, what was neither its
+    own CPU time nor POSIX I/O, at most its cpu_wait (a rank polling in MPI waits is runnable
+    there too, which says nothing of its work)."""
+    procs = {(p["host"], p["pid"]): p for p in S["processes"] if p.get("mpi_cpu_us") is not None}
+    out = []
+    for r in (S.get("mpi") or {}).get("ranks", []):
+        p = procs.get((r["host"], r["pid"]))
+        if p is None or p.get("cpu_wait_us") is None or r.get("own_cpu_us") is None or not r["run_us"]:
+            continue
+        outside = r["run_us"] - r["mpi_us"] - r["mpiio_us"] - r["posix_us"] - r["own_cpu_us"]
+        out.append((min(p["cpu_wait_us"], max(outside, 0.0)), r["run_us"], p))
+    return out
 
 
 def metadata_storm(S, D, T):

@@ -170,10 +170,11 @@ bool write_reserves_blocks(const struct statfs& fs) {
 }
 
 // Segment 0 written with zeros up to `end` at least (doubling what is written, within it), under
-// the lock, before a chunk there is handed out. Only ever past the carving: no thread has those
-// pages. Where no fd can be had (fds used up, a seccomp filter, credentials dropped) or no room,
+// the lock, before a chunk there is handed out; out of line, so that carve's frame on the
+// program's stack stays small. Only ever past the carving: no thread has those pages. Where no
+// fd can be had (fds used up, a seccomp filter, credentials dropped) or no room,
 // the rest is had chunk by chunk through the mapping, as a grown segment's is (chunk_ready).
-void zero_first(uint64_t end) {
+__attribute__((noinline, cold)) void zero_first(uint64_t end) {
   const uint64_t seg = g.h->segment[0].size;
   if (g.anon || g.first_zeroed >= seg || end <= g.first_zeroed) return;
   uint64_t to = g.first_zeroed * 2;
@@ -390,7 +391,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
   if (g.seg_used + bytes > seg) {
-    if (n == 1) zero_first(seg);  // its rest becomes free chunks
+    if (n == 1 && seg > g.first_zeroed) zero_first(seg);  // its rest becomes free chunks
     for (int c = cls - 1; c >= kMinClass; c--) {
       uint64_t b = uint64_t(1) << c;
       while (g.seg_used + b <= seg) {
@@ -414,7 +415,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
     }
   }
   n = g.h->n_segments.load(std::memory_order_relaxed);
-  if (n == 1) zero_first(g.seg_used + bytes);
+  if (n == 1 && g.seg_used + bytes > g.first_zeroed) zero_first(g.seg_used + bytes);
   auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
   *fresh = !g.anon && !g.seg_ready[n - 1] && g.seg_used + bytes > g.seg_populated;
   g.seg_used += bytes;

@@ -43,7 +43,7 @@ constexpr uint64_t kMaxSpare = 4 << 20;  // the most the writer has ready ahead
 constexpr uint64_t kFirstSegment = 512 << 10;
 // Of it, what is written at start; the rest as carving reaches it, doubling (zero_first): a
 // process of a few threads writes, and at its end frees, 128 KiB of zeros, not 512 (each
-// written page costs it ~1.5 us in all: its write, its page, and freeing it at the end).
+// written page costs it ~2 us in all: its write, its page, and freeing it at the end).
 constexpr uint64_t kFirstZeros = 128 << 10;
 constexpr uint64_t kLeastFirst = 64 << 10;  // where a small disk or file size limit leaves less
 

@@ -247,6 +247,12 @@ void write_process_header(Out& o, const EncodeCtx& ctx) {
 
 bool core_start(bool preloaded) {
   KeepErrno keep;  // /sys or /proc may be missing: the program starts with errno 0
+  // Signals held while the files are made, as across fork (atfork_prepare): a process that a
+  // signal ends as it starts (a pool's spawned workers terminated at once) still leaves its
+  // trace, a header and a live file, not an empty file beside a live file cut short.
+  sigset_t all, was;
+  sigfillset(&all);
+  pthread_sigmask(SIG_SETMASK, &all, &was);
   pthread_mutex_lock(&g_start_mu);
   if (!g_started) {
     Guard g;
@@ -288,6 +294,7 @@ bool core_start(bool preloaded) {
   }
   bool ok = g_started && g_recording.load();
   pthread_mutex_unlock(&g_start_mu);
+  pthread_sigmask(SIG_SETMASK, &was, nullptr);
   return ok;
 }
 

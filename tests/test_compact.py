@@ -27,6 +27,7 @@ from collections import Counter
 from pathlib import Path
 
 import iotrace
+import iotrace_format
 import pytest
 import zstandard
 
@@ -193,6 +194,18 @@ def test_same_lines_in_both_forms(workload):
     assert len(strip(cp)) == sum(WORKLOAD_COUNTS.values()) == 132
     assert cp.counts() == WORKLOAD_COUNTS
 
+
+MIXED_WORKLOAD = r"""
+import os, sys, iotrace
+fd = os.open(os.path.join(sys.argv[1], "out"), os.O_CREAT | os.O_WRONLY, 0o644)
+for i in range(3000):
+    os.write(fd, b"x" * (i % 7 + 1))
+    if i % 3 == 0:
+        iotrace.instant("mark", i=i)
+    elif i % 5 == 0:
+        iotrace.counter("c", v=i)
+os.close(fd)
+"""
 
 PY_WORKLOAD = r"""
 import asyncio, os, sys, iotrace
@@ -683,15 +696,27 @@ def test_analyzer_agrees_on_both_forms(workload, tmp_path):
     assert calls(cp)["write"][1] == WORKLOAD_SIZE
 
 
-def test_decoded_columns_equal_the_rendered_lines(workload, many):
+def test_decoded_columns_equal_the_rendered_lines(workload, many, tmp_path):
     """The analyzer's column decoder gives, row for row, the values of the lines the same
     block renders to: frames of 65,536 rows whose args are present on some calls and null on
-    others (validity bits across every word boundary)."""
+    others (validity bits across every word boundary), and frames where span rows and text
+    rows (instants, counters) come between the I/O rows (the decoder stores I/O rows in place
+    and pushes the others: the columns change mode row by row)."""
     import pyarrow as pa
 
+    data = tmp_path / "data"
+    py = run_form("compact", [sys.executable, "-I", "-c", PY_WORKLOAD, data], data, tmp_path / "py")
+    kinds = kinds_of(only_file(py))
+    assert kinds[255] == 183 and kinds[0] and sum(n for k, n in kinds.items() if 0 < k < 255) == 66
+    # writes with an instant or a counter (text rows) right after some of them
+    mixed = run_form("compact", [sys.executable, "-I", "-c", MIXED_WORKLOAD, data], data, tmp_path / "mixed")
+    write = 1 + next(n for n, name, _cat, _family in iotrace_format.calls() if name == "write")
+    blocks = [(block_header(c), c) for _, _, c in frames(Path(only_file(mixed)).read_bytes())]
+    kind_rows = [c[h["columns_at"]:h["columns_at"] + h["lens"][0]] for h, c in blocks]
+    assert sum(k.count(bytes([write, 0])) for k in kind_rows) == 1000 + 400  # instants, counters
     ints = ("fd", "fd2", "size", "offset", "ret", "bytes", "errno", "flags", "mode")
     checked = 0
-    for ts in (workload["compact"], many["compact"]):
+    for ts in (workload["compact"], many["compact"], py, mixed):
         for _, _, content in frames(Path(only_file(ts)).read_bytes()):
             rows = pa.record_batch(_native.decode_compact(content)).to_pylist()
             lines = [e for e in map(json.loads, event_lines(render(content))) if e["ph"] != "M"]
@@ -699,12 +724,14 @@ def test_decoded_columns_equal_the_rendered_lines(workload, many):
             for r, e in zip(rows, lines):
                 a = e.get("args", {})
                 assert (r["ph"], r["name"], r["cat"], r["pid"], r["tid"]) == \
-                    (e["ph"], e["name"], e["cat"], e["pid"], e["tid"])
-                assert (r["ts_ns"], r["dur_ns"]) == (round(e["ts"] * 1000), round(e["dur"] * 1000))
+                    (e["ph"], e["name"], e.get("cat"), e["pid"], e["tid"])
+                assert (r["ts_ns"], r["dur_ns"]) == (round(e["ts"] * 1000),
+                                                     round(e["dur"] * 1000) if "dur" in e else None)
                 assert (r["fhash"], r["fhash2"]) == (a.get("fhash"), a.get("fhash2"))
                 assert {k: r[k] for k in ints} == {k: a.get(k) for k in ints}, e
             checked += len(rows)
-    assert checked == 132 + 145_082  # the workload's events, many's
+    py_events = sum(1 for e in (*py.events(), *mixed.events()) if e["ph"] != "M")
+    assert checked == 132 + 145_082 + py_events  # the workload's events, many's, the Python ones'
 
 
 # -- 7. iotrace cat ------------------------------------------------------------------------------

@@ -25,14 +25,15 @@ int32_t DictColumn::code(std::string_view s) {
       memcmp(data.data() + offs[last], s.data(), s.size()) == 0)
     return last;
   if (slots.size() < 2 * (values() + 1)) {  // keep the table at most half full
-    std::vector<int32_t> bigger(slots.empty() ? 64 : 2 * slots.size(), 0);
-    for (size_t c = 0; c < values(); c++) {
-      std::string_view v(data.data() + offs[c], size_t(offs[c + 1] - offs[c]));
-      size_t i = hash_bytes(v) & (bigger.size() - 1);
-      while (bigger[i]) i = (i + 1) & (bigger.size() - 1);
-      bigger[i] = int32_t(c + 1);
-    }
-    slots.swap(bigger);
+    slots.assign(slots.empty() ? 64 : 2 * slots.size(), 0);
+    while (slots.size() < 2 * (values() + 1)) slots.resize(2 * slots.size());
+    indexed = 0;
+  }
+  for (; indexed < values(); indexed++) {  // the values appended unhashed (append)
+    std::string_view v(data.data() + offs[indexed], size_t(offs[indexed + 1] - offs[indexed]));
+    size_t i = hash_bytes(v) & (slots.size() - 1);
+    while (slots[i]) i = (i + 1) & (slots.size() - 1);
+    slots[i] = int32_t(indexed + 1);
   }
   size_t i = hash_bytes(s) & (slots.size() - 1);
   while (int32_t c = slots[i]) {
@@ -46,7 +47,14 @@ int32_t DictColumn::code(std::string_view s) {
   data.append(s.data(), s.size());
   offs.push_back(int32_t(data.size()));
   slots[i] = c + 1;
+  indexed = values();
   return last = c;
+}
+
+int32_t DictColumn::append(std::string_view s) {
+  data.append(s.data(), s.size());
+  offs.push_back(int32_t(data.size()));
+  return int32_t(values() - 1);
 }
 
 void Validity::grow(size_t row) {

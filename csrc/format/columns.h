@@ -14,8 +14,10 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 struct ArrowSchema;
@@ -26,6 +28,28 @@ namespace iot {
 constexpr const char* kEventColumns[] = {
     "ph",  "name", "cat",    "pid", "tid",   "ts_ns", "dur_ns", "fhash", "fhash2", "fd",
     "fd2", "size", "offset", "ret", "bytes", "errno", "flags",  "mode",  "hhash",  "args"};
+
+// A vector's allocator whose resize leaves the new elements unset: the column decoder sizes a
+// block's columns ahead and stores each row's values at its index (decode.cc), so zeroing
+// them first would write every column twice.
+template <class T>
+struct NoInit : std::allocator<T> {
+  using std::allocator<T>::allocator;
+  template <class U>
+  struct rebind {
+    using other = NoInit<U>;
+  };
+  template <class U>
+  void construct(U* p) noexcept {
+    ::new (static_cast<void*>(p)) U;
+  }
+  template <class U, class... A>
+  void construct(U* p, A&&... a) {
+    ::new (static_cast<void*>(p)) U(std::forward<A>(a)...);
+  }
+};
+template <class T>
+using Slots = std::vector<T, NoInit<T>>;
 
 // Validity as Arrow's bitmap (bit set: valid), grown only by nulls: the words past the last
 // null are all valid and never stored, so a valid value costs nothing here, and the nulls are
@@ -39,11 +63,14 @@ struct Validity {
   }
   void valid_at(size_t) {}
   void grow(size_t row);
+  void cover(size_t rows) {  // words for rows [0, rows) at least
+    if (words.size() * 64 < rows) words.resize((rows + 63) / 64, ~uint64_t(0));
+  }
   int64_t nulls() const;
 };
 
 struct I64Column {
-  std::vector<int64_t> v;
+  Slots<int64_t> v;
   Validity valid;
   void add(int64_t x) {
     valid.valid_at(v.size());
@@ -58,13 +85,17 @@ struct I64Column {
 
 // Strings as int32 codes into a dictionary of distinct values (first seen, first coded).
 struct DictColumn {
-  std::vector<int32_t> codes;
+  Slots<int32_t> codes;
   Validity valid;
   std::string data;              // the values, back to back
   std::vector<int32_t> offs{0};  // value i is data[offs[i], offs[i + 1])
   std::vector<int32_t> slots;    // open addressing: code + 1, 0 empty
+  size_t indexed = 0;            // the values in `slots` (those after: appended, hashed later)
   int32_t last = -1;             // the previous code: runs of one value skip the hash
   int32_t code(std::string_view s);
+  // A value known to be new to the column, its code; hashed only if code() is called later
+  // (the compact decoder's file hashes: known new by their numbers).
+  int32_t append(std::string_view s);
   void add(std::string_view s) { add_code(code(s)); }
   void add_code(int32_t c) {
     valid.valid_at(codes.size());
@@ -78,7 +109,7 @@ struct DictColumn {
 };
 
 struct StrColumn {
-  std::vector<int32_t> offs{0};
+  Slots<int32_t> offs{0};
   std::string data;
   Validity valid;
   void add(std::string_view s) {

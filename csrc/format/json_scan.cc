@@ -316,7 +316,8 @@ bool take_name(std::string_view line, EventColumns& cols) {
 
 }  // namespace
 
-void scan_lines(const char* p, size_t n, EventColumns& cols) {
+void scan_lines(const char* p, size_t n, EventColumns& cols, void (*before_scan)(void*),
+                void* ctx) {
   const char* end = p + n;
   while (p < end) {
     const char* nl = static_cast<const char*>(memchr(p, '\n', size_t(end - p)));
@@ -332,7 +333,9 @@ void scan_lines(const char* p, size_t n, EventColumns& cols) {
     if (e > s && *s == '[') s++;  // "[" alone, or "[{...}" when the first event shares it
     if (e == s) continue;
     const std::string_view line(s, size_t(e - s));
-    if (!cols.names_apart || !take_name(line, cols)) scan_line(line, cols);
+    if (cols.names_apart && take_name(line, cols)) continue;
+    if (before_scan) before_scan(ctx);
+    scan_line(line, cols);
   }
 }
 

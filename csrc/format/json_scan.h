@@ -13,7 +13,10 @@
 namespace iot {
 
 // Every line of a block of text (each line may end in `,` or `]`; `[` lines are skipped).
-void scan_lines(const char* p, size_t n, EventColumns& cols);
+// `before_scan(ctx)`, when given, is called before a line that may add a row (any but a
+// file-name line taken apart): the compact decoder's columns are then made exact for pushes.
+void scan_lines(const char* p, size_t n, EventColumns& cols, void (*before_scan)(void*) = nullptr,
+                void* ctx = nullptr);
 
 // The args of one event: the known keys into their columns, the object itself into `args`
 // when it holds others. `body` is the object's text without its braces (a span row's args);

@@ -155,7 +155,7 @@ ZSTD_TRACES = (".iotc.zst", ".pfw.zst")  # per-process traces Perfetto cannot re
 def as_json_gz(trace: str, folder: str) -> tuple[str, list]:
     """Write the JSON text of a zstd per-process trace to FOLDER/<stem>.json.gz (gzip level 1:
     Perfetto reads gzip); returns (that path, the damage the reader found and read around)."""
-    from iotrace_format import reader  # zstandard + the format's own module only
+    from iotrace_format import reader  # the format's own module only
 
     path = os.path.join(folder, reader.trace_stem(trace) + ".json.gz")
     damage: list = []

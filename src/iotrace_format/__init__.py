@@ -1,10 +1,11 @@
 """iotrace_format: the trace format's read side, shared by the `iotrace` commands (`cat`,
-`view`), the analyzer and the exporter, and needing only `zstandard` and its own compiled
-module (no pyarrow, Dask or numba: it imports them never).
+`view`), the analyzer and the exporter, and needing only its own compiled module, which
+decompresses zstd itself (no pyarrow, Dask or numba: it imports them never).
 
 * `reader`: finding trace files, their frames and the damage in them, read around.
-* `_native`: compact blocks rendered to their JSON lines or decoded straight into columns,
-  JSON event lines (iotrace's JSON form, DFTracer 1.x and 2.x) scanned into the same columns.
+* `_native`: zstd frames decompressed (without the GIL), compact blocks rendered to their JSON
+  lines or decoded straight into columns, JSON event lines (iotrace's JSON form, DFTracer 1.x
+  and 2.x) scanned into the same columns.
 * `calls()`: the call table of csrc/format/calls.def (number, name, category, family);
   `IO_LAYERS`, `COUNTED_LAYERS`: the I/O layers those categories are; `LAYERS`: the layer split's.
 """

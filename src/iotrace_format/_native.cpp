@@ -3,6 +3,8 @@
 // DFTracer 1.x and 2.x) scanned into the same columns. Columns reach Python as Arrow arrays
 // through the Arrow PyCapsule interface (`pyarrow.record_batch(batch)`), without a copy.
 #include <pybind11/pybind11.h>
+#include <stdlib.h>
+#include <zstd.h>
 
 #include <string>
 
@@ -46,6 +48,54 @@ py::tuple arrow_c_array(Batch& b, py::object /*requested_schema*/) {
 }
 
 py::buffer_info bytes_of(const py::buffer& data) { return data.request(); }
+
+// One zstd frame's content, decompressed without the GIL (python-zstandard's decompressobj
+// holds it: the reader thread's decompression stopped the writer or the summarizing thread
+// beside it). A cut frame gives what its whole blocks hold, as a stream decoder does; a
+// damaged one its error and nothing.
+py::tuple inflate_frame(py::buffer data) {
+  py::buffer_info info = bytes_of(data);
+  const size_t n = size_t(info.size * info.itemsize);
+  char* out = nullptr;
+  size_t len = 0;
+  const char* err = nullptr;
+  {
+    py::gil_scoped_release nogil;
+    ZSTD_DCtx* dctx = ZSTD_createDCtx();
+    ZSTD_inBuffer in{info.ptr, n, 0};
+    size_t cap = n * 8 > (1u << 16) ? n * 8 : (1u << 16);  // a trace's frames: 5-8x
+    out = static_cast<char*>(malloc(cap));
+    if (!dctx || !out) err = "out of memory";
+    while (!err) {
+      ZSTD_outBuffer o{out, cap, len};
+      const size_t r = ZSTD_decompressStream(dctx, &o, &in);
+      const bool more = o.pos > len;
+      len = o.pos;
+      if (ZSTD_isError(r)) {
+        err = ZSTD_getErrorName(r);
+        break;
+      }
+      if (r == 0) break;  // the frame's end
+      // cut: the input used up and a call that gave nothing more (a last call after some
+      // output can still find the frame damaged, as python-zstandard's loop does)
+      if (in.pos == in.size && !more) break;
+      if (o.pos == cap) {
+        char* more = static_cast<char*>(realloc(out, cap * 2));
+        if (!more) {
+          err = "out of memory";
+          break;
+        }
+        out = more, cap *= 2;
+      }
+    }
+    ZSTD_freeDCtx(dctx);
+  }
+  py::object text = err ? py::bytes() : py::bytes(out ? out : "", len);
+  free(out);
+  return py::make_tuple(text,
+                        err ? py::object(py::str(std::string("zstd decompressor error: ") + err))
+                            : py::object(py::none()));
+}
 
 py::dict live_dict(const iot::RecoverResult& r) {
   py::dict d;
@@ -145,6 +195,9 @@ PYBIND11_MODULE(_native, m) {
       },
       "One compact frame's content -> (its JSON lines, damaged); None when it is not a compact "
       "frame");
+  m.def("inflate_frame", &inflate_frame, py::arg("data"),
+        "One zstd frame -> (its content, None), or (b'', the error) for a damaged frame; a cut "
+        "frame gives the content of its whole blocks");
   m.def(
       "decode_compact",
       [](py::buffer data, bool names_apart) {

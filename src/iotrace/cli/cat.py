@@ -13,7 +13,7 @@ def cat(args: argparse.Namespace) -> int:
     trace becomes DIR/<name>-<host>-<pid>.pfw.gz instead: the JSON form with gzip, which
     Perfetto opens as it is and DFTracer's tools read. Damage is read around and reported on
     stderr (exit status 1)."""
-    from iotrace_format import reader  # zstandard + the format's own module only
+    from iotrace_format import reader  # the format's own module only
 
     if args.output and os.path.exists(args.output) and not os.path.isdir(args.output):
         args.parser.error(f"argument -o/--output: {args.output} is a file: give a folder (made if missing)")

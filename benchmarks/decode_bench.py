@@ -97,19 +97,19 @@ def main() -> None:
         contents = [_native.inflate_frame(f)[0] for f in frames]
         events = sum(_native.decode_compact(c, True).rows for c in contents)
 
-        def inflate():
+        def inflate(frames=frames):
             for f in frames:
                 _native.inflate_frame(f)
 
-        def decode():
+        def decode(contents=contents):
             for c in contents:
                 _native.decode_compact(c, True)
 
-        def arrow():
+        def arrow(contents=contents):
             for c in contents:
                 pa.record_batch(_native.decode_compact(c, True))
 
-        def zstandard_inflate():
+        def zstandard_inflate(frames=frames):
             import zstandard
 
             d = zstandard.ZstdDecompressor()

@@ -151,7 +151,7 @@ struct ColumnRows {
     const size_t row = cols.rows;
     if (row >= cap) {
       flush_nulls();
-      cap = std::max({row + 1, hint, 2 * cap, size_t(64)});
+      cap = std::max({hint, 2 * row, size_t(64)});  // (rows past the hint: doubling)
       size_all(cap);
     }
     if ((row >> 6) != word) {

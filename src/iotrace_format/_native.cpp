@@ -85,12 +85,12 @@ py::tuple inflate_frame(py::buffer data) {
       // output can still find the frame damaged, as python-zstandard's loop does)
       if (in.pos == in.size && !more) break;
       if (o.pos == cap) {
-        char* more = static_cast<char*>(realloc(out, cap * 2));
-        if (!more) {
+        char* bigger = static_cast<char*>(realloc(out, cap * 2));
+        if (!bigger) {
           err = "out of memory";
           break;
         }
-        out = more, cap *= 2;
+        out = bigger, cap *= 2;
       }
     }
   }

@@ -183,15 +183,15 @@ def test_segments_the_writer_had_ahead_keep_their_records(cprog, tmp_path, data_
     zeros = [line for line in log.read_text().splitlines() if "pwritev(" in line and ".live>" in line
              and "/pool_killed-" in line]  # strace's own image in that process had one too
     assert all('iov_base="\\0\\0\\0\\0' in line for line in zeros)  # zeros, nothing else
-    # The first part of the file, by the process as it starts (offset 0); the rest of its first
-    # segment by the threads that carve into it (zero_first), in steps; past it, by the writer.
+    # The first part of the file, by the process as it starts (offset 0); the rest of each
+    # segment by the threads that carve into it (zero_last), in steps; the writer's spares whole.
     first = [line for line in zeros if line.startswith(f"{pool.pid} ")]
     assert len(first) == 1 and ", 0) = " in first[0]
     assert [line for line in zeros if not line.startswith(f"{pool.pid} ")]
     offsets = sorted(int(re.search(r", (\d+)\) = \d+$", line)[1]) for line in zeros)
     first_end = 512 << 10  # the first segment's size; it starts past the header's page(s)
-    assert offsets[0] == 0 and any(0 < o <= first_end for o in offsets), offsets  # zero_first
-    assert any(o > first_end for o in offsets), offsets  # past it: the writer's, ahead
+    assert offsets[0] == 0 and any(0 < o <= first_end for o in offsets), offsets  # zero_last
+    assert any(o > first_end for o in offsets), offsets  # past it: grown segments, spares
     ts = TraceSet.load(out)
     (f,) = [f for f in ts.files if f.pid == pool.pid and f.name.startswith("pool_killed")]  # after the exec
     assert f.end["reason"] == "killed" and not f.bad_lines

@@ -41,7 +41,7 @@ constexpr uint64_t kMaxSpare = 4 << 20;  // the most the writer has ready ahead
 // populated on a thread costs 3.5-5 us and holds the mmap lock that the pool's own thread starts
 // wait on: a pool of 128 threads' part 1.18-1.27 -> 1.08-1.17 of untraced (threads_bench).
 constexpr uint64_t kFirstSegment = 512 << 10;
-// Of it, what is written at start; the rest as carving reaches it, doubling (zero_first): a
+// Of it, what is written at start; the rest as carving reaches it, doubling (zero_last): a
 // process of a few threads writes, and at its end frees, 128 KiB of zeros, not 512 (each
 // written page costs it ~2 us in all: its write, its page, and freeing it at the end).
 constexpr uint64_t kFirstZeros = 128 << 10;
@@ -93,9 +93,12 @@ struct Region {
   bool seg_ready[live::kMaxSegments] = {};  // the segment's blocks are there already
   uint64_t seg_populated = 0;               // bytes of the last segment whose blocks are had
   bool populating = false;                  // a thread is having the next blocks, unlocked
-  // Bytes of segment 0 written with zeros so far (zero_first); its rest is a hole no thread has.
-  uint64_t first_zeroed = 0;
-  bool first_fallocate = false;  // a write there may not have its blocks: fallocate them first
+  // Bytes of the last segment written with zeros so far (zero_last); its rest is a hole no
+  // thread has. Segments are had by such writes while they work (zero_writes), else chunk by
+  // chunk through the mapping (chunk_ready).
+  uint64_t zeroed = 0;
+  bool zero_writes = true;
+  bool zero_fallocate = false;  // a write may not have its blocks: fallocate them first
   // Ranges given back (a populate that failed on a full disk: MADV_REMOVE), counted: a
   // populate ahead that ran meanwhile may have had blocks there that are gone now, so it
   // does not move the frontier past them (populate_ahead).
@@ -169,31 +172,43 @@ bool write_reserves_blocks(const struct statfs& fs) {
   }
 }
 
-// Segment 0 written with zeros up to `end` at least (doubling what is written, within it), under
-// the lock, before a chunk there is handed out; out of line, so that carve's frame on the
-// program's stack stays small. Only ever past the carving: no thread has those pages. Where no
-// fd can be had (fds used up, a seccomp filter, credentials dropped) or no room,
-// the rest is had chunk by chunk through the mapping, as a grown segment's is (chunk_ready).
-__attribute__((noinline, cold)) void zero_first(uint64_t end) {
-  const uint64_t seg = g.h->segment[0].size;
-  if (g.anon || g.first_zeroed >= seg || end <= g.first_zeroed) return;
-  uint64_t to = g.first_zeroed * 2;
+// The last segment written with zeros up to `end` at least (doubling what is written, 1 MiB at
+// most a step, within it), under the lock, before a chunk there is handed out; out of line, so
+// that carve's frame on the program's stack stays small. Only ever past the carving: no thread
+// has those pages. A written page costs ~0.7-1.4 us where one populated through the mapping
+// costs 3.5-5 us and holds the mmap lock that the program's thread starts and ends queue
+// behind (a pool of 1024 threads carves 4 MiB). Where no fd can be had (fds used up, a seccomp
+// filter, credentials dropped) or no room, the rest is had chunk by chunk through the mapping
+// (chunk_ready), and so are the segments after it.
+__attribute__((noinline, cold)) void zero_last(uint64_t end) {
+  const uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
+  const uint64_t seg = g.h->segment[n - 1].size;
+  if (g.anon || g.zeroed >= seg || end <= g.zeroed) return;
+  const uint64_t step = g.zeroed < (64 << 10)  ? (64 << 10)
+                        : g.zeroed < (1 << 20) ? g.zeroed
+                                               : (1 << 20);
+  uint64_t to = g.zeroed + step;
   if (to < end) to = page_up(end);
   if (to > seg) to = seg;
-  const uint64_t off = g.h->segment[0].offset + g.first_zeroed, size = to - g.first_zeroed;
+  const uint64_t off = g.h->segment[n - 1].offset + g.zeroed, size = to - g.zeroed;
   int saved = errno;
-  long fd = reopen();
+  // A file size limit lowered since the file was made: a write past it would send SIGXFSZ.
+  struct rlimit fs;
+  const bool within = getrlimit(RLIMIT_FSIZE, &fs) != 0 || fs.rlim_cur == RLIM_INFINITY ||
+                      off + size <= fs.rlim_cur;
+  long fd = within ? reopen() : -1;
   bool ok = fd >= 0 &&
-            (!g.first_fallocate || syscall(SYS_fallocate, fd, 0, long(off), long(size)) == 0) &&
+            (!g.zero_fallocate || syscall(SYS_fallocate, fd, 0, long(off), long(size)) == 0) &&
             write_zeros(fd, off, size);
   if (fd >= 0) syscall(SYS_close, fd);
   errno = saved;
   if (ok) {
-    g.first_zeroed = to;
+    g.zeroed = to;
   } else {
-    g.seg_ready[0] = false;
-    g.seg_populated = g.first_zeroed;
-    g.first_zeroed = seg;
+    g.zero_writes = false;
+    g.seg_ready[n - 1] = false;
+    g.seg_populated = g.zeroed;
+    g.zeroed = seg;
   }
 }
 
@@ -302,13 +317,14 @@ __attribute__((noinline)) char* grow(uint64_t size) {
     p = reinterpret_cast<char*>(r);
   }
   advise(p, size);
-  // Whether chunks can be made ready one by one: asked once, on this segment's first page.
-  if (!g.anon && g.per_chunk < 0 && !populate(p, kPage) && g.per_chunk < 0) {
+  // Its pages had by writes of zeros as carving reaches them (zero_last), while those work.
+  bool ready = g.anon || g.zero_writes;
+  // Else whether chunks can be made ready one by one: asked once, on this segment's first page.
+  if (!ready && g.per_chunk < 0 && !populate(p, kPage) && g.per_chunk < 0) {
     syscall(SYS_munmap, p, size);  // a full disk already
     return nullptr;
   }
-  bool ready = g.anon;
-  if (!g.anon && g.per_chunk == 0) {
+  if (!ready && g.per_chunk == 0) {
     if (!fallocate_segment(off, size)) {
       syscall(SYS_munmap, p, size);
       return nullptr;
@@ -323,6 +339,7 @@ __attribute__((noinline)) char* grow(uint64_t size) {
   h->n_segments.store(n + 1, std::memory_order_release);
   g.seg_used = 0;
   g.seg_populated = g.per_chunk > 0 ? kPage : 0;  // the probe had the first page
+  g.zeroed = g.zero_writes && !g.anon ? 0 : size;
   g.chunk_bytes += size;
   return p;
 }
@@ -343,7 +360,7 @@ bool take_spare(uint64_t bytes) {
   h->segment[n] = live::Segment{s.off, s.size};
   h->n_segments.store(n + 1, std::memory_order_release);
   g.seg_used = 0;
-  g.seg_populated = s.size;
+  g.seg_populated = g.zeroed = s.size;
   g.chunk_bytes += s.size;
   return true;
 }
@@ -391,7 +408,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
   uint32_t n = g.h->n_segments.load(std::memory_order_relaxed);
   uint64_t seg = g.h->segment[n - 1].size;
   if (g.seg_used + bytes > seg) {
-    if (n == 1 && seg > g.first_zeroed) zero_first(seg);  // its rest becomes free chunks
+    if (seg > g.zeroed) zero_last(seg);  // its rest becomes free chunks
     for (int c = cls - 1; c >= kMinClass; c--) {
       uint64_t b = uint64_t(1) << c;
       while (g.seg_used + b <= seg) {
@@ -415,7 +432,7 @@ __attribute__((noinline)) live::Chunk* carve(int cls, bool* fresh) {
     }
   }
   n = g.h->n_segments.load(std::memory_order_relaxed);
-  if (n == 1 && g.seg_used + bytes > g.first_zeroed) zero_first(g.seg_used + bytes);
+  if (g.seg_used + bytes > g.zeroed) zero_last(g.seg_used + bytes);
   auto* c = reinterpret_cast<live::Chunk*>(g.seg_addr[n - 1] + g.seg_used);
   *fresh = !g.anon && !g.seg_ready[n - 1] && g.seg_used + bytes > g.seg_populated;
   g.seg_used += bytes;
@@ -535,8 +552,9 @@ bool region_create(const RegionSetup& s) {
   h->ns0 = now_ns();
   h->segment[0] = live::Segment{head_bytes, first};
   g.seg_ready[0] = true;  // its blocks had with the file, by the zeros (or memory of our own)
-  g.first_zeroed = g.anon ? first : zeros;
-  g.first_fallocate = !reserves;
+  g.zeroed = g.anon ? first : zeros;
+  g.zero_writes = !g.anon;
+  g.zero_fallocate = !reserves;
   for (int i = 1; i < live::kMaxSegments; i++) g.seg_ready[i] = false;
   g.seg_addr[0] = base + head_bytes;
   g.chunk_bytes = first;

@@ -1,7 +1,9 @@
 """Benchmark: the read side's first two steps on one thread, per event, as every reader pays them
 (the analyzer, the export, `iotrace cat`): a compact trace's zstd frames decompressed
-(`_native.inflate_frame`), then decoded to columns (`_native.decode_compact`, names apart as the
-analyzer and the export ask), and the columns taken by pyarrow.
+(`_native.inflate_frame`), then decoded to columns (`_native.decode_compact`: names apart, as the
+analyzer asks, and names among the meta lines, as the export asks), and the columns taken by
+pyarrow. (The second decode is there because it once went quadratic, unseen: the columns
+were sized afresh before each of the million file-name lines, 489 s for the 1M-files trace.)
 
 Traces: those of benchmarks/many_files_bench.py (9M events of the real tracer: 1,000,000
 distinct files read once, and the same calls on 64 files), generated there when missing, under
@@ -89,7 +91,7 @@ def main() -> None:
     tune_process()  # the analyzer's malloc settings: freed blocks stay in the heap
     lib = mfb.preload_path()
     print(f"{'case':12s} {'events':>7s} {'frames':>6s} {'raw MB':>7s} {'inflate':>13s} "
-          f"{'decode':>13s} {'to Arrow':>13s}  slowed by a Python thread: inflate_frame, "
+          f"{'decode':>13s} {'names in meta':>13s} {'to Arrow':>13s}  slowed by a Python thread: inflate_frame, "
           "zstandard, sha256")
     for case in args.cases.split(","):
         (path,) = glob.glob(os.path.join(mfb.traces_of(args.dir, case, lib, False), "*.iotc.zst"))
@@ -104,6 +106,10 @@ def main() -> None:
         def decode(contents=contents):
             for c in contents:
                 _native.decode_compact(c, True)
+
+        def decode_meta(contents=contents):
+            for c in contents:
+                _native.decode_compact(c, False)
 
         def arrow(contents=contents):
             for c in contents:
@@ -123,12 +129,13 @@ def main() -> None:
             for _ in range(4):
                 hashlib.sha256(data).digest()
 
-        t_in, t_dec, t_arrow = (timed(f, args.repeat) for f in (inflate, decode, arrow))
+        t_in, t_dec, t_meta, t_arrow = (timed(f, args.repeat) for f in (inflate, decode, decode_meta, arrow))
         shares = [slowed(w) for w in (inflate, zstandard_inflate, sha256)]
         raw = sum(len(c) for c in contents) / 1e6
         ns = 1e9 / events
         print(f"{case:12s} {events / 1e6:6.1f}M {len(frames):6d} {raw:7.1f} "
               f"{t_in:5.2f} s {t_in * ns:3.0f} ns {t_dec:5.2f} s {t_dec * ns:3.0f} ns "
+              f"{t_meta:5.2f} s {t_meta * ns:3.0f} ns "
               f"{t_arrow:5.2f} s {t_arrow * ns:3.0f} ns  " + " ".join(f"{x:.1f}x" for x in shares),
               flush=True)
 

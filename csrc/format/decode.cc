@@ -63,6 +63,7 @@ struct ColumnRows {
   size_t appended[2] = {0, 0};  // values hash() appended to fhash, fhash2 (-1: not all are)
   size_t hint = 0;              // the rows the block says it has
   size_t cap = 0;               // rows the columns are sized for (0: exact, as pushes need them)
+  size_t sized = 0;             // the most rows they were sized for (kept across a settle)
   int32_t *ph = nullptr, *name = nullptr, *cat = nullptr, *fh = nullptr, *fh2 = nullptr,
           *hh = nullptr, *args_offs = nullptr;
   int64_t *pids = nullptr, *tids = nullptr, *ts = nullptr, *durs = nullptr, *ints[kIntArgs] = {};
@@ -151,7 +152,12 @@ struct ColumnRows {
     const size_t row = cols.rows;
     if (row >= cap) {
       flush_nulls();
-      cap = std::max({hint, 2 * row, size_t(64)});  // (rows past the hint: doubling)
+      // Back to what the columns were sized for before a settle (no reallocation: a settle
+      // before each of a million file-name lines, when names are not apart, sized them
+      // afresh each time, a copy of every column per line); past it, doubling.
+      cap = std::max({hint, sized, size_t(64)});
+      if (row >= cap) cap = 2 * row;
+      sized = cap;
       size_all(cap);
     }
     if ((row >> 6) != word) {

@@ -341,10 +341,11 @@ def _keeps_process(filt: EventFilter, p: Proc) -> bool:
 
 def _columns(path: str, clock: JobClock | None):
     """The file's non-empty batches as columns on the job's clock, up to any damage (the
-    write pass reports it)."""
+    write pass reports it). The file-name lines kept apart, unread: these passes key files by
+    hash (a million of them parsed as metadata lines: 0.9 s more decoding)."""
     r = reader()
     try:
-        for batch in r.iter_batches(path):
+        for batch in r.iter_batches(path, names_apart=True):
             if batch.rows:
                 cols = _export.Columns(batch)
                 _job_clock(cols, clock)

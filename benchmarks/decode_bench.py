@@ -1,9 +1,10 @@
 """Benchmark: the read side's first two steps on one thread, per event, as every reader pays them
 (the analyzer, the export, `iotrace cat`): a compact trace's zstd frames decompressed
 (`_native.inflate_frame`), then decoded to columns (`_native.decode_compact`: names apart, as the
-analyzer asks, and names among the meta lines, as the export asks), and the columns taken by
-pyarrow. (The second decode is there because it once went quadratic, unseen: the columns
-were sized afresh before each of the million file-name lines, 489 s for the 1M-files trace.)
+analyzer and the export's passes ask, and names among the meta lines, the reader's default, as
+the export's look-up of names in other files asks), and the columns taken by pyarrow. (The
+second decode is there because it once went quadratic, unseen: the columns were sized afresh
+before each of the million file-name lines, 489 s for the 1M-files trace.)
 
 Traces: those of benchmarks/many_files_bench.py (9M events of the real tracer: 1,000,000
 distinct files read once, and the same calls on 64 files), generated there when missing, under

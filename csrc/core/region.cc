@@ -41,10 +41,11 @@ constexpr uint64_t kMaxSpare = 4 << 20;  // the most the writer has ready ahead
 // populated on a thread costs 3.5-5 us and holds the mmap lock that the pool's own thread starts
 // wait on: a pool of 128 threads' part 1.18-1.27 -> 1.08-1.17 of untraced (threads_bench).
 constexpr uint64_t kFirstSegment = 512 << 10;
-// Of it, what is written at start; the rest as carving reaches it, doubling (zero_last): a
-// process of a few threads writes, and at its end frees, 128 KiB of zeros, not 512 (each
-// written page costs it ~2 us in all: its write, its page, and freeing it at the end).
-constexpr uint64_t kFirstZeros = 128 << 10;
+// Of it, what is written at start: the header's page and a few threads' first chunks; the rest
+// as carving reaches it, 64 KiB then doubling (zero_last). A process of one or a few threads
+// writes, and at its end frees, 32 KiB of zeros, not 512 (each written page costs it ~2 us in
+// all: its write, its page, and freeing it at the end).
+constexpr uint64_t kFirstZeros = 32 << 10;
 constexpr uint64_t kLeastFirst = 64 << 10;  // where a small disk or file size limit leaves less
 
 uint64_t page_up(uint64_t n) { return (n + kPage - 1) & ~(kPage - 1); }

@@ -270,10 +270,7 @@ PYBIND11_MODULE(_export, m) {
           [](iotx::PartWriter& w, int64_t tid, const std::string& name) { w.thread(tid, name); },
           "Name a thread")
       .def(
-          "tids",
-          [](const iotx::PartWriter& w) {
-            return std::vector<int64_t>(w.tids().begin(), w.tids().end());
-          },
+          "tids", [](const iotx::PartWriter& w) { return w.tids(); },
           "The tids of the events written")
       .def("unresolved", &iotx::PartWriter::unresolved,
            "The file hashes written without a path (no FH line for them)")

@@ -9,9 +9,9 @@
 
 #include <algorithm>
 #include <memory>
-#include <set>
 #include <string>
 #include <string_view>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -111,7 +111,11 @@ class PartWriter {
   // The hashes written without a path so far (no FH line for them yet).
   std::vector<std::string> unresolved() const { return lister_.unresolved(); }
   // The tids of the events written (threads are named at the end).
-  const std::set<int64_t>& tids() const { return tids_; }
+  std::vector<int64_t> tids() const {
+    std::vector<int64_t> v(tids_.begin(), tids_.end());
+    std::sort(v.begin(), v.end());
+    return v;
+  }
 
   // Writes the rows (increasing row numbers) of `b` in that order. The slices among rows
   // flow_rows[i] (increasing, a subset of rows) start the flows flow_ids[i].
@@ -131,7 +135,8 @@ class PartWriter {
     return b.tid.has(r) ? b.tid.at(r) : pid_;  // an event without tid: the main thread's
   }
   // tid among tids(): set lookups only for a tid not met lately (a budget's merged slices
-  // take turns on hundreds of tracks: a lookup each was 2% of that export).
+  // take turns on hundreds of tracks: a lookup each was 2% of that export, in a std::set; a
+  // hash set now, sorted when asked).
   void seen(int64_t tid) {
     const unsigned k = unsigned(uint64_t(tid) & 63);
     if ((seen_set_ >> k & 1) && seen_[k] == tid) return;
@@ -150,7 +155,7 @@ class PartWriter {
   int64_t shift_;  // vpid - pid: moves pids and tids apart when there are several hosts
   FileNames names_;
   ArgLister lister_{names_};
-  std::set<int64_t> tids_;
+  std::unordered_set<int64_t> tids_;
   int64_t seen_[64] = {};  // the last tid met of each tid % 64
   uint64_t seen_set_ = 0;  // which of them are set
   std::vector<uint8_t> kinds_;

@@ -414,6 +414,88 @@ def test_merged_args_text_is_the_json_of_each_run():
     assert all(f"{d / 1000}" in t for d, t in zip(dur.tolist(), texts))
 
 
+def _merged_slices_written(tmp_path, label: str, extra: dict) -> bytes:
+    """A .pftrace of four merged slices on two tracks, their args given by `extra` (the args
+    text, or the columns the budget gives the .pftrace writer in its place)."""
+    import pyarrow as pa
+
+    from iotrace_analyzer import _export
+
+    n = 4
+    names = ["pread ×1", "stat ×12345", "pread ×big", "pread ×7"]
+    batch = pa.record_batch({
+        "ph": pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, np.int32)), pa.array(["X"])),
+        "name": pa.DictionaryArray.from_arrays(pa.array(np.arange(n, dtype=np.int32)), pa.array(names)),
+        "cat": pa.DictionaryArray.from_arrays(pa.array(np.array([0, 0, 0, 0], np.int32)), pa.array(["posix"])),
+        "pid": pa.array(np.full(n, 7, np.int64)),
+        "tid": pa.array(np.array([1 << 30, (1 << 30) + 1, 1 << 30, (1 << 30) + 1], np.int64)),
+        "ts_ns": pa.array(np.array([1000, 2000, 3000, 4000], np.int64)),
+        "dur_ns": pa.array(np.array([500, 600, 700, 800], np.int64)),
+        **extra,
+    })
+    path = tmp_path / f"{label}.pftrace"
+    fd = os.open(str(path), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        w = _export.ProtoWriter(fd, seq=1, vpid=7, pid=7, sort_index=0, file_index=0, level=-1,
+                                batch_bytes=1 << 20)
+        w.add_names({"00ff": "/data/a.bin", "abcd": "/data/b.bin"})
+        w.encode(_export.Columns(batch), np.arange(n, dtype=np.int64), np.zeros(0, np.int64),
+                 np.zeros(0, np.uint64))
+        w.close()
+    finally:
+        os.close(fd)
+    return path.read_bytes()
+
+
+def test_merged_slices_columns_write_the_bytes_of_their_args_text(tmp_path):
+    """The .pftrace writer takes a budget's merged slices as columns (merged_calls,
+    merged_call, bytes, merged_ns, fhash) in place of the args text the kernel writes for
+    them: the same packets, byte for byte (the extremes of int64, time_us of 7 ns, a call that
+    moves no data, a key without a file, a hash with no name)."""
+    import pyarrow as pa
+
+    from iotrace_analyzer import _export
+
+    big = 2**63 - 1
+    count = np.array([1, 12345, big, 7], np.int64)
+    key = np.array([0, 1, 2, 3], np.int64)
+    name_of_key = np.array([0, 1, 0, 0], np.int64)
+    nbytes = np.array([4096, 99, big, 0], np.int64)
+    dur = np.array([1500, 2000, 123456789, 7], np.int64)
+    calls, with_bytes, fhashes = ["pread", "stat"], [True, False], ["00ff", None, "abcd", "0123"]
+    offsets, data = _export.merged_args(count, key, name_of_key, nbytes, dur, calls, with_bytes, fhashes)
+    text = {"args": pa.Array.from_buffers(pa.string(), 4, [None, pa.py_buffer(offsets), pa.py_buffer(data)])}
+    has_file = np.array([f is not None for f in fhashes])
+    columns = {
+        "merged_calls": pa.array(count),
+        "merged_call": pa.DictionaryArray.from_arrays(pa.array(name_of_key[key].astype(np.int32)), pa.array(calls)),
+        "bytes": pa.array(nbytes, mask=~np.array(with_bytes)[name_of_key[key]]),
+        "merged_ns": pa.array(dur),
+        "fhash": pa.DictionaryArray.from_arrays(pa.array(key.astype(np.int32), mask=~has_file),
+                                                pa.array([f or "" for f in fhashes])),
+    }
+    a = _merged_slices_written(tmp_path, "text", text)
+    b = _merged_slices_written(tmp_path, "columns", columns)
+    assert b"/data/b.bin" in a and b"0123" in a and b"time_us" in a
+    assert a == b
+
+
+def test_the_merged_export_is_the_same_from_columns_as_from_text(gen_job, merged_export, tmp_path, monkeypatch):
+    """The job's budgeted .pftrace with the merged slices' args given as text (as the JSON
+    export gives them) is the one written from their columns, byte for byte."""
+    from iotrace_analyzer.export import budget
+
+    traces, _ev = gen_job
+    init = budget.Merger.__init__
+    monkeypatch.setattr(budget.Merger, "__init__",
+                        lambda self, *a, **k: init(self, *a, **dict(k, typed_args=False)))
+    out = str(tmp_path / "text.pftrace")
+    res = export([traces], out, EventFilter(), max_slices=BUDGET)
+    assert res.budget == merged_export[1].budget and res.budget["merged_slices"] > 1000
+    with open(out, "rb") as x, open(merged_export[0], "rb") as y:
+        assert x.read() == y.read()
+
+
 def test_the_first_file_past_the_key_limit_stops_the_others(tmp_path, monkeypatch):
     """The budget's pass over several files: the first file past MAX_KEYS leaves a flag, and
     the pass of every other file stops at it (there is no budget either way: the million

@@ -84,6 +84,12 @@ BatchView::BatchView(const ArrowSchema& schema, ArrowArray* array) {
         take_int(dur, s, a, s.name);
       else if (n == "args")
         take_str(args, s, a, s.name);
+      else if (n == "merged_calls")
+        take_int(merged_calls, s, a, s.name);
+      else if (n == "merged_call")
+        take_dict(merged_call, s, a, s.name);
+      else if (n == "merged_ns")
+        take_int(merged_ns, s, a, s.name);
       else
         for (int k = 0; k < kIntArgs; k++)
           if (n == kColumnKeys[k]) take_int(ints[k], s, a, s.name);
@@ -101,8 +107,9 @@ BatchView::BatchView(const ArrowSchema& schema, ArrowArray* array) {
   if (args.nulls >= rows) args.offs = nullptr;
   // The struct's own offset applies to every child.
   if (array_.offset) {
-    for (DictCol* d : {&ph, &name, &cat, &fhash, &fhash2, &hhash}) d->off += array_.offset;
-    for (IntCol* c : {&pid, &tid, &ts, &dur}) c->off += array_.offset;
+    for (DictCol* d : {&ph, &name, &cat, &fhash, &fhash2, &hhash, &merged_call})
+      d->off += array_.offset;
+    for (IntCol* c : {&pid, &tid, &ts, &dur, &merged_calls, &merged_ns}) c->off += array_.offset;
     for (IntCol& c : ints) c.off += array_.offset;
     args.off += array_.offset;
   }

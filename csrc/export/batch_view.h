@@ -81,6 +81,12 @@ class BatchView {
   IntCol pid, tid, ts, dur;
   IntCol ints[kIntArgs];
   StrArray args;
+  // A budget's merged slices (export/budget.py) for the .pftrace: their args as columns, not as
+  // JSON text to parse per slice: the calls merged, the call's name, their summed ns (beside
+  // `bytes` and `fhash`). Listed as the args object {"merged", "call", "bytes", "time_us",
+  // "fhash"} would be (ProtoWriter::merged_annotations).
+  IntCol merged_calls, merged_ns;
+  DictCol merged_call;
   // The int arg columns with a value in some row (most batches use four or five of the nine).
   int active[kIntArgs];
   int n_active = 0;

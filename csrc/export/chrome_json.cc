@@ -93,6 +93,9 @@ JsonWriter::JsonWriter(int fd, int64_t vpid, int64_t pid, int level)
 JsonWriter::~JsonWriter() = default;
 
 void JsonWriter::batch(const BatchView& b) {
+  // (its merged slices come with their args object: the columns are the .pftrace's)
+  if (b.merged_calls.v)
+    throw std::runtime_error("the JSON writer takes merged slices' args as text");
   kinds(b);
   lister_.batch();
   q_ph_.assign(size_t(b.ph.values()), std::string());

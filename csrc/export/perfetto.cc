@@ -461,6 +461,7 @@ uint64_t ProtoWriter::fixed_key(int k) {
 }
 
 void ProtoWriter::annotations(const BatchView& b, int64_t r) {
+  if (b.merged_calls.v) return merged_annotations(b, r);
   if (!b.args.has(r)) {
     // The common rows: the column args straight from the columns (ArgLister::list gives the
     // same args, one struct each: several times the work).
@@ -485,81 +486,120 @@ void ProtoWriter::annotations(const BatchView& b, int64_t r) {
     return;
   }
   lister_.list(b, r);
-  for (size_t k = 0; k < lister_.size(); k++) {
-    const Arg& a = lister_.arg(k);
-    uint64_t key = arg_name_iid(a);
-    uint64_t v = 0;
-    uint8_t field = T_A_INT;
-    switch (a.type) {
-      case Arg::INT:
-        v = uint64_t(a.i);
-        break;
-      case Arg::UINT:
-        v = a.u;
-        break;
-      case Arg::BOOL:
-        field = T_A_BOOL;
-        v = a.i ? 1 : 0;
-        break;
-      case Arg::DOUBLE: {
+  for (size_t k = 0; k < lister_.size(); k++) write_arg(lister_.arg(k));
+}
+
+// One arg of an args object (or of a merged slice) as a DebugAnnotation.
+void ProtoWriter::write_arg(const Arg& a) {
+  uint64_t key = arg_name_iid(a);
+  uint64_t v = 0;
+  uint8_t field = T_A_INT;
+  switch (a.type) {
+    case Arg::INT:
+      v = uint64_t(a.i);
+      break;
+    case Arg::UINT:
+      v = a.u;
+      break;
+    case Arg::BOOL:
+      field = T_A_BOOL;
+      v = a.i ? 1 : 0;
+      break;
+    case Arg::DOUBLE: {
+      char* o = te_.room(24);
+      *o++ = char(T_ANNOTATION);
+      *o++ = char(1 + varint_len(key) + 9);
+      *o++ = char(T_A_NAME_IID);
+      o = put_varint(o, key);
+      *o++ = char(T_A_DOUBLE);
+      te_.advance(put_fixed64(o, double_bits(a.d)));
+      return;
+    }
+    case Arg::STR: {
+      // interned unless long: a dictionary's value once per batch and code
+      uint64_t iid;
+      uint64_t* cached = a.dict >= 0  ? &seq_->value_codes[a.dict][size_t(a.code)]
+                         : a.restored ? seq_->paths.at(a.s)
+                                      : nullptr;
+      const uint64_t* recent = cached ? nullptr : seq_->recent_values.find(a.s);
+      if (cached && *cached) {
+        iid = *cached;
+      } else if (recent) {
+        iid = *recent;
+      } else {
+        iid = utf8_chars(a.s) <= kMaxInternedString ? intern(seq_->values, a.s, a.restored)
+                                                    : UINT64_MAX;
+        if (cached)
+          *cached = iid;
+        else if (a.s.size() <= kMaxInternedString)
+          seq_->recent_values.put(a.s, iid);
+      }
+      if (iid != UINT64_MAX) {
         char* o = te_.room(24);
         *o++ = char(T_ANNOTATION);
-        *o++ = char(1 + varint_len(key) + 9);
+        *o++ = char(1 + varint_len(key) + 2 + varint_len(iid));
         *o++ = char(T_A_NAME_IID);
         o = put_varint(o, key);
-        *o++ = char(T_A_DOUBLE);
-        te_.advance(put_fixed64(o, double_bits(a.d)));
-        continue;
+        *o++ = char(T_A_STRING_IID[0]);
+        *o++ = char(T_A_STRING_IID[1]);
+        te_.advance(put_varint(o, iid));
+        return;
       }
-      case Arg::STR: {
-        // interned unless long: a dictionary's value once per batch and code
-        uint64_t iid;
-        uint64_t* cached = a.dict >= 0  ? &seq_->value_codes[a.dict][size_t(a.code)]
-                           : a.restored ? seq_->paths.at(a.s)
-                                        : nullptr;
-        const uint64_t* recent = cached ? nullptr : seq_->recent_values.find(a.s);
-        if (cached && *cached) {
-          iid = *cached;
-        } else if (recent) {
-          iid = *recent;
-        } else {
-          iid = utf8_chars(a.s) <= kMaxInternedString ? intern(seq_->values, a.s, a.restored)
-                                                      : UINT64_MAX;
-          if (cached)
-            *cached = iid;
-          else if (a.s.size() <= kMaxInternedString)
-            seq_->recent_values.put(a.s, iid);
-        }
-        if (iid != UINT64_MAX) {
-          char* o = te_.room(24);
-          *o++ = char(T_ANNOTATION);
-          *o++ = char(1 + varint_len(key) + 2 + varint_len(iid));
-          *o++ = char(T_A_NAME_IID);
-          o = put_varint(o, key);
-          *o++ = char(T_A_STRING_IID[0]);
-          *o++ = char(T_A_STRING_IID[1]);
-          te_.advance(put_varint(o, iid));
-          continue;
-        }
-        json_.clear();
-        if (!a.raw.empty())
-          json_.append(a.raw.data(), a.raw.size());
-        else
-          json_string(json_, a.s);
-        json_annotation(key, json_);
-        continue;
-      }
-      case Arg::JSON:
-        json_annotation(key, a.s);
-        continue;
+      json_.clear();
+      if (!a.raw.empty())
+        json_.append(a.raw.data(), a.raw.size());
+      else
+        json_string(json_, a.s);
+      json_annotation(key, json_);
+      return;
     }
-    char* o = te_.room(32);
-    *o++ = char(T_ANNOTATION);
-    *o++ = char(1 + varint_len(key) + 1 + varint_len(v));
-    *o++ = char(T_A_NAME_IID);
-    o = put_varint(o, key);
-    *o++ = char(field);
-    te_.advance(put_varint(o, v));
+    case Arg::JSON:
+      json_annotation(key, a.s);
+      return;
+  }
+  char* o = te_.room(32);
+  *o++ = char(T_ANNOTATION);
+  *o++ = char(1 + varint_len(key) + 1 + varint_len(v));
+  *o++ = char(T_A_NAME_IID);
+  o = put_varint(o, key);
+  *o++ = char(field);
+  te_.advance(put_varint(o, v));
+}
+
+// A merged slice's args (the budget's, BatchView::merged_calls): the Args its args object
+// {"merged":N,"call":"pread"[,"bytes":B],"time_us":U[,"fhash":H]} would list, in that order,
+// written as that object's are (the same interned ids, the same bytes), without the text.
+void ProtoWriter::merged_annotations(const BatchView& b, int64_t r) {
+  Arg a;
+  a.key = "merged";
+  a.i = b.merged_calls.at(r);
+  write_arg(a);
+  if (b.merged_call.has(r)) {
+    a = Arg{};
+    a.key = "call";
+    a.type = Arg::STR;
+    a.s = b.merged_call.dict.at(b.merged_call.code(r));
+    write_arg(a);
+  }
+  if (b.ints[A_BYTES].has(r)) {
+    a = Arg{};
+    a.key = "bytes";
+    a.i = b.ints[A_BYTES].at(r);
+    write_arg(a);
+  }
+  a = Arg{};
+  a.key = "time_us";
+  a.type = Arg::DOUBLE;
+  // the ns / 1000 that the text "q.rrr" gave strtod: both the double nearest to it
+  a.d = double(b.merged_ns.at(r)) / 1000.0;
+  write_arg(a);
+  if (b.fhash.has(r)) {
+    a = Arg{};
+    a.key = "fname";
+    a.key_id = int8_t(kKeyFname);
+    a.type = Arg::STR;
+    a.s = lister_.dict_value(b, 0, b.fhash.code(r), &a.restored);
+    write_arg(a);
   }
 }
 
@@ -758,7 +798,7 @@ void ProtoWriter::encode(const BatchView& b, const int64_t* rows, size_t n,
       Thread& t = thread_of(tid);
       while (f < n_flows && flow_rows[f] < r) f++;
       bool flows = f < n_flows && flow_rows[f] == r;
-      if (!flows && !b.args.has(r) && fast_event(b, r, kind, t)) {
+      if (!flows && !b.args.has(r) && !b.merged_calls.v && fast_event(b, r, kind, t)) {
         if (raw_.size() >= p_.batch_bytes) flush();
         continue;
       }

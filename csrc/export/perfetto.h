@@ -191,6 +191,8 @@ class ProtoWriter : public PartWriter {
   }
   void event_head(const BatchView& b, int64_t r, Kind kind);
   void annotations(const BatchView& b, int64_t r);
+  void write_arg(const Arg& a);
+  void merged_annotations(const BatchView& b, int64_t r);
   void json_annotation(uint64_t key, std::string_view text);
   void small_annotation(uint64_t key, uint8_t field, uint64_t v);
   bool fast_event(const BatchView& b, int64_t r, Kind kind, Thread& t);

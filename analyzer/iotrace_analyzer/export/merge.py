@@ -628,7 +628,8 @@ class _Budget:
         from ..analyses.summary import READ_CALLS, WRITE_CALLS
 
         self.job, self.writer, self.res = job, writer, res
-        self.merger = bud.Merger(job.plan, job.proc.pid, READ_CALLS | WRITE_CALLS, job.file.index)
+        self.merger = bud.Merger(job.plan, job.proc.pid, READ_CALLS | WRITE_CALLS, job.file.index,
+                                 typed_args=job.fmt == "pftrace")
         self.counters = bud.IoCounters(job.plan.bin_ns)
         self.calls = (READ_CALLS, WRITE_CALLS, calls_of("open"), calls_of("close"))
         self.last_ns: int | None = None  # the latest event time seen (where a loss is drawn)

@@ -108,7 +108,8 @@ def phases(cols, wanted: tuple[str, ...]) -> np.ndarray:
     """Rows whose ph is one of `wanted`."""
     values = cols.dictionary("ph")
     table = np.array([v in wanted for v in values] + [False], np.bool_)
-    return table[codes_or_null(cols, "ph", len(values))]
+    # take, not table[codes]: a third of the time (0.07 against 0.23 ms a 60K-row batch)
+    return table.take(codes_or_null(cols, "ph", len(values)))
 
 
 class TimeHistogram:

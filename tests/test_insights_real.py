@@ -13,6 +13,10 @@ import pytest
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PIPELINE = os.path.join(ROOT, "examples", "train_pipeline.py")
 SAMPLES, EPOCHS = 256, 2
+# a small model: its step costs ~1 ms against ~30 ms for a batch from the workers, so the loop
+# waits for data ~95% of its time whatever the load (with the example's 256, 30-55% on a quiet
+# machine, and under 25% some runs on a busy one: a workload near the threshold is no test)
+HIDDEN = 16
 
 
 def _env():
@@ -40,7 +44,8 @@ def pipeline_runs(tmp_path_factory):
     runs = {}
     for layout in ("small", "large"):
         traces = traced(tmp, f"{layout}-traces", sys.executable, PIPELINE, "--data", str(tmp / "data"),
-                        "--layout", layout, "--samples", str(SAMPLES), "--epochs", str(EPOCHS))
+                        "--layout", layout, "--samples", str(SAMPLES), "--epochs", str(EPOCHS),
+                        "--hidden", str(HIDDEN))
         runs[layout] = (traces, *analyzed(traces, str(tmp / f"{layout}-out")))
     return runs
 
@@ -70,7 +75,11 @@ def test_pipeline_findings_name_their_cause(pipeline_runs):
     assert S["file_classes"]["pipe-socket"]["bytes_read"] > 0
     assert main["ipc_wait_us"] > 0 and S["time"]["ipc_wait_us"] >= main["ipc_wait_us"]
     assert S["time"]["io_us"] + S["time"]["ipc_wait_us"] >= S["time"]["io_call_time_us"] * 0.5
-    assert main["io_us"] < main["ipc_wait_us"]  # the main process mostly waits for workers
+    # the main process's calls on the pipes are its waits, not its I/O: I/O and waits add up to no
+    # more than its calls' time (a pipe counted twice would pass it), the waits to no more than
+    # the pipes' time (whether its I/O, the dataset's creation, outweighs them is the disk's speed)
+    assert 0 < main["io_us"] + main["ipc_wait_us"] <= main["io_call_time_us"] * 1.0001, main
+    assert main["ipc_wait_us"] <= S["file_classes"]["pipe-socket"]["time_us"] * 1.0001, main
     found = {f["id"]: f for f in S["findings"]}
     f = found["io-bound"]
     (p,) = [q for q in f["evidence"]["processes"] if q["pid"] == main["pid"]]

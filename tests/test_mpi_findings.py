@@ -132,8 +132,8 @@ def test_file_per_process(patterns, tmp_path):
 def test_straggler_rank_named_by_imbalance_and_collective_wait(patterns, tmp_path):
     S, text = run(patterns, "straggler", tmp_path)
     ranks = by_rank(S)
-    assert ranks[1]["bytes_written"] == 5 * 32 * MiB and ranks[1]["mpiio_calls"] == 5 * 32 + 3
-    assert all(ranks[r]["bytes_written"] == 32 * MiB for r in (0, 2, 3))
+    assert ranks[1]["bytes_written"] == 5 * 8 * MiB and ranks[1]["mpiio_calls"] == 5 * 32 + 3
+    assert all(ranks[r]["bytes_written"] == 8 * MiB for r in (0, 2, 3))
     f = findings(S)
     assert {"imbalance", "collective-wait"} <= set(f), (
         [x["title"] for x in f.values()], S["mpi"]["collective_ops"],
@@ -183,7 +183,7 @@ def test_mpi_report_page_in_chromium(patterns, tmp_path):
     plots = {p["id"]: p for p in page["plots"]}
     assert all(t["points"] == RANKS for t in plots["plot-mpi-ranks"]["traces"])
     assert [r[0] for r in page["ranks"]] == ["0", "1", "2", "3"]
-    assert [r[5] for r in page["ranks"]] == ["32.0 MiB", "160.0 MiB", "32.0 MiB", "32.0 MiB"]
+    assert [r[5] for r in page["ranks"]] == ["8.0 MiB", "40.0 MiB", "8.0 MiB", "8.0 MiB"]
     assert "mpi" in page["ids"] and page["ids"].index("findings") < page["ids"].index("mpi")
     assert [r["rank"] for r in S["mpi"]["ranks"]] == [0, 1, 2, 3]
 

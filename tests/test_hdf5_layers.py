@@ -16,6 +16,8 @@ import subprocess
 
 import pytest
 import tracing
+from mpi_launch import mpirun
+from mpi_launch import run as run_mpi
 from iotrace_analyzer.pipeline import Options, analyze
 from pytrace_helpers import assert_inside, run_py
 
@@ -51,10 +53,6 @@ def build(source: str, exe) -> None:
 
 needs_phdf5 = pytest.mark.skipif(hdf5_cc() is None, reason="no parallel HDF5 (.ci/setup installs libhdf5-openmpi-dev)")
 
-
-def mpirun(n: int) -> list[str]:
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    return ["mpirun", "-n", str(n), "--oversubscribe", *root]
 
 
 def expected(n: int) -> list[tuple]:
@@ -110,8 +108,7 @@ def test_hdf5_over_mpiio_over_posix(tmp_path):
     data.mkdir()
     out = tmp_path / "traces"
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
-    r = subprocess.run([*mpirun(RANKS), str(exe), str(data)], env=env, capture_output=True, text=True,
-                       timeout=180)
+    r = run_mpi([*mpirun(RANKS), str(exe), str(data)], fresh=[out], env=env, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split() == ["ok", str(RANKS)]  # every rank read back what it wrote
 

@@ -11,6 +11,8 @@ import subprocess
 
 import pytest
 import tracing
+from mpi_launch import mpirun
+from mpi_launch import run as run_mpi
 from iotrace_analyzer.pipeline import Options, analyze
 
 RANKS = 4
@@ -28,10 +30,6 @@ def mpi_io(tmp_path_factory):
     return str(exe)
 
 
-def mpirun(n: int) -> list[str]:
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    return ["mpirun", "-n", str(n), "--oversubscribe", *root]
-
 
 @pytest.mark.parametrize("how", ["preload", "iotrace-run"])
 def test_readme_mpirun_line_traces_every_rank(mpi_io, tmp_path, how):
@@ -45,7 +43,7 @@ def test_readme_mpirun_line_traces_every_rank(mpi_io, tmp_path, how):
         env.update(LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out), IOTRACE_INCLUDE=str(data))
     else:
         cmd = ["iotrace", "run", "-o", str(out), "--include", str(data), "--", *cmd]
-    r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    r = run_mpi(cmd, fresh=[out], env=env, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"{RANKS} ranks done" in r.stdout
     for rank in range(RANKS):  # the program's own results, as untraced
@@ -155,8 +153,7 @@ def test_every_mpi_io_family_recorded_with_its_bytes_offsets_and_posix_calls(tmp
     data.mkdir()
     out = tmp_path / "traces"
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
-    r = subprocess.run([*mpirun(RANKS), str(exe), str(data)], env=env, capture_output=True, text=True,
-                       timeout=120)
+    r = run_mpi([*mpirun(RANKS), str(exe), str(data)], fresh=[out], env=env, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     assert "size 278528" in r.stdout  # as untraced: 256 KiB + 4 ranks x 4 KiB
 
@@ -242,12 +239,12 @@ def test_mpi4py_program_traced_with_its_ranks(tmp_path):
     def said() -> list[str]:
         return [(tmp_path / f"shared.dat.rank{r}").read_text() for r in range(RANKS)]
 
-    plain = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
+    plain = run_mpi(cmd, text=True, timeout=120)
     assert plain.returncode == 0, plain.stderr
     untraced = said()
     out = tmp_path / "traces"
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
-    traced = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+    traced = run_mpi(cmd, fresh=[out], env=env, text=True, timeout=120)
     assert traced.returncode == 0, traced.stderr
     assert said() == untraced == [f"rank {r} of {RANKS} read {(r + 1) % RANKS}" for r in range(RANKS)]
 
@@ -280,8 +277,8 @@ def test_fortran_program_traced(tmp_path):
     subprocess.run(["mpif90", "-o", str(exe), str(tracing.C_DIR / "mpi_fortran.f90")], check=True)
     out = tmp_path / "traces"
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
-    r = subprocess.run([*mpirun(RANKS), str(exe), str(tmp_path / "shared.dat")], env=env, capture_output=True,
-                       text=True, timeout=120)
+    r = run_mpi([*mpirun(RANKS), str(exe), str(tmp_path / "shared.dat")], fresh=[out], env=env, text=True,
+                timeout=120)
     assert r.returncode == 0, r.stderr
     assert f"fortran {RANKS} ranks done" in r.stdout
     K = 1024
@@ -327,8 +324,8 @@ def test_offsets_through_a_view_and_a_read_past_the_end(tmp_path):
     script.write_text(VIEWS)
     out = tmp_path / "traces"
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
-    p = subprocess.run([*mpirun(RANKS), sys.executable, str(script), str(tmp_path / "v.dat")], env=env,
-                       capture_output=True, text=True, timeout=120)
+    p = run_mpi([*mpirun(RANKS), sys.executable, str(script), str(tmp_path / "v.dat")], fresh=[out], env=env,
+                text=True, timeout=120)
     assert p.returncode == 0, p.stderr
     ts = tracing.TraceSet.load(out)
     by_rank = {f.header["mpi_rank"]: f for f in ts.files if "mpi_rank" in f.header}

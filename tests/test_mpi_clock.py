@@ -20,6 +20,8 @@ import subprocess
 import numpy as np
 import pytest
 import tracing
+from mpi_launch import mpirun
+from mpi_launch import run as run_mpi
 from iotrace_format.clock import JobClock
 from iotrace_format.reader import clock_records
 
@@ -79,10 +81,6 @@ def test_moved_times_keep_order_and_nesting():
 # --- a real job -----------------------------------------------------------------------------
 
 
-def mpirun(n: int) -> list[str]:
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
-    return ["mpirun", "-n", str(n), "--oversubscribe", *root]
-
 
 @pytest.fixture(scope="module")
 def programs(tmp_path_factory):
@@ -102,8 +100,7 @@ def run_job(programs, tmp_path, name="traces", **env) -> "Job":
     data.mkdir()
     e = tracing.tracer_env(out, env)
     e["OMPI_MCA_mpi_warn_on_fork"] = "0"
-    r = subprocess.run([*mpirun(RANKS), skew, exe, str(data)], env=e, capture_output=True, text=True,
-                       timeout=180)
+    r = run_mpi([*mpirun(RANKS), skew, exe, str(data)], fresh=[out], env=e, text=True, timeout=180)
     assert r.returncode == 0, r.stderr
     assert f"{RANKS} ranks done" in r.stdout
     return Job(out)
@@ -209,7 +206,7 @@ def symbol_lookups(cmd: list[str], tmp_path, env: dict | None = None) -> list[st
     logs.mkdir()
     e = tracing.tracer_env(tmp_path / "lookups", dict(env or {}, LD_DEBUG="symbols",
                                                       LD_DEBUG_OUTPUT=str(logs / "ld")))
-    subprocess.run(cmd, env=e, check=True, capture_output=True, timeout=120)
+    run_mpi(cmd, fresh=[logs, tmp_path / "lookups"], env=e, check=True, timeout=120)
     return [p.read_text(errors="replace") for p in sorted(logs.iterdir())]
 
 
@@ -290,8 +287,8 @@ def test_mpi4py_ranks_measure_too(tmp_path):
     script = tmp_path / "m.py"
     script.write_text(MPI4PY)
     out = tmp_path / "traces"
-    r = subprocess.run([*mpirun(2), sys.executable, str(script)], env=tracing.tracer_env(out),
-                       capture_output=True, text=True, timeout=120)
+    r = run_mpi([*mpirun(2), sys.executable, str(script)], fresh=[out], env=tracing.tracer_env(out), text=True,
+                timeout=120)
     assert r.returncode == 0, r.stderr
     by_rank = {f.header["mpi_rank"]: f for f in tracing.TraceSet.load(out).files if "mpi_rank" in f.header}
     assert sorted(by_rank) == [0, 1]

@@ -16,6 +16,8 @@ import tracing
 from iotrace_analyzer.outputs import report
 from iotrace_analyzer.pipeline import Options, analyze
 from loss_scenarios import busy_load
+from mpi_launch import mpirun
+from mpi_launch import run as run_mpi
 
 RANKS = 4
 MiB = 1 << 20
@@ -39,11 +41,9 @@ def run(exe: str, mode: str, tmp_path) -> tuple[dict, str]:
     data.mkdir()
     for i in range(8):
         (data / f"input{i}.cfg").write_text(f"step = {i}\n")
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
     with busy_load(2):
-        r = subprocess.run(["mpirun", "-n", str(RANKS), "--oversubscribe", *root, exe, mode, str(data)],
-                           env=env, capture_output=True, text=True, timeout=300)
+        r = run_mpi([*mpirun(RANKS), exe, mode, str(data)], fresh=[out], env=env, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert f"{mode} done" in r.stdout
     S = analyze([str(out)], Options(engine="local", workers=1)).summary
@@ -171,10 +171,8 @@ def test_mpi_report_page_in_chromium(patterns, tmp_path):
 
     data, out = tmp_path / "data", tmp_path / "traces"
     data.mkdir()
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
-    subprocess.run(["mpirun", "-n", str(RANKS), "--oversubscribe", *root, patterns, "straggler", str(data)],
-                   env=env, check=True, capture_output=True, timeout=300)
+    run_mpi([*mpirun(RANKS), patterns, "straggler", str(data)], fresh=[out], env=env, check=True, timeout=300)
     S = analyzed(str(out), str(tmp_path / "out"))
     shot = str(tmp_path / "page.png")
     page = open_page(str(tmp_path / "out" / "report.html"), shot)
@@ -216,7 +214,7 @@ def test_readme_mpi_example(tmp_path):
     script = "\n".join(line[4:] for line in block.splitlines()).replace("/tmp/", f"{tmp_path}/")
     if os.geteuid() == 0:
         script = script.replace("mpirun -n 4", "mpirun --allow-run-as-root -n 4")
-    r = subprocess.run(["bash", "-ec", script], cwd=tracing.ROOT, capture_output=True, text=True, timeout=600)
+    r = run_mpi(["bash", "-ec", script], fresh=[tmp_path / "mpi-traces"], cwd=tracing.ROOT, text=True, timeout=600)
     assert r.returncode == 0, r.stderr
     shown = re.findall(r"^    (\[WARN\] [\w-]+): .*rank 1|^    (\[WARN\] [\w-]+): Rank 1", readme, re.M)
     assert sorted(a or b for a, b in shown) == ["[WARN] collective-wait", "[WARN] imbalance"]
@@ -242,13 +240,11 @@ def test_a_rank_short_of_cpu_is_cpu_starved_not_a_straggler(patterns, tmp_path):
     cpu-starved names the four, each with its waiting for a CPU outside MPI calls."""
     data, out = tmp_path / "data", tmp_path / "traces"
     data.mkdir()
-    root = ["--allow-run-as-root"] if os.geteuid() == 0 else []
     env = dict(os.environ, LD_PRELOAD=tracing.PRELOAD, IOTRACE_DIR=str(out))
     last = str((os.cpu_count() or 2) - 1)
     busy = [subprocess.Popen(["taskset", "-c", last, "sh", "-c", "while :; do :; done"]) for _ in range(4)]
     try:
-        r = subprocess.run(["mpirun", "-n", str(RANKS), "--oversubscribe", *root, patterns, "starved", str(data)],
-                           env=env, capture_output=True, text=True, timeout=300)
+        r = run_mpi([*mpirun(RANKS), patterns, "starved", str(data)], fresh=[out], env=env, text=True, timeout=300)
     finally:
         for b in busy:
             b.kill()

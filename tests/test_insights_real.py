@@ -209,7 +209,15 @@ def test_unannotated_torch_job_imports_are_not_findings(tmp_path):
                and p["cpu_wait_us"] >= 1e6 and p["cpu_wait_us"] >= 0.3 * p["wall_us"]}
     assert ({r["pid"] for r in found["cpu-starved"]["evidence"]["processes"]} if "cpu-starved" in found
             else set()) == starved, (found.get("cpu-starved"), S["processes"])
-    assert all(f["severity"] == "info" for f in S["findings"] if f["id"] != "cpu-starved"), S["findings"]
+    # software-loading: the imports' calls against the wall time, as they were (0.07 s of 4 s on a
+    # quiet machine; 1.4-4.3 s with another program writing GBs beside it, untraced imports taking
+    # 20-25 s too): its figure is the software class's time, whatever its severity
+    if "software-loading" in found:
+        f = found.pop("software-loading")
+        sw = S["file_classes"]["software"]
+        assert f["value"] == round(sw["time_us"] / S["job"]["wall_us"], 6) >= 0.1, f
+        assert f["severity"] == ("info" if f["value"] < 0.2 else "warn"), f
+    assert all(f["severity"] == "info" for f in found.values() if f["id"] != "cpu-starved"), S["findings"]
     data_files = [r for r in S["files"] if r["class"] == "data" and "/data/part" in r["file"]]
     assert sorted(r["bytes_read"] for r in data_files) == [256 * 1024] * 3
     sw = S["file_classes"]["software"]

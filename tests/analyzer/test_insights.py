@@ -575,3 +575,28 @@ def test_a_straggler_that_did_more_work_leaves_the_ranks_alone():
     assert "for rank 3, which did the same work" in insights.cpu_starved(S, None, T)["title"]
     S["mpi"]["ranks"][3]["io_events"] = 100
     assert insights.cpu_starved(S, None, T) is None
+
+
+@pytest.mark.parametrize("run_s, found", [
+    (0.6, True),   # 4 x 0.6 s runs: 0.1 s of small calls are 4.2% of them
+    (2.0, False),  # 4 x 2 s: 1.25%, under the 2% share
+    (0.0, False),  # no rank says its run (a Darshan log): weighed against the 24 s of wall, 0.4%
+])
+def test_mpi_io_rules_weigh_their_calls_against_the_ranks_run_not_the_launch(run_s, found):
+    """4 ranks of 5.6 s wall each and a launcher of 2 s waiting for them (MPI's start and end
+    taking seconds on a loaded node), 32768 independent 4 KiB writes to a file they share taking
+    0.1 s: whether that is 2% is a question of the ranks' time from MPI_Init to MPI_Finalize,
+    where MPI-IO calls can be, not of the processes' wall time."""
+    procs = [dict(host="n1", pid=99, rank=None, role="main", wall_us=2e6)]
+    ranks = []
+    for r in range(4):
+        procs.append(dict(host="n1", pid=100 + r, rank=r, role="exec", wall_us=5.6e6))
+        ranks.append(dict(rank=r, host="n1", pid=100 + r, run_us=run_s * 1e6))
+    files = [dict(file="/d/shared.dat", processes=4, independent_calls=32768, independent_bytes=32768 * 4096,
+                  independent_time_us=0.1e6, collective_calls=0)]
+    S = dict(processes=procs, time=dict(wall_us=24.4e6), job=dict(wall_us=24.4e6),
+             mpi=dict(ranks=ranks, files=files))
+    f = insights.mpi_independent_small(S, None, insights.thresholds()["mpi-independent-small"])
+    assert (f is not None) == found, f
+    if found:
+        assert f["value"] == 4096.0 and f["evidence"]["files"][0]["calls"] == 32768

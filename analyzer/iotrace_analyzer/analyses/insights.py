@@ -1036,13 +1036,13 @@ def _same_io(top: dict, others: list, tolerance: float) -> bool:
 def mpi_independent_small(S, D, T):
     """Small independent MPI-IO calls on a file the ranks share, where a collective call would
     let the MPI library merge them into few large requests (two-phase I/O)."""
-    best = None
+    best, run = None, _run_us(S)
     for f in (S.get("mpi") or {}).get("files", []):
         n = f["independent_calls"]
         if f["processes"] < 2 or n < T["min_calls"]:
             continue
         mean = f["independent_bytes"] / n
-        if mean < T["size"] and _costs(S, T, f["independent_time_us"], _run_us(S)) and \
+        if mean < T["size"] and _costs(S, T, f["independent_time_us"], run) and \
                 (best is None or f["independent_time_us"] > best["independent_time_us"]):
             best = f
     if best is None:
@@ -1493,8 +1493,7 @@ def mpi_blocking(S, D, T):
                         time_us=int(dur[io & x].sum()) / 1000) for d, x in (("read", is_r), ("write", is_w))}
     if not dirs:
         return None
-    ranks_run = _ranks_run_us(S)
-    run = ranks_run or _wall_us(S)
+    ranks_run, run = _ranks_run_us(S), _run_us(S)
     of = "the ranks' time from MPI_Init to MPI_Finalize" if ranks_run else "the processes' wall time"
     hits = [(d, x) for d, x in dirs.items()
             if x["calls"] >= max(T["min_calls"], 1) and not x["nonblocking"] and _costs(S, T, x["time_us"], run)]

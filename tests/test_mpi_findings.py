@@ -265,11 +265,8 @@ def test_a_rank_short_of_cpu_is_cpu_starved_not_a_straggler(patterns, tmp_path):
     else:
         assert _check_starved(S, f["cpu-starved"]) == 3
         assert "for rank 3, which did the same work" in f["cpu-starved"]["title"]
-        # the same CPU outside MPI as the others (their polling in the barriers adds CPU inside
-        # MPI, less of it where other programs share CPU 0 too: 0.587 s against rank 3's 0.596
-        # with two more busy loops and a writing disk beside the test)
-        mean = sum(ranks[k]["own_cpu_us"] for k in range(3)) / 3
-        assert 0.9 * mean <= ranks[3]["own_cpu_us"] <= 1.1 * mean, [ranks[k]["own_cpu_us"] for k in range(4)]
+        # the others polled in the barriers: more CPU in all, the same outside MPI
+        assert min(ranks[k]["cpu_us"] for k in range(3)) > ranks[3]["cpu_us"]
     assert report.text_report(S).count("cpu-starved") == 1
 
 

@@ -314,13 +314,7 @@ def summarize(parts: list[MpiPart], names_of, procs: dict, own: dict, size_edges
     for o in out["collective_ops"]["top"]:  # the slowest rank by its rank (its process's index here)
         r = keys_u[o["slowest"]]
         o["slowest"] = (procs.get((int(r[0]), int(r[1]))) or {}).get("rank")
-    ranks.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["pid"]))
-    out["ranks"] = ranks
-    if ranks:
-        t_io = np.array([r["data_us"] for r in ranks], float)
-        out["slowest_rank"] = ranks[int(t_io.argmax())]["rank"]
-        med = float(np.median(t_io))
-        out["slowest_to_median"] = round(float(t_io.max() / med), 3) if med > 0 else None
+    _put_ranks(out, ranks)
     return out, t
 
 
@@ -399,6 +393,18 @@ def summarize_counters(t: pa.Table, sizes: list, names_of, procs: dict, own: dic
             posix_us=units.us(o.get("posix", 0) + o.get("stdio", 0)),
             posix_bytes_read=row["bytes_read"], posix_bytes_written=row["bytes_written"],
             wall_us=row.get("wall_us") or 0.0, run_us=0.0))
+    _put_ranks(out, ranks)
+    out["from_counters"] = True
+    out["estimated"] = ["collective, independent, blocking and non-blocking bytes and time: a file's shared out "
+                        "by its calls' count", "per rank: a file every rank used shared out evenly"]
+    out["not_known"] = ["waits in collective calls (no per-call times)", "request offsets: alignment at the "
+                        "MPI-IO layer (see POSIX's)", "run_us (MPI_Init to MPI_Finalize per rank)"]
+    return out
+
+
+def _put_ranks(out: dict, ranks: list[dict]) -> None:
+    """The ranks in rank order (processes without one last, by pid), and the slowest by its
+    MPI-IO data time against the median's."""
     ranks.sort(key=lambda r: (r["rank"] is None, r["rank"] if r["rank"] is not None else 0, r["pid"]))
     out["ranks"] = ranks
     if ranks:
@@ -406,9 +412,3 @@ def summarize_counters(t: pa.Table, sizes: list, names_of, procs: dict, own: dic
         out["slowest_rank"] = ranks[int(t_io.argmax())]["rank"]
         med = float(np.median(t_io))
         out["slowest_to_median"] = round(float(t_io.max() / med), 3) if med > 0 else None
-    out["from_counters"] = True
-    out["estimated"] = ["collective, independent, blocking and non-blocking bytes and time: a file's shared out "
-                        "by its calls' count", "per rank: a file every rank used shared out evenly"]
-    out["not_known"] = ["waits in collective calls (no per-call times)", "request offsets: alignment at the "
-                        "MPI-IO layer (see POSIX's)", "run_us (MPI_Init to MPI_Finalize per rank)"]
-    return out

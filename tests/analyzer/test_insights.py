@@ -577,6 +577,45 @@ def test_a_straggler_that_did_more_work_leaves_the_ranks_alone():
     assert insights.cpu_starved(S, None, T) is None
 
 
+def _late_rank_job(own_cpu_ms: list, got: float, kept_ms: float) -> dict:
+    """4 ranks of the same I/O on a host short of CPUs (PSI 1 s), each run twice `kept_ms`;
+    rank 3 keeps each other rank waiting `kept_ms` in collective calls. `own_cpu_ms`: each rank's CPU
+    outside MPI calls; `got`: the share of a CPU rank 3 had (its CPU time over its wall time)."""
+    ranks = []
+    for r, cpu in enumerate(own_cpu_ms):
+        ranks.append(dict(rank=r, host="n1", pid=100 + r, run_us=2 * kept_ms * 1e3, wall_us=1e6, cpu_us=got * 1e6,
+                          own_cpu_us=cpu * 1e3, slow_wait_us=0.0 if r == 3 else kept_ms * 1e3,
+                          caused_wait_us=3 * kept_ms * 1e3 if r == 3 else 0.0, bytes_read=0,
+                          bytes_written=32 << 20, posix_bytes_read=0, posix_bytes_written=0, io_events=8670,
+                          data_us=0.0, host_cpu_wait_us=1e6))
+    return dict(processes=[], mpi=dict(ranks=ranks, collective_ops=dict(top=[])))
+
+
+@pytest.mark.parametrize("own_cpu_ms, got, kept_ms, starved", [
+    # measured under two busy loops (tests/test_mpi_findings.py, small writes): rank 3 used 4.5 ms
+    # more CPU than the others' mean, 27% more, and kept each waiting 60 ms: short of CPU
+    ([16.8, 16.5, 16.7, 21.2], 1 / 3, 60, True),
+    ([100, 100, 100, 400], 1 / 3, 900, False),  # 4x the compute: its 300 ms more at a third of a CPU
+    ([100, 100, 100, 400], 1.0, 900, False),    # at a whole CPU 300 of the 900 ms, but 4x the work
+    ([100, 100, 100, 140], 1.0, 900, True),     # 40% more CPU, 40 of the 900 ms
+    ([100, 100, 100, 160], 1.0, 900, False),    # 60% more: not the same work
+    ([16.8, 16.5, 16.7, 21.2], 1 / 3, 20, False),  # 13.5 ms at its share: most of a 20 ms wait
+])
+def test_a_late_rank_s_extra_cpu_is_weighed_against_how_late_it_was(own_cpu_ms, got, kept_ms, starved):
+    """Whether the rank the others wait for is cpu-starved or a straggler by its work: a few ms
+    more of CPU than the others' does not make a rank 60 ms late (under contention its CPU is
+    read with noise); the CPU it used beyond theirs must be at most half their mean and, at the
+    share of a CPU it got, take at most half the time it kept them waiting."""
+    S = _late_rank_job(own_cpu_ms, got, kept_ms)
+    T = insights.thresholds()
+    starved_f, wait_f = insights.cpu_starved(S, None, T["cpu-starved"]), insights.collective_wait(
+        S, None, T["collective-wait"])
+    if starved:
+        assert wait_f is None and "for rank 3, which did the same work" in starved_f["title"], starved_f
+    else:
+        assert starved_f is None and "rank 3 holds them up" in wait_f["title"], wait_f
+
+
 @pytest.mark.parametrize("run_s, found", [
     (0.6, True),   # 4 x 0.6 s runs: 0.1 s of small calls are 4.2% of them
     (2.0, False),  # 4 x 2 s: 1.25%, under the 2% share

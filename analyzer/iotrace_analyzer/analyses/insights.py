@@ -128,6 +128,9 @@ THRESHOLDS: dict = {
         "caused": (0.5, "and one rank causes at least this share of it (a straggler, not scattered noise)"),
         "same_work": (1.1, "not when the straggler's I/O calls, bytes and CPU time are each at most this times "
                       "the other ranks' mean and its host lacked CPUs long enough: cpu-starved"),
+        "extra_cpu": (0.5, "its CPU time as the same also when what it used beyond the others' mean is at most "
+                      "this share of that mean and, at the share of a CPU it got, of the time it kept each "
+                      "other rank waiting"),
     },
     "cpu-starved": {
         "share": (0.1, "share of the ranks' time from MPI_Init to MPI_Finalize spent waiting in collective "
@@ -137,6 +140,9 @@ THRESHOLDS: dict = {
         "same_work": (1.1, "which did no more than this times the other ranks' mean I/O calls, bytes and CPU "
                       "time, while its host had a task waiting for a CPU at least as long as it kept each "
                       "other rank waiting (Linux PSI)"),
+        "extra_cpu": (0.5, "its CPU time as the same also when what it used beyond the others' mean is at most "
+                      "this share of that mean and, at the share of a CPU it got, of the time it kept each "
+                      "other rank waiting"),
         "wait_share": (0.3, "outside MPI: share of a process's wall time its main thread was runnable with no "
                        "CPU to run on (cpu_wait)"),
         "min_wait_s": (1.0, "and at least this much of such waiting in that process"),
@@ -1113,25 +1119,35 @@ def _straggler(S, T):
     return ranks, share, late, caused
 
 
-def _starved(ranks: list, late: dict, same_work: float) -> bool:
-    """Whether the late rank's host, not its work, explains it: it made no more I/O calls, moved
-    no more bytes and used no more CPU outside MPI calls (the others' polling while they wait is
-    the MPI library's) than `same_work` times the other ranks' mean, and its host
-    had a task waiting for a CPU (PSI, from MPI_Init's end) at least as long as the late rank
-    kept each of the others waiting. A rank late with the same work on a host short of CPUs was
-    short of CPU time; evening out the work would change nothing."""
+def _starved(ranks: list, late: dict, T: dict) -> bool:
+    """Whether the late rank's host, not its work, explains it: it made no more I/O calls and
+    moved no more bytes than T's `same_work` times the other ranks' mean; it used no more CPU
+    outside MPI calls (the others' polling while they wait is the MPI library's) than that, or
+    its CPU beyond the others' mean is at most `extra_cpu` of that mean and, run at the share
+    of a CPU it got (its CPU time over its wall time), takes at most `extra_cpu` of the time it
+    kept each other rank waiting (measured under two busy loops: a starved rank of 4 on 2
+    cores, doing the others' work, used 21 ms against their 16.7 and kept each waiting 60 ms;
+    a rank computing 4x as much is a straggler whatever the host); and its host had a task waiting for a CPU (PSI,
+    from MPI_Init's end) at least as long as that time. A rank late with the same work on a
+    host short of CPUs was short of CPU time; evening out the work would change nothing."""
     others = [r for r in ranks if r is not late]
     if late.get("host_cpu_wait_us") is None or not others:
         return False
+    kept = late["caused_wait_us"] / len(others)
 
     def io_bytes(r):
         return r["bytes_read"] + r["bytes_written"] + r["posix_bytes_read"] + r["posix_bytes_written"]
 
-    figures = [lambda r: r.get("io_events", 0), io_bytes]
-    if all(r.get("own_cpu_us") is not None for r in ranks):  # else unknown: as the same
-        figures.append(lambda r: r["own_cpu_us"])
-    return _no_more_work(late, others, figures, same_work) and \
-        late["host_cpu_wait_us"] >= late["caused_wait_us"] / len(others)
+    if not _no_more_work(late, others, [lambda r: r.get("io_events", 0), io_bytes], T["same_work"]) or \
+            late["host_cpu_wait_us"] < kept:
+        return False
+    if any(r.get("own_cpu_us") is None for r in ranks):  # unknown: as the same
+        return True
+    mean = sum(r["own_cpu_us"] for r in others) / len(others)
+    got = min(late["cpu_us"] / late["wall_us"], 1.0) if late.get("cpu_us") and late.get("wall_us") else 1.0
+    extra = late["own_cpu_us"] - mean
+    return late["own_cpu_us"] <= T["same_work"] * mean or \
+        (extra <= T["extra_cpu"] * mean and extra / got <= T["extra_cpu"] * kept)
 
 
 def _rank_rows(ranks: list) -> list:
@@ -1154,7 +1170,7 @@ def collective_wait(S, D, T):
     if found is None:
         return None
     ranks, share, late, caused = found
-    if _starved(ranks, late, T["same_work"]):
+    if _starved(ranks, late, T):
         return None
     m = S["mpi"]
     return _finding(
@@ -1180,7 +1196,7 @@ def cpu_starved(S, D, T):
     if found is None:
         return _short_of_cpus(S, T, ranks_too=True)
     ranks, share, late, _caused = found
-    if not _starved(ranks, late, T["same_work"]):
+    if not _starved(ranks, late, T):
         return _short_of_cpus(S, T)
     short = late["host_cpu_wait_us"] / late["run_us"] if late["run_us"] else 0.0
     return _finding(

@@ -1127,9 +1127,10 @@ def _starved(ranks: list, late: dict, T: dict) -> bool:
     of a CPU it got (its CPU time over its wall time), takes at most `extra_cpu` of the time it
     kept each other rank waiting (measured under two busy loops: a starved rank of 4 on 2
     cores, doing the others' work, used 21 ms against their 16.7 and kept each waiting 60 ms;
-    a rank computing 4x as much is a straggler whatever the host); and its host had a task waiting for a CPU (PSI,
-    from MPI_Init's end) at least as long as that time. A rank late with the same work on a
-    host short of CPUs was short of CPU time; evening out the work would change nothing."""
+    a rank computing 4x as much is a straggler whatever the host); and its host had a task
+    waiting for a CPU (PSI, from MPI_Init's end) at least as long as that time. A rank late
+    with the same work on a host short of CPUs was short of CPU time; evening out the work
+    would change nothing."""
     others = [r for r in ranks if r is not late]
     if late.get("host_cpu_wait_us") is None or not others:
         return False
